@@ -1,0 +1,28 @@
+#include "commands/commands.hpp"
+
+#include <map>
+
+namespace diffract::cli {
+namespace {
+std::map<CLI::App*, Runner>& runners() {
+    static std::map<CLI::App*, Runner> r;
+    return r;
+}
+}  // namespace
+
+void on_run(CLI::App* sub, Runner run) { runners()[sub] = std::move(run); }
+
+void register_commands(CLI::App& app) {
+    add_inspect(app);
+    add_generate(app);
+}
+
+int run_selected(CLI::App& app) {
+    for (auto* sub : app.get_subcommands()) {
+        auto it = runners().find(sub);
+        if (it != runners().end()) return it->second();
+    }
+    return 2;
+}
+
+}  // namespace diffract::cli

@@ -1,0 +1,30 @@
+// diffract: the command-line tool. This file is the single catch site: an InputError prints one
+// line and exits 2, any other exception exits 1.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands/commands.hpp"
+#include "diffract/core/error.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"diffract: spectral analysis of neural-network checkpoints"};
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "Expand all help");
+    diffract::cli::register_commands(app);
+    try {
+        app.parse(argc, argv);
+        return diffract::cli::run_selected(app);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    } catch (const diffract::InputError& e) {
+        std::fprintf(stderr, "diffract: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "diffract: internal error: %s\n", e.what());
+        return 1;
+    }
+}

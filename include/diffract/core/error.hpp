@@ -1,0 +1,26 @@
+// Errors: two channels, one catch site.
+//
+// InputError is anything a user or a file can cause (bad path, corrupt header, mismatched models):
+// the CLI prints its message as one line and exits 2. Anything else that escapes is an internal
+// failure (exit 1). Messages follow one format so that a user can act on them:
+//   <path>: tensor '<name>': <what is wrong> (expected <x>, found <y>)
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace diffract {
+
+class InputError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// "<source>: tensor '<tensor>': <what>" with the parts that are empty left out.
+std::string error_context(std::string_view source, std::string_view tensor, std::string_view what);
+
+[[noreturn]] void throw_input_error(std::string_view source, std::string_view tensor,
+                                    std::string_view what);
+
+}  // namespace diffract

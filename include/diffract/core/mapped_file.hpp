@@ -1,0 +1,36 @@
+// A file mapped read-only into memory. Tensor views hold a shared_ptr to the mapping, so a view
+// can never outlive the bytes it points at. Pages are read on demand: nothing loads a model whole.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace diffract {
+
+class MappedFile {
+public:
+    // Maps `path` read-only. Throws InputError naming the path and strerror on failure.
+    static std::shared_ptr<const MappedFile> open(const std::string& path);
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    std::span<const std::byte> bytes() const { return {data_, size_}; }
+    std::size_t size() const { return size_; }
+    const std::string& path() const { return path_; }
+
+    // Tells the kernel a byte range will be read soon / is no longer needed (page cache hint; it
+    // keeps resident memory small when a large model is streamed matrix by matrix).
+    void will_need(std::size_t offset, std::size_t length) const;
+    void dont_need(std::size_t offset, std::size_t length) const;
+
+private:
+    MappedFile(std::string path, const std::byte* data, std::size_t size);
+    std::string path_;
+    const std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+}  // namespace diffract

@@ -1,0 +1,70 @@
+#include "diffract/core/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract {
+namespace {
+
+// madvise wants page-aligned starts.
+void advise(const std::byte* base, std::size_t size, std::size_t offset, std::size_t length, int advice) {
+    if (size == 0 || offset >= size) return;
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t start = offset / page * page;
+    const std::size_t end = std::min(size, offset + length);
+    madvise(const_cast<std::byte*>(base) + start, end - start, advice);
+}
+
+}  // namespace
+
+MappedFile::MappedFile(std::string path, const std::byte* data, std::size_t size)
+    : path_(std::move(path)), data_(data), size_(size) {}
+
+MappedFile::~MappedFile() {
+    if (data_ != nullptr && size_ > 0) munmap(const_cast<std::byte*>(data_), size_);
+}
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw_input_error(path, "", std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw_input_error(path, "", std::string("cannot stat: ") + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw_input_error(path, "", "not a regular file");
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    const std::byte* data = nullptr;
+    if (size > 0) {
+        void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            throw_input_error(path, "", std::string("cannot map: ") + std::strerror(err));
+        }
+        data = static_cast<const std::byte*>(p);
+    }
+    ::close(fd);  // the mapping keeps the file referenced
+    return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+}
+
+void MappedFile::will_need(std::size_t offset, std::size_t length) const {
+    advise(data_, size_, offset, length, MADV_WILLNEED);
+}
+
+void MappedFile::dont_need(std::size_t offset, std::size_t length) const {
+    advise(data_, size_, offset, length, MADV_DONTNEED);
+}
+
+}  // namespace diffract
