@@ -1,0 +1,41 @@
+// Opening a checkpoint, whatever its form, as one list of tensor views.
+//
+// A model is named on the command line as
+//   PATH                   a .safetensors file, a .gguf file, or an HF model directory
+//                          (model.safetensors, or shards listed by model.safetensors.index.json)
+//   org/name[@revision]    a model in the local Hugging Face cache (offline; see hf_cache.hpp)
+//   NAME=...               any of the above, displayed as NAME
+// Files are mapped read-only; nothing is read until a tensor's bytes are.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diffract/core/tensor.hpp"
+#include "diffract/model/schema.hpp"
+
+namespace diffract::formats {
+
+struct Checkpoint {
+    std::string name;    // display name: NAME= if given, else the directory's (or file's) base name
+    std::string path;    // resolved file or directory
+    std::string format;  // "safetensors" | "gguf"
+    nlohmann::json config;  // config.json; for GGUF, head geometry mapped to HF keys; null if none
+    std::vector<TensorInfo> tensors;  // in file order, shard by shard
+    std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
+    model::ModelSchema schema;
+
+    const TensorInfo* find(std::string_view tensor_name) const;
+    // Directory holding config/tokenizer files to copy into edited checkpoints ("" for a lone file).
+    std::string directory() const;
+};
+
+Checkpoint open_checkpoint(std::string_view spec);
+
+// Splits "NAME=PATH" (NAME without '/'); returns {"", spec} when there is no name.
+std::pair<std::string, std::string> split_model_name(std::string_view spec);
+
+}  // namespace diffract::formats

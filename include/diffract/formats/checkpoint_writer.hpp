@@ -1,0 +1,55 @@
+// Writing a Hugging Face model directory: sharded safetensors with an index, config and tokenizer
+// files copied from a source directory. Streaming: tensors are produced one at a time into a buffer
+// of one tensor's size, so memory stays bounded by the largest tensor, whatever the model's size.
+//
+// Atomic: everything is written under a temporary sibling directory which is renamed to the
+// target only once complete; on any failure the temporary directory is removed and the target does
+// not exist. The target must not exist and must not be (or contain, or lie inside) an input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diffract/core/dtype.hpp"
+
+namespace diffract::formats {
+
+struct TensorSpec {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    std::uint64_t nbytes() const;
+};
+
+// Fills `out` (exactly spec.nbytes() bytes) with the tensor's stored bytes.
+using TensorProducer = std::function<void(const TensorSpec& spec, std::span<std::byte> out)>;
+
+struct WriteOptions {
+    std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // as transformers' save_pretrained default
+    std::string copy_files_from;  // a model directory: config.json, tokenizer and generation files
+    nlohmann::json config;        // written as config.json when not null (overrides the copied one)
+    std::map<std::string, std::string> metadata = {{"format", "pt"}};
+    std::vector<std::string> inputs;  // paths that must not be overwritten
+    // Extra small files to place in the directory (name -> contents), e.g. the heads a rewind chose.
+    std::map<std::string, std::string> extra_files;
+};
+
+// Writes the directory `out_dir`. Tensors are written in the order given.
+void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
+                      const TensorProducer& produce, const WriteOptions& options);
+
+// Files copied from a source model directory into an edited one.
+bool is_companion_file(const std::string& file_name);
+
+// Atomic directory creation, shared by every writer of directories: `fill(tmp_dir)` populates a
+// temporary sibling of `out_dir`, which is then renamed into place.
+void write_directory_atomically(const std::string& out_dir, const std::vector<std::string>& inputs,
+                                const std::function<void(const std::string& tmp_dir)>& fill);
+
+}  // namespace diffract::formats

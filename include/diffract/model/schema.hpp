@@ -1,0 +1,82 @@
+// What each tensor of a checkpoint is: its layer, its role in the transformer block, and, for
+// attention projections, how it splits into heads.
+//
+// Families recognised (by config.json `architectures`/`model_type`, or GGUF `general.architecture`):
+//   Llama, Mistral, Qwen2, OLMo, OLMo-2, Gemma, ... (separate q/k/v/o projections)
+//   Phi-3 (fused qkv_proj [q; k; v] along rows, fused gate_up_proj [gate; up])
+//   GPT-2 (Conv1D: weights stored transposed, [in, out]; fused c_attn along columns)
+//   GPT-NeoX / Pythia (fused query_key_value, rows interleaved per head: [q_h; k_h; v_h] for each h)
+//   BERT (query/key/value/attention.output.dense)
+// Unknown architectures still load; their matrices are analysed whole, heads are not split.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diffract/core/matrix.hpp"
+#include "diffract/core/tensor.hpp"
+
+namespace diffract::model {
+
+enum class Role {
+    attn_q, attn_k, attn_v, attn_o, attn_qkv,
+    mlp_gate, mlp_up, mlp_down, mlp_gate_up,  // mlp_gate_up: Phi-3's fused [gate; up]
+    embed, lm_head, norm, other,
+};
+
+std::string_view role_name(Role r);
+std::optional<Role> role_from_name(std::string_view name);
+bool role_is_attention(Role r);
+
+// How a fused QKV projection lays out its heads.
+enum class QkvLayout { separate, concatenated, interleaved_per_head };
+
+struct HeadGeometry {
+    int n_heads = 0;     // query heads
+    int n_kv_heads = 0;  // key/value heads (GQA: n_heads is a multiple of it)
+    int head_dim = 0;
+    int hidden = 0;
+    int group_size() const { return n_heads / n_kv_heads; }
+    int kv_head_of(int query_head) const { return query_head / group_size(); }
+};
+
+struct ModelSchema {
+    std::string architecture;  // e.g. "Olmo2ForCausalLM", or "unknown"
+    std::string family;        // llama | phi3 | gpt2 | gpt_neox | bert | unknown
+    std::optional<HeadGeometry> heads;
+    QkvLayout qkv_layout = QkvLayout::separate;
+    bool conv1d_transposed = false;  // GPT-2 stores [in, out]
+    std::vector<std::string> warnings;
+};
+
+struct TensorRole {
+    std::optional<int> layer;
+    Role role = Role::other;
+};
+
+// Classifies one tensor name (HF or llama.cpp GGUF naming).
+TensorRole classify_tensor(std::string_view name);
+
+// Reads the family and head geometry from an HF config.json (or from GGUF metadata mapped into the
+// same keys by the checkpoint opener). `config` may be null: the schema is then "unknown".
+ModelSchema schema_from_config(const nlohmann::json& config, const std::string& label = "config.json");
+
+// One head's slice of an attention projection.
+struct HeadBlock {
+    int head = 0;   // query-head index for Q and O; KV-head index for K and V
+    Role proj = Role::attn_q;  // attn_q | attn_k | attn_v | attn_o
+    MatrixBlock block;
+};
+
+// The whole-matrix block of a 2-D tensor (transposed for GPT-2 Conv1D weights).
+MatrixBlock whole_matrix(const ModelSchema& schema, const TensorInfo& t);
+
+// The head blocks of an attention tensor; empty when heads are unknown or the role has none.
+// Throws InputError naming the tensor when the geometry does not divide the projection.
+std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& t, Role role);
+
+}  // namespace diffract::model
