@@ -15,6 +15,10 @@ void on_run(CLI::App* sub, Runner run) { runners()[sub] = std::move(run); }
 void register_commands(CLI::App& app) {
     add_inspect(app);
     add_generate(app);
+    add_analyze(app);
+    add_metrics(app);
+    add_store(app);
+    add_export(app);
 }
 
 int run_selected(CLI::App& app) {

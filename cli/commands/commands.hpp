@@ -18,5 +18,9 @@ int run_selected(CLI::App& app);
 
 void add_inspect(CLI::App& app);
 void add_generate(CLI::App& app);
+void add_analyze(CLI::App& app);
+void add_metrics(CLI::App& app);
+void add_store(CLI::App& app);
+void add_export(CLI::App& app);
 
 }  // namespace diffract::cli

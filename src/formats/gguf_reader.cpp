@@ -140,7 +140,8 @@ std::string sanitize_utf8(std::string_view s) {
 std::string printable(std::string_view s) {
     constexpr std::size_t kMax = 120;
     std::string out;
-    for (std::size_t i = 0; i < s.size() && out.size() < kMax;) {
+    std::size_t i = 0;
+    while (i < s.size() && out.size() < kMax) {
         const auto c = static_cast<unsigned char>(s[i]);
         const auto n = utf8_sequence(s, i);
         if (n > 1 || (n == 1 && c >= 0x20 && c != 0x7F && c != '\\')) {
@@ -151,7 +152,7 @@ std::string printable(std::string_view s) {
             ++i;
         }
     }
-    if (out.size() >= kMax) out += "...";
+    if (i < s.size()) out += "...";
     return out;
 }
 
@@ -226,7 +227,10 @@ private:
     }
 
     std::string_view read_string(std::string_view what) {
-        const auto n = read<std::uint64_t>(fmt::format("{} length", what));
+        if (remaining() < 8)  // checked here so that the hot path formats no message
+            fail(fmt::format("truncated {} length at offset {} (expected 8 bytes, found {})", what, pos_,
+                             remaining()));
+        const auto n = read<std::uint64_t>("string length");
         if (n > remaining())
             fail(fmt::format("{} length runs past the end of the file (expected at most {}, found {})", what,
                              remaining(), n));

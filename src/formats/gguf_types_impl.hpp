@@ -33,7 +33,7 @@ inline constexpr std::array<GgmlType, 40> kGgmlTypes{{
     {6, "Q5_0", 32, 2 + 4 + 16, std::nullopt},
     {7, "Q5_1", 32, 2 + 2 + 4 + 16, std::nullopt},
     {8, "Q8_0", 32, 2 + 32, DType::Q8_0},
-    {9, "Q8_1", 32, 4 + 4 + 32, std::nullopt},
+    {9, "Q8_1", 32, 2 + 2 + 32, std::nullopt},  // f16 d and s (gguf-py still says 4 + 4 + 32, stale)
     {10, "Q2_K", kQK_K, 2 + 2 + kQK_K / 16 + kQK_K / 4, std::nullopt},
     {11, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, std::nullopt},
     {12, "Q4_K", kQK_K, 2 + 2 + kQK_K / 2 + 12, std::nullopt},

@@ -12,7 +12,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
-#include "random_impl.hpp"
+#include "core/random_impl.hpp"
 
 namespace fs = std::filesystem;
 

@@ -25,8 +25,19 @@ namespace {
 using Bytes = std::vector<std::byte>;
 
 enum : std::uint32_t {
-    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kStr = 8, kArr = 9, kU64 = 10,
-    kI64 = 11, kF64 = 12
+    kU8 = 0,
+    kI8 = 1,
+    kU16 = 2,
+    kI16 = 3,
+    kU32 = 4,
+    kI32 = 5,
+    kF32 = 6,
+    kBool = 7,
+    kStr = 8,
+    kArr = 9,
+    kU64 = 10,
+    kI64 = 11,
+    kF64 = 12
 };
 enum : std::uint32_t { kTF32 = 0, kTF16 = 1, kTQ4_0 = 2, kTQ8_0 = 8, kTQ4_K = 12, kTBF16 = 30 };
 
@@ -144,6 +155,26 @@ Spec valid_spec() {
         put(b, kU64);
         put<std::uint64_t>(b, 18446744073709551615ull);
     }));
+    s.kvs.push_back(
+        kv_raw("general.scalars", [](Bytes& b) {  // one of each scalar type, in an array of arrays
+            put(b, kArr);
+            put(b, kArr);
+            put<std::uint64_t>(b, 9);
+            auto one = [&b](std::uint32_t type, auto v) {
+                put(b, type);
+                put<std::uint64_t>(b, 1);
+                put(b, v);
+            };
+            one(kU8, std::uint8_t{200});
+            one(kI8, std::int8_t{-5});
+            one(kU16, std::uint16_t{65535});
+            one(kI16, std::int16_t{-300});
+            one(kI32, std::int32_t{-70000});
+            one(kI64, std::int64_t{-5'000'000'000});
+            one(kF64, 0.1);
+            one(kF32, 0.1f);
+            one(kBool, std::uint8_t{0});
+        }));
     s.tis.push_back({"blk.0.attn_q.weight", {3, 2}, kTF32, 0});
     s.tis.push_back({"blk.0.attn_norm.weight", {4}, kTF16, 32});
     s.tis.push_back({"token_embd.weight", {32, 2}, kTQ8_0, 64});
@@ -170,19 +201,19 @@ Spec valid_spec() {
 GgufFile parse(const Bytes& b) { return parse_gguf_bytes(b, "t.gguf"); }
 
 // The parse throws InputError with a one-line message that starts with the label and contains needle.
-#define EXPECT_GGUF_ERROR(bytes, needle)                                                        \
-    EXPECT_THROW(                                                                               \
-        {                                                                                       \
-            try {                                                                               \
-                parse(bytes);                                                                   \
-            } catch (const InputError& e) {                                                     \
-                const std::string msg = e.what();                                               \
-                EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg;           \
-                EXPECT_EQ(msg.rfind("t.gguf: ", 0), 0u) << "message: " << msg;                 \
-                EXPECT_EQ(msg.find('\n'), std::string::npos) << "message: " << msg;             \
-                throw;                                                                          \
-            }                                                                                   \
-        },                                                                                      \
+#define EXPECT_GGUF_ERROR(bytes, needle)                                              \
+    EXPECT_THROW(                                                                     \
+        {                                                                             \
+            try {                                                                     \
+                parse(bytes);                                                         \
+            } catch (const InputError& e) {                                           \
+                const std::string msg = e.what();                                     \
+                EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg; \
+                EXPECT_EQ(msg.rfind("t.gguf: ", 0), 0u) << "message: " << msg;        \
+                EXPECT_EQ(msg.find('\n'), std::string::npos) << "message: " << msg;   \
+                throw;                                                                \
+            }                                                                         \
+        },                                                                            \
         InputError)
 
 std::size_t find_bytes(const Bytes& hay, std::string_view needle) {
@@ -245,10 +276,24 @@ TEST(GgufReader, ParsesValidV3File) {
     EXPECT_EQ(m.at("llama.rope.freq_base").get<double>(), 10000.0);
     EXPECT_EQ(m.at("general.flag"), true);
     EXPECT_EQ(m.at("general.small_array"), nlohmann::json({1, -2, 3}));
-    EXPECT_EQ(m.at("tokenizer.ggml.scores"), nlohmann::json({{"gguf_array_type", "FLOAT32"}, {"length", 300}}));
-    EXPECT_EQ(m.at("tokenizer.ggml.tokens"), nlohmann::json({{"gguf_array_type", "STRING"}, {"length", 257}}));
+    EXPECT_EQ(m.at("tokenizer.ggml.scores"),
+              nlohmann::json({{"gguf_array_type", "FLOAT32"}, {"length", 300}}));
+    EXPECT_EQ(m.at("tokenizer.ggml.tokens"),
+              nlohmann::json({{"gguf_array_type", "STRING"}, {"length", 257}}));
     EXPECT_EQ(m.at("general.nested"), nlohmann::json::parse("[[1, 2], []]"));
     EXPECT_EQ(m.at("general.big").get<std::uint64_t>(), 18446744073709551615ull);
+    const auto& sc = m.at("general.scalars");
+    ASSERT_EQ(sc.size(), 9u);
+    EXPECT_TRUE(sc[0][0].is_number_unsigned());
+    EXPECT_EQ(sc[0][0].get<int>(), 200);
+    EXPECT_EQ(sc[1][0].get<int>(), -5);
+    EXPECT_EQ(sc[2][0].get<int>(), 65535);
+    EXPECT_EQ(sc[3][0].get<int>(), -300);
+    EXPECT_EQ(sc[4][0].get<int>(), -70000);
+    EXPECT_EQ(sc[5][0].get<std::int64_t>(), -5'000'000'000);
+    EXPECT_EQ(sc[6][0].get<double>(), 0.1);
+    EXPECT_EQ(sc[7][0].get<double>(), static_cast<double>(0.1f));  // a float32 widened exactly
+    EXPECT_EQ(sc[8][0], false);
     EXPECT_NO_THROW((void)m.dump());
 }
 
@@ -303,11 +348,11 @@ TEST(GgufReader, DequantizesQ8_0) {
     const auto& t = f.tensors[2];
     std::vector<float> out(64);
     dequantize_q8_0(bytes.data() + t.offset, out.size(), out.data());
-    EXPECT_EQ(out[0], -8.0f);     // 0.5 * -16
-    EXPECT_EQ(out[17], 0.5f);     // 0.5 * 1
-    EXPECT_EQ(out[31], 7.5f);     // 0.5 * 15
-    EXPECT_EQ(out[32], 31.75f);   // 0.25 * 127
-    EXPECT_EQ(out[63], 24.0f);    // 0.25 * 96
+    EXPECT_EQ(out[0], -8.0f);    // 0.5 * -16
+    EXPECT_EQ(out[17], 0.5f);    // 0.5 * 1
+    EXPECT_EQ(out[31], 7.5f);    // 0.5 * 15
+    EXPECT_EQ(out[32], 31.75f);  // 0.25 * 127
+    EXPECT_EQ(out[63], 24.0f);   // 0.25 * 96
     EXPECT_THROW(dequantize_q8_0(bytes.data(), 33, out.data()), std::invalid_argument);
 }
 
@@ -320,13 +365,14 @@ TEST(GgufReader, TypeTableMatchesGgml) {
         std::uint32_t id;
         std::string_view name;
         std::uint32_t block, size;
-    } expect[] = {{2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},    {6, "Q5_0", 32, 22},   {7, "Q5_1", 32, 24},
-                  {9, "Q8_1", 32, 36},    {10, "Q2_K", 256, 84},  {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144},
-                  {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {16, "IQ2_XXS", 256, 66},
-                  {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
-                  {20, "IQ4_NL", 32, 18}, {21, "IQ3_S", 256, 110}, {22, "IQ2_S", 256, 82},
-                  {23, "IQ4_XS", 256, 136}, {29, "IQ1_M", 256, 56}, {34, "TQ1_0", 256, 54},
-                  {35, "TQ2_0", 256, 66}, {39, "MXFP4", 32, 17},   {40, "NVFP4", 64, 36}, {41, "Q1_0", 128, 18}};
+    } expect[] = {
+        {2, "Q4_0", 32, 18},     {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
+        {9, "Q8_1", 32, 36},     {10, "Q2_K", 256, 84},    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},
+        {13, "Q5_K", 256, 176},  {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66},
+        {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},   {20, "IQ4_NL", 32, 18},
+        {21, "IQ3_S", 256, 110}, {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {29, "IQ1_M", 256, 56},
+        {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},    {40, "NVFP4", 64, 36},
+        {41, "Q1_0", 128, 18}};
     for (const auto& e : expect) {
         const auto* t = find_ggml_type(e.id);
         ASSERT_NE(t, nullptr) << e.id;
@@ -363,14 +409,23 @@ TEST(GgufReader, RejectsBadHeader) {
 
 TEST(GgufReader, RejectsTruncationInEachSection) {
     const auto bytes = build(valid_spec());
-    auto cut = [&](std::size_t n) { return Bytes(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)); };
+    auto cut = [&](std::size_t n) {
+        return Bytes(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    };
     EXPECT_GGUF_ERROR(cut(6), "truncated version");
     EXPECT_GGUF_ERROR(cut(12), "truncated tensor count");
     EXPECT_GGUF_ERROR(cut(20), "truncated metadata count");
-    // Inside the first key/value: right after the key string, then inside the value string.
-    const auto key_end = find_bytes(bytes, "general.architecture") + std::strlen("general.architecture");
-    EXPECT_GGUF_ERROR(cut(key_end), "metadata key 'general.architecture': truncated value type");
-    EXPECT_GGUF_ERROR(cut(key_end + 4 + 8 + 2), "metadata key 'general.architecture': string length runs past");
+    // Inside a key/value: right after the key string, then inside the value string. (A file with one key:
+    // in the full file, cutting this early already fails the metadata count bound.)
+    Spec one;
+    one.kvs.push_back(kv_str("general.architecture", "llama"));
+    const auto small = build(one);
+    const auto key_end = find_bytes(small, "general.architecture") + std::strlen("general.architecture");
+    EXPECT_GGUF_ERROR(Bytes(small.begin(), small.begin() + static_cast<std::ptrdiff_t>(key_end)),
+                      "metadata key 'general.architecture': truncated value type");
+    EXPECT_GGUF_ERROR(Bytes(small.begin(), small.begin() + static_cast<std::ptrdiff_t>(key_end + 4 + 8 + 2)),
+                      "metadata key 'general.architecture': string length runs past");
+    EXPECT_GGUF_ERROR(cut(40), "metadata count too large for the file");
     // Inside a tensor info: after the name, after n_dims, after ne.
     const auto name_end = find_bytes(bytes, "token_embd.weight") + std::strlen("token_embd.weight");
     EXPECT_GGUF_ERROR(cut(name_end), "tensor 'token_embd.weight': truncated n_dims");
@@ -455,9 +510,13 @@ TEST(GgufReader, RejectsBadMetadataValues) {
 
 TEST(GgufReader, SanitisesInvalidUtf8InStringValues) {
     auto s = valid_spec();
-    s.kvs.push_back(kv_str("general.name", "a\xff" "b"));
+    s.kvs.push_back(kv_str("general.name",
+                           "a\xff"
+                           "b"));
     const auto f = parse(build(s));
-    EXPECT_EQ(f.metadata.at("general.name"), "a\xEF\xBF\xBD" "b");
+    EXPECT_EQ(f.metadata.at("general.name"),
+              "a\xEF\xBF\xBD"
+              "b");
     EXPECT_NO_THROW((void)f.metadata.dump());
 }
 
@@ -465,7 +524,8 @@ TEST(GgufReader, RejectsSpecialKeysOfWrongTypeOrValue) {
     for (std::uint32_t a : {0u, 48u, 3u}) {
         auto s = valid_spec();
         s.kvs.push_back(kv_u32("general.alignment", a));
-        EXPECT_GGUF_ERROR(build(s), "metadata key 'general.alignment': alignment is not a non-zero power of two");
+        EXPECT_GGUF_ERROR(build(s),
+                          "metadata key 'general.alignment': alignment is not a non-zero power of two");
     }
     auto s = valid_spec();
     s.kvs.push_back(kv_raw("general.alignment", [](Bytes& b) {
@@ -475,7 +535,8 @@ TEST(GgufReader, RejectsSpecialKeysOfWrongTypeOrValue) {
     EXPECT_GGUF_ERROR(build(s), "wrong value type (expected UINT32, found UINT64)");
     s = valid_spec();
     s.kvs[0] = kv_u32("general.architecture", 1);
-    EXPECT_GGUF_ERROR(build(s), "metadata key 'general.architecture': wrong value type (expected STRING, found UINT32)");
+    EXPECT_GGUF_ERROR(
+        build(s), "metadata key 'general.architecture': wrong value type (expected STRING, found UINT32)");
 }
 
 TEST(GgufReader, RejectsBadTensorInfos) {
@@ -486,17 +547,24 @@ TEST(GgufReader, RejectsBadTensorInfos) {
     };
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].name = s.tis[0].name; }),
                       "tensor 'blk.0.attn_q.weight': duplicate tensor name");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].type = 99; }),
-                      "tensor 'blk.0.attn_norm.weight': unknown ggml type id (expected a known ggml type, found 99)");
+    EXPECT_GGUF_ERROR(
+        with([](Spec& s) { s.tis[1].type = 99; }),
+        "tensor 'blk.0.attn_norm.weight': unknown ggml type id (expected a known ggml type, found 99)");
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].type = 4; }), "unknown ggml type id");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].ne = {1, 1, 1, 1, 4}; }),
+    EXPECT_GGUF_ERROR(with([](Spec& s) {
+                          s.tis[1].ne = {1, 1, 1, 1, 4};
+                      }),
                       "n_dims out of range (expected 1..4, found 5)");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].ne = {}; }), "n_dims out of range (expected 1..4, found 0)");
+    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].ne = {}; }),
+                      "n_dims out of range (expected 1..4, found 0)");
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].ne = {~0ull}; }), "dimension ne[0] is negative as int64");
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].ne = {1ull << 32, 1ull << 32}; }), "overflows int64");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[2].ne = {33, 2}; }),
-                      "tensor 'token_embd.weight': row length is not a multiple of the Q8_0 block size (expected a "
-                      "multiple of 32, found 33)");
+    EXPECT_GGUF_ERROR(
+        with([](Spec& s) {
+            s.tis[2].ne = {33, 2};
+        }),
+        "tensor 'token_embd.weight': row length is not a multiple of the Q8_0 block size (expected a "
+        "multiple of 32, found 33)");
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[0].name = "bad\xc0\x80"; }), "is not valid UTF-8");
     // A name with a newline is escaped, so that the message stays on one line.
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[0].name = s.tis[1].name = "a\nb"; }),
@@ -509,14 +577,17 @@ TEST(GgufReader, RejectsBadTensorOffsets) {
         edit(s);
         return build(s);
     };
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].offset = 36; }),
-                      "tensor 'blk.0.attn_norm.weight': data offset is not a multiple of the alignment (expected a "
-                      "multiple of 32, found 36)");
+    EXPECT_GGUF_ERROR(
+        with([](Spec& s) { s.tis[1].offset = 36; }),
+        "tensor 'blk.0.attn_norm.weight': data offset is not a multiple of the alignment (expected a "
+        "multiple of 32, found 36)");
     EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[3].offset = 192; }),
                       "tensor 'output.weight': data runs past the end of the file");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[3].offset = ~0ull - 31; }), "data runs past the end of the file");
-    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[1].offset = 0; }),
-                      "tensor 'blk.0.attn_norm.weight': data overlaps tensor 'blk.0.attn_q.weight' (expected begin");
+    EXPECT_GGUF_ERROR(with([](Spec& s) { s.tis[3].offset = ~0ull - 31; }),
+                      "data runs past the end of the file");
+    EXPECT_GGUF_ERROR(
+        with([](Spec& s) { s.tis[1].offset = 0; }),
+        "tensor 'blk.0.attn_q.weight': data overlaps tensor 'blk.0.attn_norm.weight' (expected begin >= ");
     // Overlap is found whatever the order of the infos.
     EXPECT_GGUF_ERROR(with([](Spec& s) {
                           s.tis[0].offset = 64;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace diffract::synth {
+namespace diffract {
 
 inline std::uint64_t splitmix64(std::uint64_t& state) {
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
@@ -48,4 +48,4 @@ private:
     bool has_spare_ = false;
 };
 
-}  // namespace diffract::synth
+}  // namespace diffract

@@ -1,0 +1,98 @@
+// diffract store list|erase|merge, and diffract export: the results store from the command line.
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands/commands.hpp"
+#include "diffract/analysis/analyze.hpp"
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::cli {
+namespace {
+
+struct StoreArgs {
+    std::string store = store::kDefaultStorePath;
+    std::string model;
+    std::vector<std::string> fields;
+    std::string other;
+    std::string format = "csv";
+    std::string out;
+};
+
+std::string csv_escape(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+int run_export(const StoreArgs& a) {
+    if (a.format != "csv" && a.format != "jsonl") throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
+    store::Store db(a.store);
+    std::string out = a.format == "csv" ? "model,other,tensor,block,field,config,value,vector\n" : "";
+    db.for_each_result([&](const store::ResultRow& r) {
+        if (a.format == "csv") {
+            std::string vec;
+            for (std::size_t i = 0; i < r.vec.size(); ++i) vec += (i ? " " : "") + analysis::format_value(r.vec[i]);
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", csv_escape(r.model), csv_escape(r.other), csv_escape(r.tensor), r.block, r.field,
+                               csv_escape(r.config), r.vec.empty() ? analysis::format_value(r.value.value_or(std::nan(""))) : "", vec);
+        } else {
+            nlohmann::ordered_json j = {{"model", r.model}, {"other", r.other}, {"tensor", r.tensor}, {"block", r.block}, {"field", r.field}, {"config", r.config}};
+            if (!r.vec.empty()) j["vector"] = r.vec;
+            else j["value"] = r.value ? nlohmann::ordered_json(*r.value) : nlohmann::ordered_json(nullptr);
+            out += j.dump() + "\n";
+        }
+    });
+    if (a.out.empty() || a.out == "-") fmt::print("{}", out);
+    else write_file_atomically(a.out, out);
+    return 0;
+}
+
+}  // namespace
+
+void add_store(CLI::App& app) {
+    auto a = std::make_shared<StoreArgs>();
+    auto* sub = app.add_subcommand("store", "List, erase or merge results in the store");
+    sub->require_subcommand(1);
+    sub->add_option("--store", a->store, "Results store")->capture_default_str();
+    auto* list = sub->add_subcommand("list", "Models and fields in the store");
+    on_run(list, [a] {
+        store::Store db(a->store);
+        fmt::print("models:\n");
+        for (const auto& m : db.models()) fmt::print("  {:<24} {} {:>8} results  {}\n", m.name, m.fingerprint.substr(0, 12), m.results, m.path);
+        fmt::print("fields:\n");
+        for (const auto& [f, n] : db.field_counts()) fmt::print("  {:<24} {:>8}\n", f, n);
+        return 0;
+    });
+    auto* erase = sub->add_subcommand("erase", "Erase a model's results, or fields and what was computed from them");
+    erase->add_option("--model", a->model, "Model name or fingerprint prefix");
+    erase->add_option("--fields", a->fields, "Fields to erase (with their dependents)")->delimiter(',');
+    on_run(erase, [a] {
+        store::Store db(a->store);
+        if (a->fields.empty() && a->model.empty()) throw InputError("store erase: give --model and/or --fields");
+        const auto n = a->fields.empty() ? db.erase_model(a->model) : db.erase_fields(a->fields, a->model);
+        fmt::print("erased {} results\n", n);
+        return 0;
+    });
+    auto* merge = sub->add_subcommand("merge", "Merge another store into this one");
+    merge->add_option("other", a->other, "The store to merge from")->required();
+    on_run(merge, [a] {
+        store::Store db(a->store);
+        fmt::print("merged {} results\n", db.merge_from(a->other));
+        return 0;
+    });
+}
+
+void add_export(CLI::App& app) {
+    auto a = std::make_shared<StoreArgs>();
+    auto* sub = app.add_subcommand("export", "Write every stored result as CSV or JSON Lines");
+    sub->add_option("--store", a->store, "Results store")->capture_default_str();
+    sub->add_option("--format", a->format, "csv or jsonl")->capture_default_str();
+    sub->add_option("--out", a->out, "Output file (default: stdout)");
+    on_run(sub, [a] { return run_export(*a); });
+}
+
+}  // namespace diffract::cli

@@ -1,0 +1,59 @@
+// `analyze`: every selected matrix (and head block) of one or more models, through the SVD, into the
+// metric catalog; results persist in the store so a re-run or a resumed run recomputes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/selection.hpp"
+
+namespace diffract::analysis {
+
+struct RunOptions {  // shared by every command that computes
+    int threads = 0;  // 0: hardware concurrency
+    std::uint64_t max_memory = 0;  // 0: half of physical memory
+    std::string store_path;  // "" : ./.diffract/results.sqlite
+    std::string device = "cpu";
+    Selection selection;
+    bool progress = true;
+    int resolved_threads() const;
+    std::uint64_t resolved_max_memory() const;
+};
+
+struct AnalyzeOptions {
+    std::vector<std::string> models;   // checkpoint specs (NAME=PATH allowed)
+    std::vector<std::string> metrics;  // resolved field names (resolve_metrics)
+    bool heads = true;
+    KernelConfig kernel;
+    RunOptions run;
+};
+
+struct MetricRow {
+    std::string model, tensor;
+    std::optional<int> layer;
+    std::string role;
+    std::optional<int> head;
+    std::int64_t rows = 0, cols = 0;
+    std::map<std::string, double> values;
+};
+
+struct AnalyzeResult {
+    std::vector<std::string> fields;  // metrics.csv field columns, catalog order
+    std::vector<MetricRow> rows;
+    std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
+    std::size_t computed = 0, reused = 0;
+};
+
+AnalyzeResult analyze(const AnalyzeOptions& options);
+
+// DIR/metrics.csv and DIR/aggregates.csv, each written atomically.
+void write_analyze_csvs(const AnalyzeResult& result, const std::string& out_dir);
+
+// Number formatting shared by every CSV: shortest round-trip decimal, "nan" for NaN.
+std::string format_value(double v);
+
+}  // namespace diffract::analysis

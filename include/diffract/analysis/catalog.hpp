@@ -1,0 +1,74 @@
+// The metric catalog: every field, with the reference library's name and formula, its level and
+// its inputs; and the per-matrix engine that computes a requested set of PARAMETER-level fields.
+//
+// Fields are produced by kernels. A kernel declares the fields it needs and the fields it produces;
+// asking for a field runs exactly the kernels it depends on, each once (the SVD of a matrix is
+// computed once per run and precision, whatever asks for it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diffract/core/matrix.hpp"
+#include "diffract/linalg/backend.hpp"
+
+namespace diffract::analysis {
+
+enum class Level { parameter, in_model, cross_model };
+std::string_view level_name(Level l);
+
+struct FieldInfo {
+    std::string_view name;
+    Level level;
+    bool is_vector;  // per-component values (singular values, ESD, vectors): stored, not in CSVs
+    std::string_view formula;
+    std::string_view inputs;
+    bool in_default = true;  // part of --metrics default
+};
+
+// Every field, in the order CSV columns use.
+const std::vector<FieldInfo>& field_catalog();
+const FieldInfo* find_field(std::string_view name);
+
+// "default", "all", or a comma-separated list of PARAMETER-level scalar field names.
+// Throws InputError naming an unknown field.
+std::vector<std::string> resolve_metrics(std::string_view spec);
+
+enum class Precision { f32, f64 };
+
+struct KernelConfig {
+    Precision precision = Precision::f64;
+    linalg::SvdRoute route = linalg::SvdRoute::auto_route;
+    std::int64_t rand_seed = 42;       // permutation null seed (-1: unseeded)
+    double hard_rank_rtol = 1e-5;
+    double tw_p = 0.005;
+    int p_value_bootstraps = 100;
+    std::uint64_t p_value_seed = 0;
+    // A canonical string of every setting: results computed under another configuration are
+    // never reused.
+    std::string key() const;
+};
+
+struct FieldValues {
+    std::map<std::string, double> scalars;
+    std::map<std::string, std::vector<double>> vectors;
+};
+
+// Computes the requested fields (and whatever they depend on) for one matrix.
+template <typename T>
+FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields, const KernelConfig& config,
+                           linalg::Backend& backend);
+
+// The IN_MODEL aggregates over the whole-matrix rows of one model (NaN where undefined).
+std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& matrices);
+
+// The kernels (by name) that computing `fields` runs, in order: for tests and `diffract metrics`.
+std::vector<std::string> kernels_for(const std::vector<std::string>& fields);
+
+// The given fields and every stored field computed from them (for erasing results consistently).
+std::vector<std::string> dependents_of(const std::vector<std::string>& fields);
+
+}  // namespace diffract::analysis

@@ -1,0 +1,31 @@
+// The unit of work of every analysis: one matrix — a whole 2-D tensor or one head's block of an
+// attention projection — with its identity (tensor, block, layer, role, head).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffract/analysis/selection.hpp"
+#include "diffract/core/matrix.hpp"
+#include "diffract/formats/checkpoint.hpp"
+
+namespace diffract::analysis {
+
+struct MatrixUnit {
+    const TensorInfo* tensor = nullptr;
+    MatrixBlock block;
+    std::optional<int> layer;
+    model::Role role = model::Role::other;  // for head blocks: attn_q | attn_k | attn_v | attn_o
+    std::optional<int> head;                // query head (Q, O) or key/value head (K, V)
+    std::string block_key() const;          // "" for whole matrices, "attn_q:3" for heads
+    double flops() const;                   // cost estimate of its SVD (for scheduling)
+    std::uint64_t bytes(bool f64) const;    // working memory estimate
+};
+
+// The analysable matrices of a checkpoint under a selection: every selected floating tensor with
+// two or more dimensions (N-D viewed as shape[0] × rest), then, with `heads`, its head blocks.
+// Integer, 1-D and unsupported (GGUF) tensors are skipped.
+std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selection& selection, bool heads);
+
+}  // namespace diffract::analysis

@@ -1,0 +1,30 @@
+// Running independent tasks on a fixed number of threads under a memory budget.
+//
+// Tasks start in order of decreasing cost (longest first keeps both cores busy to the end); a task
+// is admitted only while the estimated bytes in flight stay under the budget (one task always runs,
+// whatever its size, so a budget below the largest matrix degrades to serial, not to a deadlock).
+// The first exception stops new tasks and is rethrown after the running ones finish.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace diffract {
+
+struct TaskCost {
+    double cost = 1;          // relative run time
+    std::uint64_t bytes = 0;  // peak working memory
+};
+
+void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t max_bytes,
+               const std::function<void(std::size_t index)>& run);
+
+// Total physical memory, for the default budget.
+std::uint64_t physical_memory_bytes();
+
+// "8G", "512M", "1.5GiB", "1000000": bytes. Throws InputError.
+std::uint64_t parse_size(const std::string& text, const std::string& flag);
+
+}  // namespace diffract

@@ -1,0 +1,54 @@
+// The linear-algebra backend: everything above it (metrics, compare, edits) asks for singular
+// values or thin SVDs through this interface and never assumes the CPU.
+//
+// Conventions: input matrices are row-major m × n (Matrix<T>); singular values are returned
+// ASCENDING (the reference library's order), and the columns of U (m × k) and V (n × k),
+// k = min(m, n), follow the same order, so W = U diag(s) Vᵀ.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diffract/core/matrix.hpp"
+
+namespace diffract::linalg {
+
+// How singular values without vectors are computed.
+//   gesdd: LAPACK divide and conquer, values only. Backward stable: |Δσ| ≲ ε σ_max.
+//   gram:  G = WᵀW (smaller side, accumulated in f64) then syevd, σ = √λ. Absolute error on λ is
+//          ~ε64 σ_max², so σ keeps ~ε64 σ_max² / σ: exact to f32 precision unless the spectrum is
+//          ill-conditioned, which the guard detects (λ_min / λ_max < kGramConditionGuard) and
+//          then recomputes with gesdd.
+//   auto:  gram (with the guard) — measured the faster route here (bench/bench_svd).
+enum class SvdRoute { auto_route, gesdd, gram };
+
+inline constexpr double kGramConditionGuard = 1e-9;
+
+struct Svd {
+    std::vector<double> s;  // ascending
+    Matrix<double> u;       // m × k, column c pairs with s[c]
+    Matrix<double> v;       // n × k
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+    // Singular values, ascending, computed at the matrix's precision (float → f32 LAPACK for
+    // gesdd; the gram route accumulates in f64 whatever the input).
+    virtual std::vector<double> singular_values(const Matrix<float>& w, SvdRoute route) = 0;
+    virtual std::vector<double> singular_values(const Matrix<double>& w, SvdRoute route) = 0;
+    // Thin SVD with vectors (gesdd, JOBZ='S').
+    virtual Svd svd(const Matrix<float>& w) = 0;
+    virtual Svd svd(const Matrix<double>& w) = 0;
+};
+
+// "cpu" (LAPACK/OpenBLAS) or "cuda" (cuSOLVER; throws InputError in a build without CUDA).
+std::unique_ptr<Backend> make_backend(std::string_view device);
+
+// Let every worker thread run single-threaded BLAS (parallelism comes from matrices in flight).
+void set_blas_threads(int n);
+
+}  // namespace diffract::linalg

@@ -1,0 +1,141 @@
+#include "diffract/analysis/analyze.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/parallel.hpp"
+#include "diffract/core/progress.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/linalg/backend.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::analysis {
+
+int RunOptions::resolved_threads() const {
+    return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::uint64_t RunOptions::resolved_max_memory() const { return max_memory > 0 ? max_memory : physical_memory_bytes() / 2; }
+
+std::string format_value(double v) {
+    if (std::isnan(v)) return "nan";
+    return fmt::format("{}", v);
+}
+
+namespace {
+
+// Fields every analysis computes besides the requested ones: the aggregates need the norms, and
+// the singular values are kept in the store for compare to reuse.
+const std::vector<std::string> kAlwaysStored = {"frob_norm", "l2_norm"};
+const std::vector<std::string> kStoredVectors = {"weights_svals"};
+
+}  // namespace
+
+AnalyzeResult analyze(const AnalyzeOptions& o) {
+    AnalyzeResult result;
+    for (const auto& f : field_catalog())
+        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) != o.metrics.end()) result.fields.emplace_back(f.name);
+    std::vector<std::string> wanted = result.fields;
+    for (const auto& f : kAlwaysStored)
+        if (std::find(wanted.begin(), wanted.end(), f) == wanted.end()) wanted.push_back(f);
+    std::vector<std::string> stored_check = wanted;
+    stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
+    std::vector<std::string> compute_list = stored_check;
+
+    std::vector<formats::Checkpoint> models;
+    for (const auto& spec : o.models) models.push_back(formats::open_checkpoint(spec));
+    store::Store db(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
+    const std::string config = o.kernel.key();
+
+    struct Job {
+        std::size_t model;
+        MatrixUnit unit;
+        std::int64_t model_id;
+    };
+    std::vector<Job> jobs;
+    std::vector<std::int64_t> ids;
+    for (std::size_t m = 0; m < models.size(); ++m) {
+        const auto& ck = models[m];
+        ids.push_back(db.model_id(store::fingerprint(ck), ck.name, ck.path));
+        for (auto& u : plan_matrices(ck, o.run.selection, o.heads)) jobs.push_back({m, u, ids.back()});
+    }
+
+    std::vector<FieldValues> values(jobs.size());
+    std::vector<TaskCost> costs;
+    const bool f64 = o.kernel.precision == Precision::f64;
+    for (const auto& j : jobs) costs.push_back({j.unit.flops(), j.unit.bytes(f64)});
+
+    const int threads = o.run.resolved_threads();
+    if (threads > 1) linalg::set_blas_threads(1);  // parallel across matrices instead
+    std::mutex count_mu;
+    Progress progress("analyze", jobs.size(), o.run.progress);
+    run_tasks(costs, threads, o.run.resolved_max_memory(), [&](std::size_t i) {
+        thread_local auto backend = linalg::make_backend(o.run.device);
+        const auto& j = jobs[i];
+        const store::ResultKey key{j.model_id, 0, j.unit.tensor->name, j.unit.block_key(), config};
+        if (auto hit = db.get(key, stored_check)) {
+            values[i] = std::move(*hit);
+            std::lock_guard lock(count_mu);
+            ++result.reused;
+        } else {
+            values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend)
+                            : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend);
+            db.put(key, values[i], kStoredVectors);
+            // The block's pages are no longer needed by this thread: keep resident memory small.
+            j.unit.tensor->file->dont_need(j.unit.tensor->offset, j.unit.tensor->nbytes);
+            std::lock_guard lock(count_mu);
+            ++result.computed;
+        }
+        progress.advance();
+    });
+    progress.finish();
+
+    std::vector<std::vector<FieldValues>> whole(models.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        const auto& j = jobs[i];
+        MetricRow row{models[j.model].name, j.unit.tensor->name, j.unit.layer, std::string(model::role_name(j.unit.role)),
+                      j.unit.head, j.unit.block.logical_rows(), j.unit.block.logical_cols(), {}};
+        for (const auto& f : result.fields) {
+            auto it = values[i].scalars.find(f);
+            row.values[f] = it == values[i].scalars.end() ? std::nan("") : it->second;
+        }
+        result.rows.push_back(std::move(row));
+        if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
+    }
+    for (std::size_t m = 0; m < models.size(); ++m) result.aggregates.emplace_back(models[m].name, model_aggregates(whole[m]));
+    return result;
+}
+
+void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
+    std::string csv = "model,tensor,layer,role,head,rows,cols";
+    for (const auto& f : r.fields) csv += "," + f;
+    csv += "\n";
+    for (const auto& row : r.rows) {
+        csv += fmt::format("{},{},{},{},{},{},{}", row.model, row.tensor, row.layer ? std::to_string(*row.layer) : "", row.role,
+                           row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
+        for (const auto& f : r.fields) csv += "," + format_value(row.values.at(f));
+        csv += "\n";
+    }
+    std::string agg = "model";
+    std::vector<std::string> agg_fields;
+    for (const auto& f : field_catalog())
+        if (f.level == Level::in_model) agg_fields.emplace_back(f.name), agg += "," + std::string(f.name);
+    agg += "\n";
+    for (const auto& [model, values] : r.aggregates) {
+        agg += model;
+        for (const auto& f : agg_fields) agg += "," + format_value(values.at(f));
+        agg += "\n";
+    }
+    std::filesystem::create_directories(out_dir);
+    write_file_atomically((std::filesystem::path(out_dir) / "metrics.csv").string(), csv);
+    write_file_atomically((std::filesystem::path(out_dir) / "aggregates.csv").string(), agg);
+}
+
+}  // namespace diffract::analysis

@@ -1,0 +1,40 @@
+#include "diffract/analysis/matrix_plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace diffract::analysis {
+
+std::string MatrixUnit::block_key() const {
+    return head ? fmt::format("{}:{}", model::role_name(role), *head) : std::string();
+}
+
+double MatrixUnit::flops() const {
+    const double m = static_cast<double>(std::max(block.rows, block.cols)), n = static_cast<double>(std::min(block.rows, block.cols));
+    return 4.0 * m * n * n + 8.0 * n * n * n;
+}
+
+std::uint64_t MatrixUnit::bytes(bool f64) const {
+    const auto m = static_cast<std::uint64_t>(block.rows), n = static_cast<std::uint64_t>(block.cols);
+    const auto k = std::min(m, n);
+    // The matrix, its permuted copy, LAPACK's copy (or the f64 Gram input), and k² workspace.
+    return (f64 ? 8 : 4) * 3 * m * n + 8 * (m * n + 3 * k * k);
+}
+
+std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selection& selection, bool heads) {
+    std::vector<MatrixUnit> out;
+    for (const auto& t : ck.tensors) {
+        if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
+        const auto r = model::classify_tensor(t.name);
+        if (!selection.selects(t.name, r)) continue;
+        if (selection.selects_role(r.role)) out.push_back({&t, model::whole_matrix(ck.schema, t), r.layer, r.role, std::nullopt});
+        if (!heads) continue;
+        for (const auto& hb : model::head_blocks(ck.schema, t, r.role))
+            if (selection.selects_role(hb.proj) || selection.selects_role(r.role))
+                out.push_back({&t, hb.block, r.layer, hb.proj, hb.head});
+    }
+    return out;
+}
+
+}  // namespace diffract::analysis

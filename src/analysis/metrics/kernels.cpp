@@ -1,0 +1,325 @@
+// The per-matrix engine: kernels with declared inputs and outputs, run on demand.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/random_impl.hpp"
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/spectral_fits.hpp"
+
+namespace diffract::analysis {
+namespace {
+
+constexpr double kEps = 1e-16;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+template <typename T>
+struct Context {
+    const Matrix<T>& w;
+    const KernelConfig& config;
+    linalg::Backend& backend;
+    bool want_vectors = false;
+    FieldValues values;
+    double& s(const std::string& k) { return values.scalars[k]; }
+    std::vector<double>& v(const std::string& k) { return values.vectors[k]; }
+};
+
+struct Kernel {
+    std::string_view name;
+    std::vector<std::string_view> inputs;   // fields this kernel reads
+    std::vector<std::string_view> outputs;  // fields it produces
+};
+
+// Kernels in dependency order: a kernel only reads fields produced by kernels above it.
+const std::vector<Kernel>& kernels() {
+    static const std::vector<Kernel> k = {
+        {"shape", {}, {"greater_dim", "lower_dim", "aspect_ratio"}},
+        {"weights_std", {}, {"weights_std"}},
+        {"svd", {}, {"weights_svals", "weights_lsvs", "weights_rsvs"}},
+        {"rand_svd", {}, {"weights_rand_svals"}},
+        {"esd", {"weights_svals", "greater_dim"}, {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"}},
+        {"esd_rand", {"weights_rand_svals", "greater_dim"}, {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval"}},
+        {"norms", {"weights_svals"}, {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"}},
+        {"hard_rank", {"esd"}, {"hard_rank"}},
+        {"marchenko_pastur", {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
+         {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration", "mp_presence", "mp_num_spikes", "mp_soft_rank"}},
+        {"tracy_widom", {"esd", "mp_bulk_std", "greater_dim", "lower_dim"}, {"tw_esd_bound", "tw_num_spikes"}},
+        {"power_law", {"esd"}, {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted", "pl_alpha_norm"}},
+        {"truncated_power_law", {"esd"}, {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence", "tpl_scale", "tpl_alpha_norm"}},
+        {"exponential", {"esd"}, {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence", "expon_scale"}},
+        {"pl_p_value", {"esd"}, {"pl_p_value"}},
+        {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
+        {"expon_p_value", {"esd"}, {"expon_p_value"}},
+        {"w1_rand", {"esd", "esd_rand"}, {"w1_rand_distance"}},
+    };
+    return k;
+}
+
+const Kernel* producer_of(std::string_view field) {
+    for (const auto& k : kernels())
+        if (std::find(k.outputs.begin(), k.outputs.end(), field) != k.outputs.end()) return &k;
+    return nullptr;
+}
+
+// Marks the kernels needed for `field` (and, recursively, for its inputs).
+void require(std::string_view field, std::set<std::string_view>& needed) {
+    const Kernel* k = producer_of(field);
+    if (!k) throw std::logic_error(fmt::format("no kernel produces field '{}'", field));
+    if (!needed.insert(k->name).second) return;
+    for (auto in : k->inputs) require(in, needed);
+}
+
+template <typename T>
+double population_std(const Matrix<T>& w) {
+    const auto n = static_cast<double>(w.data.size());
+    if (w.data.empty()) return kNaN;
+    double mean = 0;
+    for (T x : w.data) mean += static_cast<double>(x);
+    mean /= n;
+    double ss = 0;
+    for (T x : w.data) ss += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+    return std::sqrt(ss / n);
+}
+
+double count_above(const std::vector<double>& esd, double bound) {
+    return static_cast<double>(std::count_if(esd.begin(), esd.end(), [&](double l) { return l > bound; }));
+}
+
+double presence(const std::vector<double>& esd, double xmin) {
+    if (esd.empty() || std::isnan(xmin)) return kNaN;
+    const double width = esd.back() - esd.front();
+    return width == 0 ? kNaN : (esd.back() - xmin) / width;
+}
+
+double concentration(const std::vector<double>& esd, double xmin) {
+    if (esd.empty() || std::isnan(xmin)) return kNaN;
+    return static_cast<double>(esd.end() - std::lower_bound(esd.begin(), esd.end(), xmin)) / static_cast<double>(esd.size());
+}
+
+// sum lambda^alpha; NaN when lambda_max > 0 but the sum is not finite and positive.
+double alpha_norm(const std::vector<double>& esd, double alpha) {
+    if (std::isnan(alpha)) return kNaN;
+    double s = 0;
+    for (double l : esd) s += std::pow(l, alpha);
+    if (!esd.empty() && esd.back() > 0 && !(std::isfinite(s) && s > 0)) return kNaN;
+    return s;
+}
+
+std::vector<double> squared_over(const std::vector<double>& svals, double n) {
+    std::vector<double> e(svals.size());
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = svals[i] * svals[i] / n;
+    std::sort(e.begin(), e.end());
+    return e;
+}
+
+template <typename T>
+Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
+    Matrix<T> p = w;
+    Rng rng(seed < 0 ? std::random_device{}() : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand"));
+    for (std::size_t i = p.data.size(); i > 1; --i) std::swap(p.data[i - 1], p.data[rng.below(i)]);
+    return p;
+}
+
+template <typename T>
+void store_fit(Context<T>& c, std::string_view prefix, const TailFit& f, bool has_lambda, bool has_alpha) {
+    const std::string p(prefix);
+    const auto& esd = c.v("esd");
+    if (has_alpha) c.s(p + "_alpha") = f.alpha;
+    if (has_lambda) c.s(p + "_lambda") = f.lambda;
+    c.s(p + "_esd_xmin") = f.xmin;
+    c.s(p + "_ks") = f.ks;
+    c.s(p + "_concentration") = concentration(esd, f.xmin);
+    c.s(p + "_presence") = presence(esd, f.xmin);
+}
+
+template <typename T>
+void run_kernel(std::string_view name, Context<T>& c) {
+    const auto& cfg = c.config;
+    if (name == "shape") {
+        const double N = static_cast<double>(std::max(c.w.rows, c.w.cols)), M = static_cast<double>(std::min(c.w.rows, c.w.cols));
+        c.s("greater_dim") = N;
+        c.s("lower_dim") = M;
+        c.s("aspect_ratio") = M > 0 ? N / M : kNaN;
+    } else if (name == "weights_std") {
+        c.s("weights_std") = population_std(c.w);
+    } else if (name == "svd") {
+        if (c.want_vectors) {
+            auto svd = c.backend.svd(c.w);
+            c.v("weights_svals") = std::move(svd.s);
+            c.v("weights_lsvs") = std::move(svd.u.data);
+            c.v("weights_rsvs") = std::move(svd.v.data);
+        } else {
+            c.v("weights_svals") = c.backend.singular_values(c.w, cfg.route);
+        }
+    } else if (name == "rand_svd") {
+        c.v("weights_rand_svals") = c.backend.singular_values(permuted(c.w, cfg.rand_seed), cfg.route);
+    } else if (name == "esd" || name == "esd_rand") {
+        const bool rand = name == "esd_rand";
+        const auto& sv = c.v(rand ? "weights_rand_svals" : "weights_svals");
+        auto& e = c.v(rand ? "esd_rand" : "esd");
+        e = squared_over(sv, c.s("greater_dim"));
+        const std::string p = rand ? "esd_rand" : "esd";
+        c.s(p + "_max") = e.empty() ? kNaN : e.back();
+        c.s(p + "_min") = e.empty() ? kNaN : e.front();
+        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") = sv.empty() ? kNaN : *std::max_element(sv.begin(), sv.end());
+        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") = sv.empty() ? kNaN : *std::min_element(sv.begin(), sv.end());
+    } else if (name == "norms") {
+        const auto& sv = c.v("weights_svals");
+        double ss = 0, sum = 0, mx = 0;
+        for (double x : sv) ss += x * x, sum += x, mx = std::max(mx, x);
+        const double frob = std::sqrt(ss);
+        c.s("frob_norm") = frob;
+        c.s("nuclear_norm") = sum;
+        c.s("l2_norm") = mx;
+        c.s("stable_rank") = (frob / (mx + kEps)) * (frob / (mx + kEps));
+        double h = 0;
+        for (double x : sv) {
+            const double p = x / (sum + kEps);
+            h -= p * std::log(p + kEps);
+        }
+        c.s("effective_rank") = std::exp(h);
+    } else if (name == "hard_rank") {
+        const auto& e = c.v("esd");
+        c.s("hard_rank") = e.empty() ? 0 : count_above(e, cfg.hard_rank_rtol * e.back());
+    } else if (name == "marchenko_pastur") {
+        const auto& e = c.v("esd");
+        const double Q = c.s("aspect_ratio");
+        const auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q, static_cast<std::size_t>(c.s("lower_dim")));
+        c.s("mp_esd_max") = fit.esd_max;
+        c.s("mp_esd_min") = fit.esd_min;
+        c.s("mp_bulk_std") = fit.bulk_std;
+        c.s("mp_sval_max") = std::sqrt(fit.esd_max * c.s("greater_dim"));
+        c.s("mp_ks") = mp_ks_distance(e, fit, Q);
+        bool any_nan = std::isnan(fit.esd_max) || std::isnan(fit.esd_min);
+        for (double l : e) any_nan = any_nan || std::isnan(l);
+        const double inside = static_cast<double>(std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; }));
+        c.s("mp_concentration") = any_nan || e.empty() ? kNaN : inside / static_cast<double>(e.size());
+        const double width = e.empty() ? 0 : e.back() - e.front();
+        c.s("mp_presence") = std::clamp((fit.esd_max - fit.esd_min) / (width + kEps), 0.0, 1.0);
+        c.s("mp_num_spikes") = count_above(e, fit.esd_max);
+        c.s("mp_soft_rank") = fit.esd_max / ((e.empty() ? kNaN : e.back()) + kEps);
+    } else if (name == "tracy_widom") {
+        const double bound = tw_esd_bound(static_cast<std::size_t>(c.s("greater_dim")), static_cast<std::size_t>(c.s("lower_dim")),
+                                          c.s("mp_bulk_std"), cfg.tw_p);
+        c.s("tw_esd_bound") = bound;
+        c.s("tw_num_spikes") = count_above(c.v("esd"), bound);
+    } else if (name == "power_law") {
+        const auto& e = c.v("esd");
+        const auto f = fit_power_law(e);
+        store_fit(c, "pl", f, false, true);
+        c.s("pl_alpha_weighted") = e.empty() ? kNaN : f.alpha * std::log10(e.back());
+        c.s("pl_alpha_norm") = alpha_norm(e, f.alpha);
+    } else if (name == "truncated_power_law") {
+        const auto& e = c.v("esd");
+        const auto f = fit_truncated_power_law(e);
+        store_fit(c, "tpl", f, true, true);
+        c.s("tpl_scale") = e.empty() ? kNaN : e.back() * f.lambda;
+        c.s("tpl_alpha_norm") = alpha_norm(e, f.alpha);
+    } else if (name == "exponential") {
+        const auto& e = c.v("esd");
+        const auto f = fit_exponential(e);
+        store_fit(c, "expon", f, true, false);
+        c.s("expon_scale") = e.empty() ? kNaN : e.back() * f.lambda;
+    } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
+        const auto& e = c.v("esd");
+        const int kind = name == "pl_p_value" ? 0 : (name == "tpl_p_value" ? 1 : 2);
+        const TailFit f = kind == 0 ? fit_power_law(e) : (kind == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
+        c.s(std::string(name)) = tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed);
+    } else if (name == "w1_rand") {
+        const auto& e = c.v("esd");
+        const double mean = e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
+        c.s("w1_rand_distance") = mean <= 0 ? 0.0 : wasserstein1(e, c.v("esd_rand")) / mean;
+    } else {
+        throw std::logic_error(fmt::format("kernel '{}' has no implementation", name));
+    }
+}
+
+std::set<std::string_view> needed_kernels(const std::vector<std::string>& fields) {
+    std::set<std::string_view> needed;
+    for (const auto& f : fields) require(f, needed);
+    return needed;
+}
+
+}  // namespace
+
+std::vector<std::string> kernels_for(const std::vector<std::string>& fields) {
+    const auto needed = needed_kernels(fields);
+    std::vector<std::string> out;
+    for (const auto& k : kernels())
+        if (needed.count(k.name)) out.emplace_back(k.name);
+    return out;
+}
+
+std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {
+    std::set<std::string> out(fields.begin(), fields.end());
+    // A kernel's outputs are computed together, so they go together; then follow readers.
+    bool grew = true;
+    while (grew) {
+        grew = false;
+        for (const auto& k : kernels()) {
+            const bool touched = std::any_of(k.inputs.begin(), k.inputs.end(), [&](auto f) { return out.count(std::string(f)); }) ||
+                                 std::any_of(k.outputs.begin(), k.outputs.end(), [&](auto f) { return out.count(std::string(f)); });
+            if (!touched) continue;
+            for (auto f : k.outputs) grew |= out.insert(std::string(f)).second;
+        }
+    }
+    return {out.begin(), out.end()};
+}
+
+template <typename T>
+FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields, const KernelConfig& config,
+                           linalg::Backend& backend) {
+    const auto needed = needed_kernels(fields);
+    Context<T> c{w, config, backend};
+    c.want_vectors = std::any_of(fields.begin(), fields.end(), [](const std::string& f) { return f == "weights_lsvs" || f == "weights_rsvs"; });
+    for (const auto& k : kernels())
+        if (needed.count(k.name)) run_kernel(k.name, c);
+    return std::move(c.values);
+}
+
+template FieldValues compute_fields<float>(const Matrix<float>&, const std::vector<std::string>&, const KernelConfig&, linalg::Backend&);
+template FieldValues compute_fields<double>(const Matrix<double>&, const std::vector<std::string>&, const KernelConfig&, linalg::Backend&);
+
+std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& matrices) {
+    auto collect = [&](const char* field) {
+        std::vector<double> v;
+        for (const auto& m : matrices)
+            if (auto it = m.scalars.find(field); it != m.scalars.end()) v.push_back(it->second);
+        return v;
+    };
+    // Log aggregates use measurable matrices only (value > 0 and not NaN); none measurable -> NaN.
+    auto log_mean = [](const std::vector<double>& v, double power) {
+        double s = 0;
+        int n = 0;
+        for (double x : v)
+            if (x > 0 && !std::isnan(x)) s += power * std::log10(x), ++n;
+        return n ? s / n : kNaN;
+    };
+    auto log_sum = [](const std::vector<double>& v) {
+        double s = 0;
+        int n = 0;
+        for (double x : v)
+            if (x > 0 && !std::isnan(x)) s += std::log10(x), ++n;
+        return n ? s : kNaN;
+    };
+    std::map<std::string, double> out;
+    const auto frob = collect("frob_norm"), l2 = collect("l2_norm");
+    out["log_norm"] = log_mean(frob, 2);
+    out["log_spectral_norm"] = log_mean(l2, 2);
+    double param = frob.empty() ? kNaN : 0;
+    for (double f : frob) param += f * f;
+    out["param_norm"] = param;
+    out["log_prod_frob_norm"] = log_sum(frob);
+    out["log_prod_spectral_norm"] = log_sum(l2);
+    out["model_pl_alpha_norm"] = log_mean(collect("pl_alpha_norm"), 1);
+    out["model_tpl_alpha_norm"] = log_mean(collect("tpl_alpha_norm"), 1);
+    return out;
+}
+
+}  // namespace diffract::analysis

@@ -1,0 +1,77 @@
+#include "diffract/analysis/selection.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract::analysis {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        const auto c = s.find(',', start);
+        auto part = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+        if (!part.empty()) out.push_back(part);
+        if (c == std::string::npos) break;
+        start = c + 1;
+    }
+    return out;
+}
+
+int parse_layer(const std::string& s) {
+    int v = -1;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || v < 0) throw InputError(fmt::format("--layers: '{}' is not a layer index", s));
+    return v;
+}
+
+std::regex compile(const std::string& flag, const std::string& pattern) {
+    try {
+        return std::regex(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+        throw InputError(fmt::format("{}: invalid regular expression '{}' ({})", flag, pattern, e.what()));
+    }
+}
+
+}  // namespace
+
+bool Selection::selects(const std::string& name, const model::TensorRole& r) const {
+    if (!layers.empty() && (!r.layer || !layers.count(*r.layer))) return false;
+    if (!roles.empty() && !roles.count(r.role)) {
+        // A fused qkv tensor is selected by any of its parts' roles.
+        const bool fused_part = r.role == model::Role::attn_qkv &&
+                                (roles.count(model::Role::attn_q) || roles.count(model::Role::attn_k) || roles.count(model::Role::attn_v));
+        if (!fused_part) return false;
+    }
+    if (match && !std::regex_search(name, *match)) return false;
+    if (exclude && std::regex_search(name, *exclude)) return false;
+    return true;
+}
+
+Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match, const std::string& exclude) {
+    Selection s;
+    for (const auto& r : split_commas(roles)) {
+        auto role = model::role_from_name(r);
+        if (!role) throw InputError(fmt::format("--roles: unknown role '{}' (expected attn_q, attn_k, attn_v, attn_o, attn_qkv, mlp_gate, mlp_up, mlp_down, mlp_gate_up, embed, lm_head, norm, other)", r));
+        s.roles.insert(*role);
+    }
+    for (const auto& part : split_commas(layers)) {
+        const auto dash = part.find('-');
+        if (dash == std::string::npos) {
+            s.layers.insert(parse_layer(part));
+        } else {
+            const int a = parse_layer(part.substr(0, dash)), b = parse_layer(part.substr(dash + 1));
+            if (b < a) throw InputError(fmt::format("--layers: empty range '{}'", part));
+            for (int l = a; l <= b; ++l) s.layers.insert(l);
+        }
+    }
+    if (!match.empty()) s.match = compile("--match", match);
+    if (!exclude.empty()) s.exclude = compile("--exclude", exclude);
+    return s;
+}
+
+}  // namespace diffract::analysis

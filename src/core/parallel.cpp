@@ -1,0 +1,92 @@
+#include "diffract/core/parallel.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract {
+
+void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t max_bytes,
+               const std::function<void(std::size_t)>& run) {
+    std::vector<std::size_t> order(costs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t next = 0;
+    std::uint64_t in_flight_bytes = 0;
+    int in_flight = 0;
+    std::exception_ptr error;
+    auto worker = [&] {
+        while (true) {
+            std::size_t index;
+            {
+                std::unique_lock lock(mu);
+                cv.wait(lock, [&] {
+                    if (error || next >= order.size()) return true;
+                    return in_flight == 0 || in_flight_bytes + costs[order[next]].bytes <= max_bytes;
+                });
+                if (error || next >= order.size()) return;
+                index = order[next++];
+                in_flight_bytes += costs[index].bytes;
+                ++in_flight;
+            }
+            try {
+                run(index);
+            } catch (...) {
+                std::lock_guard lock(mu);
+                if (!error) error = std::current_exception();
+            }
+            {
+                std::lock_guard lock(mu);
+                in_flight_bytes -= costs[index].bytes;
+                --in_flight;
+            }
+            cv.notify_all();
+        }
+    };
+    const int n = std::max(1, std::min<int>(threads, static_cast<int>(costs.size())));
+    std::vector<std::thread> pool;
+    for (int i = 1; i < n; ++i) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+}
+
+std::uint64_t physical_memory_bytes() {
+    return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::uint64_t parse_size(const std::string& text, const std::string& flag) {
+    std::size_t pos = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &pos);
+    } catch (const std::exception&) {
+        throw InputError(fmt::format("{}: '{}' is not a size (e.g. 8G, 512M)", flag, text));
+    }
+    std::string unit = text.substr(pos);
+    for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
+    else if (unit.ends_with("B")) unit.resize(unit.size() - 1);
+    double mult = 1;
+    if (unit == "K") mult = 1024.0;
+    else if (unit == "M") mult = 1024.0 * 1024;
+    else if (unit == "G") mult = 1024.0 * 1024 * 1024;
+    else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+    else if (!unit.empty()) throw InputError(fmt::format("{}: unknown size unit in '{}'", flag, text));
+    if (v <= 0) throw InputError(fmt::format("{}: size must be positive, found '{}'", flag, text));
+    return static_cast<std::uint64_t>(v * mult);
+}
+
+}  // namespace diffract

@@ -1,0 +1,112 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/linalg/backend.hpp"
+#include "lapack_impl.hpp"
+
+namespace diffract::linalg {
+namespace {
+
+int checked_int(std::int64_t v, const char* what) {
+    if (v > std::numeric_limits<int>::max()) throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
+    return static_cast<int>(v);
+}
+
+// A row-major m × n matrix is, to column-major LAPACK, the n × m matrix Wᵀ. We factor Wᵀ = U' S V'ᵀ,
+// so W = V' S U'ᵀ: W's left vectors are V' and its right vectors U'.
+template <typename T>
+Svd gesdd(const Matrix<T>& w, bool vectors) {
+    const int lm = checked_int(w.cols, "rows");  // LAPACK's m: rows of Wᵀ
+    const int ln = checked_int(w.rows, "cols");
+    const int k = std::min(lm, ln);
+    Svd out;
+    if (k == 0) return out;
+    std::vector<T> a(w.data.begin(), w.data.end());  // gesdd destroys its input
+    std::vector<T> s(static_cast<std::size_t>(k));
+    std::vector<T> u(vectors ? static_cast<std::size_t>(lm) * k : 1), vt(vectors ? static_cast<std::size_t>(k) * ln : 1);
+    std::vector<int> iwork(8 * static_cast<std::size_t>(k));
+    const char* jobz = vectors ? "S" : "N";
+    const int lda = lm, ldu = vectors ? lm : 1, ldvt = vectors ? k : 1;
+    int info = 0, lwork = -1;
+    T query = 0;
+    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, &query, &lwork, iwork.data(), &info);
+    lwork = static_cast<int>(query) + 1;
+    std::vector<T> work(static_cast<std::size_t>(lwork));
+    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, work.data(), &lwork, iwork.data(), &info);
+    if (info != 0) throw std::runtime_error(fmt::format("LAPACK gesdd failed on a {}x{} matrix (info {})", w.rows, w.cols, info));
+    // LAPACK returns descending values; we store ascending: component c of ours is k-1-c of LAPACK's.
+    out.s.resize(static_cast<std::size_t>(k));
+    for (int c = 0; c < k; ++c) out.s[static_cast<std::size_t>(c)] = static_cast<double>(s[static_cast<std::size_t>(k - 1 - c)]);
+    if (vectors) {
+        out.u = Matrix<double>(w.rows, k);  // W's U = V' : V'[i, c] = vt[c + i * k]
+        out.v = Matrix<double>(w.cols, k);  // W's V = U' : U'[j, c] = u[j + c * lm]
+        for (int c = 0; c < k; ++c) {
+            const int src = k - 1 - c;
+            for (std::int64_t i = 0; i < w.rows; ++i) out.u(i, c) = static_cast<double>(vt[static_cast<std::size_t>(src + i * k)]);
+            for (std::int64_t j = 0; j < w.cols; ++j) out.v(j, c) = static_cast<double>(u[static_cast<std::size_t>(j + static_cast<std::int64_t>(src) * lm)]);
+        }
+    }
+    return out;
+}
+
+// σ² are the eigenvalues of the Gram matrix of the smaller side, accumulated in f64.
+template <typename T>
+std::vector<double> gram_values(const Matrix<T>& w) {
+    const std::int64_t m = w.rows, n = w.cols;
+    const int k = checked_int(std::min(m, n), "dimension");
+    const int depth = checked_int(std::max(m, n), "dimension");
+    std::vector<double> a;
+    if constexpr (std::is_same_v<T, double>) a = w.data;
+    else a.assign(w.data.begin(), w.data.end());
+    // Column-major view of the row-major data is Wᵀ (n × m, ld n). For n ≤ m: G = Wᵀ W = (Wᵀ)(Wᵀ)ᵀ,
+    // syrk 'N' on Wᵀ (n × m). For m < n: G = W Wᵀ = (Wᵀ)ᵀ(Wᵀ), syrk 'T' on Wᵀ.
+    std::vector<double> g(static_cast<std::size_t>(k) * k);
+    const double one = 1.0, zero = 0.0;
+    const int lda = checked_int(n, "cols");
+    const char* trans = n <= m ? "N" : "T";
+    dsyrk_("L", trans, &k, &depth, &one, a.data(), &lda, &zero, g.data(), &k);
+    std::vector<double> lambda(static_cast<std::size_t>(k));
+    int info = 0, lwork = -1, liwork = -1, iquery = 0;
+    double query = 0;
+    dsyevd_("N", "L", &k, g.data(), &k, lambda.data(), &query, &lwork, &iquery, &liwork, &info);
+    lwork = static_cast<int>(query) + 1;
+    liwork = iquery + 1;
+    std::vector<double> work(static_cast<std::size_t>(lwork));
+    std::vector<int> iwork(static_cast<std::size_t>(liwork));
+    dsyevd_("N", "L", &k, g.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
+    if (info != 0) throw std::runtime_error(fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
+    return lambda;  // ascending
+}
+
+template <typename T>
+std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
+    if (w.rows == 0 || w.cols == 0) return {};
+    if (route == SvdRoute::gesdd) return gesdd(w, false).s;
+    auto lambda = gram_values(w);
+    const double top = lambda.back();
+    if (top > 0 && lambda.front() < kGramConditionGuard * top && route == SvdRoute::auto_route) return gesdd(w, false).s;
+    std::vector<double> s(lambda.size());
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = std::sqrt(std::max(lambda[i], 0.0));
+    return s;
+}
+
+class CpuBackend final : public Backend {
+public:
+    std::string name() const override { return "cpu"; }
+    std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return values(w, r); }
+    std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return values(w, r); }
+    Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }
+    Svd svd(const Matrix<double>& w) override { return gesdd(w, true); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+}  // namespace diffract::linalg
