@@ -8,6 +8,11 @@ std::int64_t TensorInfo::numel() const {
     return n;
 }
 
+const std::string& TensorInfo::path() const {
+    static const std::string none;
+    return file ? file->path() : none;
+}
+
 std::string shape_string(const std::vector<std::int64_t>& shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) {

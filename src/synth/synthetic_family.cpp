@@ -276,7 +276,9 @@ nlohmann::json pairs(const std::vector<std::vector<int>>& per_layer) {
 
 }  // namespace
 
-void generate_family(const std::string& out_dir, const FamilyOptions& o) {
+void generate_family(const std::string& out_dir, const FamilyOptions& options) {
+    FamilyOptions o = options;
+    if (o.kv_heads == 0) o.kv_heads = o.heads;
     if (o.heads <= 0 || o.kv_heads <= 0 || o.hidden % o.heads != 0 || o.heads % o.kv_heads != 0)
         throw InputError(fmt::format("synthetic family: hidden {} / heads {} / kv heads {} do not divide", o.hidden, o.heads, o.kv_heads));
     if (o.generic_heads_per_layer + o.domain_heads_per_layer * static_cast<int>(o.domains.size()) > o.heads)

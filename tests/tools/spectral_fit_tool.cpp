@@ -47,15 +47,19 @@ int main() {
     try {
         const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
         in = json::parse(text);
-        if (!in.is_object() || !in.contains("esd")) throw std::runtime_error("expected an object with \"esd\"");
+        if (!in.is_object() || !in.contains("esd"))
+            throw std::runtime_error("expected an object with \"esd\"");
         esd = read_array(in, "esd");
         if (in.contains("esd_rand")) esd_rand = read_array(in, "esd_rand");
         for (const char* k : {"weights_std", "Q", "p"})
-            if (in.contains(k) && !in[k].is_number()) throw std::runtime_error(std::string(k) + " must be a number");
+            if (in.contains(k) && !in[k].is_number())
+                throw std::runtime_error(std::string(k) + " must be a number");
         for (const char* k : {"N", "M", "p_value_boot"})
-            if (in.contains(k) && !in[k].is_number_integer()) throw std::runtime_error(std::string(k) + " must be an integer");
+            if (in.contains(k) && !in[k].is_number_integer())
+                throw std::runtime_error(std::string(k) + " must be an integer");
         for (const char* k : {"N", "M"})
-            if (in.contains(k) && in[k].get<long long>() < 1) throw std::runtime_error(std::string(k) + " must be >= 1");
+            if (in.contains(k) && in[k].get<long long>() < 1)
+                throw std::runtime_error(std::string(k) + " must be >= 1");
     } catch (const std::exception& e) {
         std::cerr << "spectral_fit_tool: bad input: " << e.what() << "\n";
         return 2;

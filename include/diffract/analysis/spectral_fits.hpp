@@ -71,7 +71,8 @@ inline constexpr int kTailExponential = 2;
 // values below x_min. Each set is refitted with the same procedure (x_min search included) and
 // p = #{D* > D} / n_boot. Deterministic for a given seed (xoshiro256** seeded by splitmix64, no std::
 // distributions). NaN when the fit is NaN, n_tail < 50, n_boot <= 0 or kind is unknown. Costs n_boot fits.
-double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot, std::uint64_t seed);
+double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot,
+                    std::uint64_t seed);
 
 // ln Gamma(a, z), the upper incomplete gamma function (unregularised, as mpmath.gammainc(a, z)), for real a
 // (negative included; a < 1 is what the truncated power law needs) and z > 0. Computed as

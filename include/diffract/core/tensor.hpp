@@ -22,7 +22,8 @@ struct TensorInfo {
 
     std::int64_t numel() const;
     std::span<const std::byte> bytes() const { return file->bytes().subspan(offset, nbytes); }
-    const std::string& path() const { return file->path(); }
+    // The file's path ("" for a tensor not backed by a file, as in tests and in-memory models).
+    const std::string& path() const;
 };
 
 // The shape as "[a, b, c]".

@@ -27,7 +27,7 @@ struct FamilyOptions {
     int layers = 4;
     int hidden = 256;
     int heads = 8;
-    int kv_heads = 8;  // < heads for GQA
+    int kv_heads = 0;  // < heads for GQA; 0: same as heads
     int intermediate = 512;
     int vocab = 1024;
     std::vector<std::string> domains = {"math", "code"};

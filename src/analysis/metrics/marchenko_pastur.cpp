@@ -29,7 +29,8 @@ MarchenkoPasturFit fit_marchenko_pastur(std::span<const double> esd, std::span<c
     double s2 = weights_std * weights_std;
     const double lambda_plus0 = s2 * (1.0 + inv_sqrt_q) * (1.0 + inv_sqrt_q);
     double lambda_plus = lambda_plus0;
-    const bool exceeds = std::any_of(esd_rand.begin(), esd_rand.end(), [&](double v) { return v > lambda_plus0; });
+    const bool exceeds =
+        std::any_of(esd_rand.begin(), esd_rand.end(), [&](double v) { return v > lambda_plus0; });
     if (exceeds) {
         // Re-estimate the bulk variance from the permutation null's eigenvalues inside the first edge.
         double sum = 0.0;
@@ -45,7 +46,8 @@ MarchenkoPasturFit fit_marchenko_pastur(std::span<const double> esd, std::span<c
 }
 
 double marchenko_pastur_cdf(double x, double ratio, double sigma) {
-    if (std::isnan(x) || !(ratio > 0.0 && ratio <= 1.0) || !(sigma > 0.0) || !std::isfinite(sigma)) return kNaN;
+    if (std::isnan(x) || !(ratio > 0.0 && ratio <= 1.0) || !(sigma > 0.0) || !std::isfinite(sigma))
+        return kNaN;
     const double s2 = sigma * sigma;
     const double sy = std::sqrt(ratio);
     const double a = s2 * (1.0 - sy) * (1.0 - sy);
@@ -59,12 +61,14 @@ double marchenko_pastur_cdf(double x, double ratio, double sigma) {
     const double u = std::clamp((2.0 * x - a - b) / (b - a), -1.0, 1.0);
     const double v = std::clamp(((a + b) * x - 2.0 * a * b) / ((b - a) * x), -1.0, 1.0);
     const double half_pi = std::numbers::pi / 2.0;
-    const double integral = r + 0.5 * (a + b) * (std::asin(u) + half_pi) - std::sqrt(a * b) * (std::asin(v) + half_pi);
+    const double integral =
+        r + 0.5 * (a + b) * (std::asin(u) + half_pi) - std::sqrt(a * b) * (std::asin(v) + half_pi);
     return std::clamp(integral / (2.0 * std::numbers::pi * s2 * ratio), 0.0, 1.0);
 }
 
 double mp_ks_distance(std::span<const double> esd, const MarchenkoPasturFit& fit, double Q) {
-    if (std::isnan(fit.esd_max) || std::isnan(fit.esd_min) || std::isnan(fit.bulk_std) || !(Q > 0.0)) return kNaN;
+    if (std::isnan(fit.esd_max) || std::isnan(fit.esd_min) || std::isnan(fit.bulk_std) || !(Q > 0.0))
+        return kNaN;
     std::vector<double> inside;
     for (double v : esd)
         if (v > fit.esd_min && v < fit.esd_max) inside.push_back(v);

@@ -29,15 +29,16 @@ constexpr double kTinyLikelihood = 1e-307;
 
 // Taylor coefficients of 1 / Gamma(1 + x) = sum c_k x^k, k >= 1 (c_0 = 1), from mpmath at 40 digits.
 constexpr std::array<double, 30> kRecipGamma1p = {
-    0.57721566490153286061,   -0.65587807152025388108,  -0.042002635034095235529, 0.1665386113822914895,
-    -0.042197734555544336748, -0.0096219715278769735621, 0.0072189432466630995424, -0.0011651675918590651121,
-    -0.00021524167411495097282, 0.00012805028238811618615, -0.000020134854780788238656,
-    -1.2504934821426706573e-6, 1.1330272319816958824e-6, -2.0563384169776071035e-7, 6.1160951044814158179e-9,
-    5.0020076444692229301e-9, -1.1812745704870201446e-9, 1.0434267116911005105e-10, 7.782263439905071254e-12,
-    -3.6968056186422057082e-12, 5.100370287454475979e-13, -2.0583260535665067832e-14,
-    -5.3481225394230179824e-15, 1.2267786282382607902e-15, -1.1812593016974587695e-16,
-    1.1866922547516003326e-18, 1.4123806553180317816e-18, -2.2987456844353702066e-19,
-    1.7144063219273374334e-20, 1.3373517304936931149e-22};
+    0.57721566490153286061,     -0.65587807152025388108,     -0.042002635034095235529,
+    0.1665386113822914895,      -0.042197734555544336748,    -0.0096219715278769735621,
+    0.0072189432466630995424,   -0.0011651675918590651121,   -0.00021524167411495097282,
+    0.00012805028238811618615,  -0.000020134854780788238656, -1.2504934821426706573e-6,
+    1.1330272319816958824e-6,   -2.0563384169776071035e-7,   6.1160951044814158179e-9,
+    5.0020076444692229301e-9,   -1.1812745704870201446e-9,   1.0434267116911005105e-10,
+    7.782263439905071254e-12,   -3.6968056186422057082e-12,  5.100370287454475979e-13,
+    -2.0583260535665067832e-14, -5.3481225394230179824e-15,  1.2267786282382607902e-15,
+    -1.1812593016974587695e-16, 1.1866922547516003326e-18,   1.4123806553180317816e-18,
+    -2.2987456844353702066e-19, 1.7144063219273374334e-20,   1.3373517304936931149e-22};
 
 // R(a, z) by the modified Lentz continued fraction (Numerical Recipes' gcf); good for z >= 1, a < 1.
 double gamma_upper_scaled_cf(double a, double z) {
@@ -74,8 +75,8 @@ double gamma_upper_small_z(double a0, double z) {
     }
     const double za = std::pow(z, a0);
     if (a0 >= 0.5) return std::tgamma(a0) - za * (1.0 / a0 + tail);
-    // Temme (a0 in (-1/2, 1/2)): Gamma(a0, z) = (Gamma(1 + a0) - z^a0) / a0 - z^a0 tail, the first term split as
-    // (Gamma(1 + a0) - 1) / a0 - (z^a0 - 1) / a0 with both pieces computed without cancellation.
+    // Temme (a0 in (-1/2, 1/2)): Gamma(a0, z) = (Gamma(1 + a0) - z^a0) / a0 - z^a0 tail, the first term split
+    // as (Gamma(1 + a0) - 1) / a0 - (z^a0 - 1) / a0 with both pieces computed without cancellation.
     double p = 0.0;  // 1 / Gamma(1 + x) = 1 + x p(x)
     for (std::size_t k = kRecipGamma1p.size(); k-- > 0;) p = p * a0 + kRecipGamma1p[k];
     const double g1p = 1.0 / (1.0 + a0 * p);  // Gamma(1 + a0)
@@ -89,20 +90,19 @@ double gamma_upper_small_z(double a0, double z) {
 double log_upper_incomplete_gamma(double a, double z) {
     if (!(z > 0.0) || std::isnan(a) || std::isinf(z) || std::isinf(a)) return kNaN;
     double log_r;
-    if (z >= 1.0 || a >= 1.0) {
-        if (z >= 1.0 || z > a - 1.0) {
-            log_r = std::log(gamma_upper_scaled_cf(a, z));
-        } else {
-            // a >= 1, z < a - 1 < ... : Gamma(a) - gamma(a, z), the lower part by its series.
-            double sum = 1.0 / a, term = 1.0 / a;
-            for (int k = 1; k < 1000; ++k) {
-                term *= z / (a + k);
-                sum += term;
-                if (term < 1e-17 * sum) break;
-            }
-            const double lower = std::exp(a * std::log(z) - z) * sum;
-            return std::log(std::tgamma(a) - lower);
+    if ((a < 1.0 && z >= 1.0) || (a >= 1.0 && z > a + 1.0)) {
+        log_r = std::log(gamma_upper_scaled_cf(a, z));
+    } else if (a >= 1.0) {
+        // a >= 1, z <= a + 1: Gamma(a) - gamma(a, z), the lower part by its series (not used by the fits,
+        // whose a = 1 - alpha < 0; kept so that the function is total).
+        double sum = 1.0 / a, term = 1.0 / a;
+        for (int k = 1; k < 1000; ++k) {
+            term *= z / (a + k);
+            sum += term;
+            if (term < 1e-17 * sum) break;
         }
+        const double lower = std::exp(a * std::log(z) - z) * sum;
+        return std::log(std::tgamma(a) - lower);
     } else {
         // z < 1, a < 1: start at a0 = a + m in (-1/2, 1/2] (or a itself in (1/2, 1)), recur down m times.
         // Starting near 1 instead would cancel badly: R(1, z) = 1/z makes z R - 1 vanish.
@@ -145,7 +145,9 @@ void sort_simplex(std::array<Vec<N>, N + 1>& sim, std::array<double, N + 1>& fsi
 }
 
 // max with NaN propagation (numpy.max).
-inline double nanmax(double acc, double v) { return (std::isnan(acc) || std::isnan(v)) ? kNaN : std::max(acc, v); }
+inline double nanmax(double acc, double v) {
+    return (std::isnan(acc) || std::isnan(v)) ? kNaN : std::max(acc, v);
+}
 
 template <int N, class F>
 Vec<N> nelder_mead(F&& objective, const Vec<N>& x0) {
@@ -250,12 +252,12 @@ Vec<N> nelder_mead(F&& objective, const Vec<N>& x0) {
 // below u_j, and suffix sums for the tail statistics.
 
 struct Spectrum {
-    std::vector<double> x;          // sorted, > 0
-    std::vector<double> u;          // distinct values, ascending
-    std::vector<double> log_u;      // ln u_j
-    std::vector<std::size_t> first; // first[j] = #{x < u_j}
+    std::vector<double> x;                          // sorted, > 0
+    std::vector<double> u;                          // distinct values, ascending
+    std::vector<double> log_u;                      // ln u_j
+    std::vector<std::size_t> first;                 // first[j] = #{x < u_j}
     std::vector<long double> suffix_log, suffix_x;  // over x[i:], size n + 1
-    bool valid = false;             // >= 2 distinct values and no NaN/inf
+    bool valid = false;                             // >= 2 distinct values and no NaN/inf
 
     std::size_t n() const { return x.size(); }
     std::size_t candidates() const { return u.size() - 1; }  // the largest value is never a candidate
@@ -342,36 +344,55 @@ struct EmpiricalCdf {
 };
 
 // D = max_l |T(u_l) - A(u_l)| over l >= j; stops early once D >= stop (the caller then discards it).
+// Where the previous candidate's KS distance peaked: the peak moves little between neighbouring x_min, so
+// checking it first usually proves a candidate hopeless (D >= best) after one evaluation.
+struct KsHint {
+    std::size_t peak = static_cast<std::size_t>(-1);
+};
+
+// D = max_l |T(u_l) - A(u_l)| over l >= j; stops early once D >= stop (the caller then discards it, so the
+// early value is only a lower bound).
 template <class ModelCdf>
-double ks_distance(const Spectrum& s, std::size_t j, bool search, ModelCdf&& model, double stop = kInf) {
+double ks_distance(const Spectrum& s, std::size_t j, bool search, ModelCdf&& model, double stop = kInf,
+                   KsHint* hint = nullptr) {
     const EmpiricalCdf ecdf(s, j, search);
+    if (hint && hint->peak != static_cast<std::size_t>(-1) && hint->peak >= j && hint->peak < s.u.size()) {
+        const double diff = std::fabs(model(hint->peak) - ecdf(hint->peak));
+        if (diff >= stop) return diff;
+    }
     double d = 0.0;
+    std::size_t peak = j;
     for (std::size_t l = j; l < s.u.size(); ++l) {
         const double diff = std::fabs(model(l) - ecdf(l));
         if (std::isnan(diff)) return kNaN;
         if (diff > d) {
             d = diff;
-            if (d >= stop) return d;
+            peak = l;
+            if (d >= stop) break;
         }
     }
+    if (hint) hint->peak = peak;
     return d;
 }
 
 double power_law_alpha(const TailStats& t) { return 1.0 + t.n / t.sum_log_ratio; }
 
-double power_law_ks(const Spectrum& s, std::size_t j, double alpha, bool search, double stop = kInf) {
+double power_law_ks(const Spectrum& s, std::size_t j, double alpha, bool search, double stop = kInf,
+                    KsHint* hint = nullptr) {
     const double e = 1.0 - alpha;
     const double lj = s.log_u[j];
-    return ks_distance(s, j, search, [&](std::size_t l) { return 1.0 - std::exp(e * (s.log_u[l] - lj)); }, stop);
+    return ks_distance(
+        s, j, search, [&](std::size_t l) { return 1.0 - std::exp(e * (s.log_u[l] - lj)); }, stop, hint);
 }
 
 // Index of the x_min chosen by the power-law KS search.
 std::size_t power_law_xmin_index(const Spectrum& s) {
     double best = kInf;
     std::size_t best_j = 0;
+    KsHint hint;
     for (std::size_t j = 0; j < s.candidates(); ++j) {
         const double alpha = power_law_alpha(tail_stats(s, j));
-        const double d = power_law_ks(s, j, alpha, true, best);
+        const double d = power_law_ks(s, j, alpha, true, best, &hint);
         if (d < best) {
             best = d;
             best_j = j;
@@ -391,18 +412,23 @@ double exponential_lambda(const TailStats& t) {
     return nelder_mead<1>([&](const Vec<1>& p) { return exponential_nll(t, p[0]); }, x0)[0];
 }
 
-double exponential_ks(const Spectrum& s, std::size_t j, double lambda, bool search, double stop = kInf) {
+double exponential_ks(const Spectrum& s, std::size_t j, double lambda, bool search, double stop = kInf,
+                      KsHint* hint = nullptr) {
     if (!(lambda > 0.0))
-        return ks_distance(s, j, search, [](std::size_t) { return kTinyLikelihood; }, stop);
+        return ks_distance(
+            s, j, search, [](std::size_t) { return kTinyLikelihood; }, stop);
     const double cdf_xmin = 1.0 - std::exp(-lambda * s.u[j]);
-    if (cdf_xmin == 1.0) return ks_distance(s, j, search, [](std::size_t) { return 1.0; }, stop);
+    if (cdf_xmin == 1.0)
+        return ks_distance(
+            s, j, search, [](std::size_t) { return 1.0; }, stop);
     const double norm = 1.0 - cdf_xmin;
     return ks_distance(
         s, j, search, [&](std::size_t l) { return ((1.0 - std::exp(-lambda * s.u[l])) - cdf_xmin) / norm; },
-        stop);
+        stop, hint);
 }
 
-// ---- truncated power law: powerlaw's pdf x^-alpha e^(-Lambda x) Lambda^(1-alpha) / Gamma(1-alpha, Lambda xmin).
+// ---- truncated power law: powerlaw's pdf x^-alpha e^(-Lambda x) Lambda^(1-alpha) / Gamma(1-alpha, Lambda
+// xmin).
 double tpl_nll(const Spectrum& s, const TailStats& t, double alpha, double lambda) {
     if (!(lambda > 0.0 && alpha > 1.0)) return -(t.n * std::log(kTinyLikelihood));
     const double a = 1.0 - alpha;
@@ -410,8 +436,8 @@ double tpl_nll(const Spectrum& s, const TailStats& t, double alpha, double lambd
     const double pw = std::pow(lambda, a);
     const double gamma = std::exp(log_gamma);
     const double c = pw / gamma;  // as powerlaw forms it (float(gammainc) may overflow to inf or 0)
-    const bool tame = std::isfinite(c) && c > 0.0 && std::isfinite(pw) && pw > 0.0 && std::isfinite(gamma) &&
-                      gamma > 0.0;
+    const bool tame =
+        std::isfinite(c) && c > 0.0 && std::isfinite(pw) && pw > 0.0 && std::isfinite(gamma) && gamma > 0.0;
     if (tame) {
         // Fast path when no per-point factor can overflow or underflow: all logs within (-700, 700).
         const double lc = std::log(c);
@@ -527,6 +553,7 @@ TailFit fit_exponential(std::span<const double> esd) {
     double best_in = kInf, best_all = kInf;
     std::size_t j_in = 0, j_all = 0;
     bool any_in = false, any_out = false, nan_in = false, nan_all = false;
+    KsHint hint;
     for (std::size_t j = 0; j < s.candidates(); ++j) {
         const TailStats t = tail_stats(s, j);
         const double lambda = exponential_lambda(t);
@@ -534,7 +561,7 @@ TailFit fit_exponential(std::span<const double> esd) {
         (in_range ? any_in : any_out) = true;
         // Early exit is only safe against the tighter of the two running minima we may end up using.
         const double stop = std::max(best_in, best_all);
-        const double d = exponential_ks(s, j, lambda, true, stop);
+        const double d = exponential_ks(s, j, lambda, true, stop, &hint);
         if (std::isnan(d)) {
             if (!nan_all) nan_all = true, j_all = j, best_all = -kInf;
             if (in_range && !nan_in) nan_in = true, j_in = j, best_in = -kInf;
@@ -552,9 +579,11 @@ TailFit fit_exponential(std::span<const double> esd) {
     return fit;
 }
 
-double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot, std::uint64_t seed) {
+double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot,
+                    std::uint64_t seed) {
     if (n_boot <= 0 || fit.n_tail < 50 || !std::isfinite(fit.ks) || !std::isfinite(fit.xmin)) return kNaN;
-    const bool pl = kind == kTailPowerLaw, tpl = kind == kTailTruncatedPowerLaw, ex = kind == kTailExponential;
+    const bool pl = kind == kTailPowerLaw, tpl = kind == kTailTruncatedPowerLaw,
+               ex = kind == kTailExponential;
     if (!pl && !tpl && !ex) return kNaN;
     if ((pl || tpl) && !(fit.alpha > 1.0)) return kNaN;
     if ((tpl || ex) && !(fit.lambda > 0.0)) return kNaN;
@@ -577,9 +606,12 @@ double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, i
     std::vector<double> synth(s.n());
     int exceed = 0;
     for (int b = 0; b < n_boot; ++b) {
-        for (auto& v : synth) v = (body.empty() || rng.uniform() < p_tail) ? draw_tail() : body[rng.index(body.size())];
+        for (auto& v : synth)
+            v = (body.empty() || rng.uniform() < p_tail) ? draw_tail() : body[rng.index(body.size())];
         std::sort(synth.begin(), synth.end());
-        const TailFit f = pl ? fit_power_law(synth) : tpl ? fit_truncated_power_law(synth) : fit_exponential(synth);
+        const TailFit f = pl    ? fit_power_law(synth)
+                          : tpl ? fit_truncated_power_law(synth)
+                                : fit_exponential(synth);
         if (f.ks > fit.ks) ++exceed;
     }
     return static_cast<double>(exceed) / n_boot;

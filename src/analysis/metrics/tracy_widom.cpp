@@ -47,7 +47,8 @@ double airy_ai(double x) {
         if (z > 700.0) return 0.0;
         return std::sqrt(t / 3.0) * std::cyl_bessel_k(1.0 / 3.0, z) / std::numbers::pi;
     }
-    return std::sqrt(t) / 2.0 * (std::cyl_bessel_j(1.0 / 3.0, z) - std::cyl_neumann(1.0 / 3.0, z) / std::sqrt(3.0));
+    return std::sqrt(t) / 2.0 *
+           (std::cyl_bessel_j(1.0 / 3.0, z) - std::cyl_neumann(1.0 / 3.0, z) / std::sqrt(3.0));
 }
 
 struct GaussLegendre {

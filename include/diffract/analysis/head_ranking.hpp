@@ -1,0 +1,75 @@
+// Head ranking: the paper's head-importance score and the alternative orderings, as a library
+// function shared by `compare` (heads.csv) and the later `edit rewind`.
+//
+// Importance (metrics.md, "The paper's analyses"): s = scale01(update_norm_domain) −
+// scale01(update_norm_reference), scale01 a min-max scaling over a set of heads; the lowest s is the
+// least important head, the first to rewind. Rank 0 = first to rewind; ties are broken by (layer, head).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffract::analysis {
+
+// Over which heads the min-max scaling runs.
+//   global:     all heads of the model together (default)
+//   layer:      the heads of each layer separately
+//   projection: each block type separately (the Q norms of all heads, the K norms, ...): the score is
+//               computed per projection, then averaged over the projections present
+enum class ScaleScope { global, layer, projection };
+// Which key ranks the heads (ascending key = rewound first).
+//   importance: s above
+//   agreement:  the mean vector agreement of the head's blocks with the base; the MOST agreeing
+//               (least changed) head ranks lowest
+//   pl_ks:      the mean power-law KS distance of the head's blocks in the domain model; the LARGEST
+//               KS distance (the least heavy-tailed, worst power-law fit) ranks lowest
+//   random:     a permutation seeded by `seed` (reproducible across platforms)
+enum class HeadOrder { importance, agreement, pl_ks, random };
+
+std::string_view scale_scope_name(ScaleScope s);
+std::string_view head_order_name(HeadOrder o);
+// Parse the option values; throw InputError naming the flag.
+ScaleScope parse_scale_scope(std::string_view text);
+HeadOrder parse_head_order(std::string_view text);
+
+inline constexpr int kProjections = 4;  // Q, K, V, O
+
+// One head of one model. Block norms are ‖W − W_base‖_F of the head's Q, K, V and O blocks (NaN for a
+// block that was not compared). With GQA a shared K/V block appears in every query head of its group.
+struct HeadStats {
+    int layer = 0, head = 0;
+    double block_norm[kProjections];  // q, k, v, o
+    double agreement;                 // NaN when unknown
+    double pl_ks;                     // NaN when unknown
+    HeadStats();
+    // sqrt of the sum of the squared block norms that are not NaN (NaN when none is).
+    double update_norm() const;
+};
+
+struct HeadRankOptions {
+    ScaleScope scope = ScaleScope::global;
+    HeadOrder order = HeadOrder::importance;
+    std::uint64_t seed = 42;
+};
+
+struct RankedHead {
+    int layer = 0, head = 0;
+    double update_norm = 0;
+    double ref_update_norm;  // NaN without a reference
+    double importance;       // s; without a reference, scale01(update_norm) alone
+    double key;              // the value the order sorts by (ascending)
+    int rank = 0;            // 0 = first to rewind
+};
+
+// Min-max scaling to [0, 1] over the finite values (NaN stays NaN); all 0 when max == min.
+std::vector<double> scale01(const std::vector<double>& values);
+
+// Ranks `domain`'s heads. `reference` (may be null) is matched by (layer, head); a head missing
+// there counts as NaN. NaN keys sort after every finite key. The result is in the order of `domain`.
+std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const std::vector<HeadStats>* reference,
+                                   const HeadRankOptions& options);
+
+}  // namespace diffract::analysis

@@ -1,0 +1,182 @@
+#include "diffract/analysis/head_ranking.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract::analysis {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// scale01 of `values` restricted to the indices in `group` (written back at those indices).
+void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group, std::vector<double>& out) {
+    std::vector<double> sub;
+    sub.reserve(group.size());
+    for (auto i : group) sub.push_back(values[i]);
+    const auto scaled = scale01(sub);
+    for (std::size_t j = 0; j < group.size(); ++j) out[group[j]] = scaled[j];
+}
+
+// scale01 over the scope's groups: one group (global) or one per layer.
+std::vector<double> scale_scoped(const std::vector<double>& values, const std::vector<int>& layers, bool per_layer) {
+    std::vector<double> out(values.size(), kNaN);
+    std::map<int, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < values.size(); ++i) groups[per_layer ? layers[i] : 0].push_back(i);
+    for (const auto& [layer, group] : groups) scale_group(values, group, out);
+    return out;
+}
+
+}  // namespace
+
+HeadStats::HeadStats() : agreement(kNaN), pl_ks(kNaN) { std::fill(std::begin(block_norm), std::end(block_norm), kNaN); }
+
+double HeadStats::update_norm() const {
+    double sum = 0;
+    bool any = false;
+    for (double n : block_norm)
+        if (!std::isnan(n)) sum += n * n, any = true;
+    return any ? std::sqrt(sum) : kNaN;
+}
+
+std::string_view scale_scope_name(ScaleScope s) {
+    switch (s) {
+    case ScaleScope::layer: return "layer";
+    case ScaleScope::projection: return "projection";
+    default: return "global";
+    }
+}
+
+std::string_view head_order_name(HeadOrder o) {
+    switch (o) {
+    case HeadOrder::agreement: return "agreement";
+    case HeadOrder::pl_ks: return "pl_ks";
+    case HeadOrder::random: return "random";
+    default: return "importance";
+    }
+}
+
+ScaleScope parse_scale_scope(std::string_view t) {
+    for (auto s : {ScaleScope::global, ScaleScope::layer, ScaleScope::projection})
+        if (scale_scope_name(s) == t) return s;
+    throw InputError(fmt::format("--scale-scope: expected global, layer or projection, found '{}'", t));
+}
+
+HeadOrder parse_head_order(std::string_view t) {
+    for (auto o : {HeadOrder::importance, HeadOrder::agreement, HeadOrder::pl_ks, HeadOrder::random})
+        if (head_order_name(o) == t) return o;
+    throw InputError(fmt::format("--order: expected importance, agreement, pl_ks or random, found '{}'", t));
+}
+
+std::vector<double> scale01(const std::vector<double>& values) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (double v : values)
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    std::vector<double> out(values.size(), kNaN);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i])) continue;
+        out[i] = hi > lo ? (values[i] - lo) / (hi - lo) : 0.0;
+    }
+    return out;
+}
+
+std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const std::vector<HeadStats>* reference,
+                                   const HeadRankOptions& o) {
+    const std::size_t n = domain.size();
+    std::vector<RankedHead> out(n);
+    std::map<std::pair<int, int>, const HeadStats*> ref_of;
+    if (reference)
+        for (const auto& r : *reference) ref_of[{r.layer, r.head}] = &r;
+    std::vector<const HeadStats*> ref(n, nullptr);
+    std::vector<int> layers(n);
+    std::vector<double> dom_norm(n), ref_norm(n, kNaN);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& h = domain[i];
+        layers[i] = h.layer;
+        dom_norm[i] = h.update_norm();
+        if (auto it = ref_of.find({h.layer, h.head}); it != ref_of.end()) ref[i] = it->second, ref_norm[i] = it->second->update_norm();
+        out[i].layer = h.layer;
+        out[i].head = h.head;
+        out[i].update_norm = dom_norm[i];
+        out[i].ref_update_norm = ref_norm[i];
+    }
+
+    // s = scale01(domain) − scale01(reference), per the scope; without a reference the second term is 0.
+    auto score = [&](const std::vector<double>& dom, const std::vector<double>& rf, bool per_layer) {
+        const auto sd = scale_scoped(dom, layers, per_layer);
+        std::vector<double> s(n);
+        if (!reference) return sd;
+        const auto sr = scale_scoped(rf, layers, per_layer);
+        for (std::size_t i = 0; i < n; ++i) s[i] = sd[i] - sr[i];
+        return s;
+    };
+    std::vector<double> importance;
+    if (o.scope == ScaleScope::projection) {
+        std::vector<double> sum(n, 0.0);
+        std::vector<int> count(n, 0);
+        for (int p = 0; p < kProjections; ++p) {
+            std::vector<double> dom(n), rf(n, kNaN);
+            bool present = false;
+            for (std::size_t i = 0; i < n; ++i) {
+                dom[i] = domain[i].block_norm[p];
+                present = present || !std::isnan(dom[i]);
+                if (ref[i]) rf[i] = ref[i]->block_norm[p];
+            }
+            if (!present) continue;  // a projection that was not compared (e.g. --roles) does not count
+            const auto s = score(dom, rf, false);
+            for (std::size_t i = 0; i < n; ++i)
+                if (!std::isnan(s[i])) sum[i] += s[i], ++count[i];
+        }
+        importance.resize(n);
+        for (std::size_t i = 0; i < n; ++i) importance[i] = count[i] ? sum[i] / count[i] : kNaN;
+    } else {
+        importance = score(dom_norm, ref_norm, o.scope == ScaleScope::layer);
+    }
+
+    // Heads in (layer, head) order: the tie-break, and the order the random permutation applies to.
+    std::vector<std::size_t> by_position(n);
+    std::iota(by_position.begin(), by_position.end(), 0);
+    std::sort(by_position.begin(), by_position.end(), [&](std::size_t a, std::size_t b) {
+        return std::pair(domain[a].layer, domain[a].head) < std::pair(domain[b].layer, domain[b].head);
+    });
+    std::vector<double> permutation_key(n, 0.0);
+    if (o.order == HeadOrder::random) {
+        std::vector<std::size_t> perm = by_position;
+        std::uint64_t state = o.seed;
+        for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[splitmix64(state) % i]);
+        for (std::size_t r = 0; r < n; ++r) permutation_key[perm[r]] = static_cast<double>(r);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i].importance = importance[i];
+        switch (o.order) {
+        case HeadOrder::importance: out[i].key = importance[i]; break;
+        case HeadOrder::agreement: out[i].key = -domain[i].agreement; break;
+        case HeadOrder::pl_ks: out[i].key = -domain[i].pl_ks; break;
+        case HeadOrder::random: out[i].key = permutation_key[i]; break;
+        }
+    }
+    std::vector<std::size_t> order = by_position;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        const double ka = out[a].key, kb = out[b].key;
+        if (std::isnan(ka) || std::isnan(kb)) return !std::isnan(ka) && std::isnan(kb);
+        return ka < kb;
+    });
+    for (std::size_t r = 0; r < n; ++r) out[order[r]].rank = static_cast<int>(r);
+    return out;
+}
+
+}  // namespace diffract::analysis
