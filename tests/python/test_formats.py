@@ -196,4 +196,4 @@ def test_gpt2_conv1d_heads_are_split_on_the_transposed_layout(tmp_path):
     k1 = next(r for r in rows if r["role"] == "attn_k" and r["head"] == "1")
     block = w[:, hidden + 4: hidden + 8].T  # logical (out × in) rows of key head 1
     assert (int(k1["rows"]), int(k1["cols"])) == (4, 16)
-    np.testing.assert_allclose(float(k1["l2_norm"]), np.linalg.svd(block, compute_uv=False)[0], rtol=1e-10)
+    np.testing.assert_allclose(float(k1["l2_norm"]), np.linalg.svd(block.astype(np.float64), compute_uv=False)[0], rtol=1e-10)
