@@ -133,13 +133,24 @@ def mp_pdf(x, ratio, sigma):
 
 
 def mp_cdf_numeric(x, ratio, sigma):
+    """MP CDF by adaptive quadrature of the density (independent of the C++ closed form). With
+    lam = a + t^2 the inverse-square-root edges become smooth; the boundary layer of width sqrt(a) at t = 0
+    (a ~ 1e-18 when Q = 1) is given to quad as a break point."""
     a = sigma**2 * (1 - math.sqrt(ratio)) ** 2
     b = sigma**2 * (1 + math.sqrt(ratio)) ** 2
     if x <= a:
         return 0.0
     if x >= b:
         return 1.0
-    return scipy_integrate.quad(mp_pdf, a, x, args=(ratio, sigma), epsabs=1e-13, epsrel=1e-12, limit=200)[0]
+
+    def integrand(t):
+        lam = a + t * t
+        return 2 * t * mp_pdf(lam, ratio, sigma) if lam < b else 0.0
+
+    t_max = math.sqrt(x - a)
+    pts = [p for p in (math.sqrt(a), 10 * math.sqrt(a), 1e3 * math.sqrt(a)) if 0 < p < t_max]
+    return scipy_integrate.quad(integrand, 0.0, t_max, points=pts or None, epsabs=1e-14, epsrel=1e-13,
+                                limit=400)[0]
 
 
 def mp_reference(esd, esd_rand, weights_std, Q, M):

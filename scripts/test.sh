@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine:
+#   1. dependencies (scripts/setup_debian.sh)
+#   2. Release build + every CTest test (GoogleTest units and the pytest suite)
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build, unit tests under it
+#   4. each libFuzzer target for a bounded time (FUZZ_SECONDS, default 20)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_debian.sh
+
+echo "== release build and tests"
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j1
+
+echo "== sanitizer build (ASan + UBSan) and unit tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDIFFRACT_SANITIZE=ON -DDIFFRACT_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$(nproc)" --target diffract_tests
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/tests/diffract_tests --gtest_brief=1
+
+echo "== fuzzing (bounded)"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+echo "all test stages passed"
