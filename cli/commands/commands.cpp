@@ -19,14 +19,17 @@ void register_commands(CLI::App& app) {
     add_metrics(app);
     add_store(app);
     add_export(app);
+    add_compare(app);
 }
 
 int run_selected(CLI::App& app) {
+    // The deepest selected subcommand with a runner (e.g. `store erase`).
     for (auto* sub : app.get_subcommands()) {
+        if (!sub->get_subcommands().empty()) return run_selected(*sub);
         auto it = runners().find(sub);
         if (it != runners().end()) return it->second();
     }
-    return 2;
+    throw CLI::CallForHelp();
 }
 
 }  // namespace diffract::cli

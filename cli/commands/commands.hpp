@@ -22,5 +22,6 @@ void add_analyze(CLI::App& app);
 void add_metrics(CLI::App& app);
 void add_store(CLI::App& app);
 void add_export(CLI::App& app);
+void add_compare(CLI::App& app);
 
 }  // namespace diffract::cli

@@ -30,7 +30,8 @@ constexpr double kEps = 1e-16;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 int checked_int(std::int64_t v) {
-    if (v > std::numeric_limits<int>::max()) throw std::runtime_error(fmt::format("dimension {} exceeds BLAS's 32-bit index", v));
+    if (v > std::numeric_limits<int>::max())
+        throw std::runtime_error(fmt::format("dimension {} exceeds BLAS's 32-bit index", v));
     return static_cast<int>(v);
 }
 
@@ -71,8 +72,8 @@ double two_sample_ks(std::vector<double> a, std::vector<double> b) {
 }
 
 // The agreement fields of one side (l: U, d = rows; r: V, d = cols).
-void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_vecs, std::int64_t d, int top_k,
-                   const std::string& side, FieldValues& out) {
+void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_vecs, std::int64_t d,
+                   int top_k, const std::string& side, FieldValues& out) {
     const auto k = static_cast<std::size_t>(base_vecs.cols);
     std::vector<double> diag(k), best(k);
     if (k > 0) {
@@ -97,8 +98,10 @@ void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_
         out.scalars["topk_avg_max_" + side + "_agreement"] = topk_best / static_cast<double>(t);
         const double dd = static_cast<double>(d);
         out.scalars["chance_" + side + "_agreement"] = 1.0 / std::sqrt(dd);
-        out.scalars["chance_max_" + side + "_agreement"] = std::sqrt(2.0 * std::log(static_cast<double>(k)) / dd);
-        out.scalars["chance_topk_max_" + side + "_agreement"] = std::sqrt(2.0 * std::log(static_cast<double>(t)) / dd);
+        out.scalars["chance_max_" + side + "_agreement"] =
+            std::sqrt(2.0 * std::log(static_cast<double>(k)) / dd);
+        out.scalars["chance_topk_max_" + side + "_agreement"] =
+            std::sqrt(2.0 * std::log(static_cast<double>(t)) / dd);
     } else {
         for (const char* f : {"topk_avg_", "topk_avg_max_", "chance_", "chance_max_", "chance_topk_max_"})
             out.scalars[f + side + "_agreement"] = kNaN;
@@ -123,8 +126,7 @@ Matrix<T> slice(const Matrix<T>& whole, const MatrixBlock& wb, const MatrixBlock
     const std::int64_t r0 = b.row0 - wb.row0, c0 = b.col0 - wb.col0;
     const std::int64_t lr0 = b.transposed ? c0 : r0, lc0 = b.transposed ? r0 : c0;
     Matrix<T> out(b.logical_rows(), b.logical_cols());
-    for (std::int64_t i = 0; i < out.rows; ++i)
-        std::copy_n(&whole(lr0 + i, lc0), out.cols, &out(i, 0));
+    for (std::int64_t i = 0; i < out.rows; ++i) std::copy_n(&whole(lr0 + i, lc0), out.cols, &out(i, 0));
     return out;
 }
 
@@ -143,17 +145,35 @@ int projection_index(const std::string& role) {
 }  // namespace
 
 const std::vector<std::string>& compare_fields() {
-    static const std::vector<std::string> f = {
-        "delta_frob_norm", "rel_delta_frob_norm", "delta_l2_norm", "delta_stable_rank", "delta_effective_rank",
-        "rel_sval_change", "esd_ks", "avg_l_agreement", "avg_max_l_agreement", "avg_r_agreement",
-        "avg_max_r_agreement", "topk_avg_l_agreement", "topk_avg_max_l_agreement", "topk_avg_r_agreement",
-        "topk_avg_max_r_agreement", "chance_l_agreement", "chance_max_l_agreement", "chance_topk_max_l_agreement",
-        "chance_r_agreement", "chance_max_r_agreement", "chance_topk_max_r_agreement", "top_k", "pl_ks"};
+    static const std::vector<std::string> f = {"delta_frob_norm",
+                                               "rel_delta_frob_norm",
+                                               "delta_l2_norm",
+                                               "delta_stable_rank",
+                                               "delta_effective_rank",
+                                               "rel_sval_change",
+                                               "esd_ks",
+                                               "avg_l_agreement",
+                                               "avg_max_l_agreement",
+                                               "avg_r_agreement",
+                                               "avg_max_r_agreement",
+                                               "topk_avg_l_agreement",
+                                               "topk_avg_max_l_agreement",
+                                               "topk_avg_r_agreement",
+                                               "topk_avg_max_r_agreement",
+                                               "chance_l_agreement",
+                                               "chance_max_l_agreement",
+                                               "chance_topk_max_l_agreement",
+                                               "chance_r_agreement",
+                                               "chance_max_r_agreement",
+                                               "chance_topk_max_r_agreement",
+                                               "top_k",
+                                               "pl_ks"};
     return f;
 }
 
 const std::vector<std::string>& compare_vector_fields() {
-    static const std::vector<std::string> f = {"l_agreement", "r_agreement", "max_l_agreement", "max_r_agreement"};
+    static const std::vector<std::string> f = {"l_agreement", "r_agreement", "max_l_agreement",
+                                               "max_r_agreement"};
     return f;
 }
 
@@ -177,13 +197,14 @@ FieldValues compare_factorizations(const linalg::Svd& base, const linalg::Svd& m
     const int t = std::max(1, top_k);
     add_agreement(base.u, model.u, rows, t, "l", out);
     add_agreement(base.v, model.v, cols, t, "r", out);
-    out.scalars["top_k"] = static_cast<double>(std::min<std::size_t>(static_cast<std::size_t>(t), base.s.size()));
+    out.scalars["top_k"] =
+        static_cast<double>(std::min<std::size_t>(static_cast<std::size_t>(t), base.s.size()));
     return out;
 }
 
 template <typename T>
-void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Backend& backend, linalg::SvdRoute route,
-                      FieldValues& out) {
+void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Backend& backend,
+                      linalg::SvdRoute route, FieldValues& out) {
     double s2 = 0;
     for (T v : delta.data) s2 += static_cast<double>(v) * static_cast<double>(v);
     const double frob = std::sqrt(s2);
@@ -204,11 +225,11 @@ void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Bac
 }
 
 template <typename T>
-FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k, linalg::Backend& backend,
-                             linalg::SvdRoute route) {
+FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k,
+                             linalg::Backend& backend, linalg::SvdRoute route) {
     if (base.rows != model.rows || base.cols != model.cols)
-        throw InputError(fmt::format("compare: shapes differ (expected [{}, {}], found [{}, {}])", base.rows, base.cols,
-                                     model.rows, model.cols));
+        throw InputError(fmt::format("compare: shapes differ (expected [{}, {}], found [{}, {}])", base.rows,
+                                     base.cols, model.rows, model.cols));
     const auto sb = backend.svd(base);
     const auto sm = backend.svd(model);
     auto out = compare_factorizations(sb, sm, base.rows, base.cols, top_k);
@@ -220,16 +241,20 @@ FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int 
     return out;
 }
 
-template void add_delta_fields(const Matrix<float>&, double, linalg::Backend&, linalg::SvdRoute, FieldValues&);
-template void add_delta_fields(const Matrix<double>&, double, linalg::Backend&, linalg::SvdRoute, FieldValues&);
-template FieldValues compare_matrices(const Matrix<float>&, const Matrix<float>&, int, linalg::Backend&, linalg::SvdRoute);
-template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double>&, int, linalg::Backend&, linalg::SvdRoute);
+template void add_delta_fields(const Matrix<float>&, double, linalg::Backend&, linalg::SvdRoute,
+                               FieldValues&);
+template void add_delta_fields(const Matrix<double>&, double, linalg::Backend&, linalg::SvdRoute,
+                               FieldValues&);
+template FieldValues compare_matrices(const Matrix<float>&, const Matrix<float>&, int, linalg::Backend&,
+                                      linalg::SvdRoute);
+template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double>&, int, linalg::Backend&,
+                                      linalg::SvdRoute);
 
 std::string CompareOptions::config_key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
-    return fmt::format("compare-v1;precision={};top_k={};delta_route={}", precision == Precision::f32 ? "f32" : "f64",
-                       top_k, route_name);
+    return fmt::format("compare-v1;precision={};top_k={};delta_route={}",
+                       precision == Precision::f32 ? "f32" : "f64", top_k, route_name);
 }
 
 namespace {
@@ -254,8 +279,8 @@ struct Context {
 
 template <typename T>
 void run_job(const Context& c, const TensorJob& job, const std::vector<std::vector<char>>& need,
-             std::vector<std::vector<std::optional<std::map<std::string, double>>>>& out, linalg::Backend& backend,
-             std::size_t& computed) {
+             std::vector<std::vector<std::optional<std::map<std::string, double>>>>& out,
+             linalg::Backend& backend, std::size_t& computed) {
     const MatrixBlock wb = model::whole_matrix(c.base.schema, *job.tensor);
     const Matrix<T> bw = read_matrix<T>(*job.tensor, wb);
     const std::size_t n_units = job.units.size();
@@ -278,7 +303,8 @@ void run_job(const Context& c, const TensorJob& job, const std::vector<std::vect
             linalg::Svd own;
             const bool same = bm.data == mm.data;
             if (!same) own = backend.svd(mm);
-            fv[u] = compare_factorizations(*base_svd[u], same ? *base_svd[u] : own, bm.rows, bm.cols, c.o.top_k);
+            fv[u] =
+                compare_factorizations(*base_svd[u], same ? *base_svd[u] : own, bm.rows, bm.cols, c.o.top_k);
         }
         for (std::size_t i = 0; i < mw.data.size(); ++i) mw.data[i] -= bw.data[i];  // mw is now the delta
         for (std::size_t u = 0; u < n_units; ++u) {
@@ -289,7 +315,8 @@ void run_job(const Context& c, const TensorJob& job, const std::vector<std::vect
             double f2 = 0;
             for (double v : base_svd[u]->s) f2 += v * v;
             add_delta_fields(unit.head ? ds : mw, std::sqrt(f2), backend, c.o.route, fv[u]);
-            c.db.put({c.ids[m], c.base_id, job.tensor->name, unit.block_key(), c.config}, fv[u], compare_vector_fields());
+            c.db.put({c.ids[m], c.base_id, job.tensor->name, unit.block_key(), c.config}, fv[u],
+                     compare_vector_fields());
             out[m][u] = std::move(fv[u].scalars);
             ++computed;
         }
@@ -304,9 +331,12 @@ void run_job(const Context& c, const TensorJob& job, const std::vector<std::vect
 std::uint64_t job_bytes(const TensorJob& job, bool f64) {
     std::uint64_t m = 0, n = 0;
     for (const auto& u : job.units)
-        if (!u.head) m = static_cast<std::uint64_t>(u.block.logical_rows()), n = static_cast<std::uint64_t>(u.block.logical_cols());
+        if (!u.head)
+            m = static_cast<std::uint64_t>(u.block.logical_rows()),
+            n = static_cast<std::uint64_t>(u.block.logical_cols());
     if (m == 0) {  // heads only: the whole tensor is still read
-        m = static_cast<std::uint64_t>(stored_rows(*job.tensor)), n = static_cast<std::uint64_t>(stored_cols(*job.tensor));
+        m = static_cast<std::uint64_t>(stored_rows(*job.tensor)),
+        n = static_cast<std::uint64_t>(stored_cols(*job.tensor));
     }
     const std::uint64_t s = f64 ? 8 : 4, k = std::min(m, n);
     const std::uint64_t held = 2 * s * m * n + 16 * (m + n) * k;
@@ -318,7 +348,8 @@ std::uint64_t job_bytes(const TensorJob& job, bool f64) {
 }  // namespace
 
 CompareResult compare(const CompareOptions& o) {
-    if (o.top_k < 1) throw InputError(fmt::format("--top-k: expected a positive number of components, found {}", o.top_k));
+    if (o.top_k < 1)
+        throw InputError(fmt::format("--top-k: expected a positive number of components, found {}", o.top_k));
     CompareResult result;
     result.ranking = o.ranking;
     result.allow_partial = o.allow_partial;
@@ -330,7 +361,8 @@ CompareResult compare(const CompareOptions& o) {
         models.push_back(formats::open_checkpoint(o.reference));
         ref_index = static_cast<int>(models.size()) - 1;
     }
-    if (models.empty()) throw InputError("compare: give at least one model (or --reference) to compare with the base");
+    if (models.empty())
+        throw InputError("compare: give at least one model (or --reference) to compare with the base");
     const std::size_t n_models = models.size();
 
     store::Store db(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
@@ -358,14 +390,15 @@ CompareResult compare(const CompareOptions& o) {
         if (o.heads && base.schema.heads) {
             const auto& bg = *base.schema.heads;
             if (!ck.schema.heads) {
-                mismatch(ck, ck.path, "", "heads", fmt::format("head geometry unknown (the base has {})", geometry_string(bg)));
+                mismatch(ck, ck.path, "", "heads",
+                         fmt::format("head geometry unknown (the base has {})", geometry_string(bg)));
                 heads_ok = false;
             } else {
                 const auto& g = *ck.schema.heads;
                 if (g.n_heads != bg.n_heads || g.n_kv_heads != bg.n_kv_heads || g.head_dim != bg.head_dim) {
                     mismatch(ck, ck.path, "", "heads",
-                             fmt::format("head geometry differs from the base (expected {}, found {})", geometry_string(bg),
-                                         geometry_string(g)));
+                             fmt::format("head geometry differs from the base (expected {}, found {})",
+                                         geometry_string(bg), geometry_string(g)));
                     heads_ok = false;
                 } else if (ck.schema.qkv_layout != base.schema.qkv_layout ||
                            ck.schema.conv1d_transposed != base.schema.conv1d_transposed) {
@@ -383,19 +416,22 @@ CompareResult compare(const CompareOptions& o) {
                 mismatch(ck, ck.path, name, "", "missing from this model (present in the base)");
             } else if (t->shape != job.tensor->shape) {
                 mismatch(ck, t->path(), name, "",
-                         fmt::format("shape differs from the base (expected {}, found {})", shape_string(job.tensor->shape),
-                                     shape_string(t->shape)));
+                         fmt::format("shape differs from the base (expected {}, found {})",
+                                     shape_string(job.tensor->shape), shape_string(t->shape)));
             } else if (!dtype_is_float(t->dtype) || ck.unsupported_types.count(name)) {
                 mismatch(ck, t->path(), name, "",
-                         fmt::format("dtype {} cannot be compared (the base has {})", dtype_name(t->dtype), dtype_name(job.tensor->dtype)));
+                         fmt::format("dtype {} cannot be compared (the base has {})", dtype_name(t->dtype),
+                                     dtype_name(job.tensor->dtype)));
             } else {
                 job.in_model[m] = t;
                 job.heads_ok[m] = heads_ok;
             }
         }
         for (const auto& t : ck.tensors) {
-            if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
-            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) || base.find(t.name)) continue;
+            if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name))
+                continue;
+            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) || base.find(t.name))
+                continue;
             mismatch(ck, t.path(), t.name, "", "not in the base");
         }
     }
@@ -438,8 +474,10 @@ CompareResult compare(const CompareOptions& o) {
             }
         }
         if (any) {
-            if (f64) run_job<double>(ctx, job, need, res, *backend, computed);
-            else run_job<float>(ctx, job, need, res, *backend, computed);
+            if (f64)
+                run_job<double>(ctx, job, need, res, *backend, computed);
+            else
+                run_job<float>(ctx, job, need, res, *backend, computed);
         }
         {
             std::lock_guard lock(count_mu);
@@ -458,8 +496,9 @@ CompareResult compare(const CompareOptions& o) {
                 row_model.push_back(m);
                 const auto& unit = jobs[j].units[u];
                 result.rows.push_back({models[m].name, base.name, unit.tensor->name, unit.layer,
-                                       std::string(model::role_name(unit.role)), unit.head, unit.block.logical_rows(),
-                                       unit.block.logical_cols(), std::move(*results[j][m][u])});
+                                       std::string(model::role_name(unit.role)), unit.head,
+                                       unit.block.logical_rows(), unit.block.logical_cols(),
+                                       std::move(*results[j][m][u])});
             }
 
     // Per head: the Q, K, V, O block norms (GQA: K/V from the query head's kv group).
@@ -514,7 +553,8 @@ CompareResult compare(const CompareOptions& o) {
                 row.layer = dom[i].layer, row.head = dom[i].head;
                 row.kv_head = g.kv_head_of(dom[i].head), row.kv_group_size = g.group_size();
                 row.domain = dom[i];
-                if (auto it = ref_of.find({dom[i].layer, dom[i].head}); it != ref_of.end()) row.ref = *it->second;
+                if (auto it = ref_of.find({dom[i].layer, dom[i].head}); it != ref_of.end())
+                    row.ref = *it->second;
                 row.ranked = ranked[i];
                 result.heads.push_back(row);
             }
@@ -528,9 +568,9 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
     for (const auto& f : compare_fields()) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{},{}", csv_escape(row.model), csv_escape(row.base), csv_escape(row.tensor),
-                           row.layer ? std::to_string(*row.layer) : "", row.role, row.head ? std::to_string(*row.head) : "",
-                           row.rows, row.cols);
+        csv += fmt::format("{},{},{},{},{},{},{},{}", csv_escape(row.model), csv_escape(row.base),
+                           csv_escape(row.tensor), row.layer ? std::to_string(*row.layer) : "", row.role,
+                           row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
         for (const auto& f : compare_fields()) {
             auto it = row.values.find(f);
             csv += "," + format_value(it == row.values.end() ? kNaN : it->second);
@@ -538,17 +578,20 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
         csv += "\n";
     }
     std::string heads =
-        "model,reference,layer,head,kv_head,kv_group_size,update_norm,q_update_norm,k_update_norm,v_update_norm,"
-        "o_update_norm,ref_update_norm,ref_q_update_norm,ref_k_update_norm,ref_v_update_norm,ref_o_update_norm,"
+        "model,reference,layer,head,kv_head,kv_group_size,update_norm,q_update_norm,k_update_norm,v_update_"
+        "norm,"
+        "o_update_norm,ref_update_norm,ref_q_update_norm,ref_k_update_norm,ref_v_update_norm,ref_o_update_"
+        "norm,"
         "importance,agreement,pl_ks,scale_scope,order,seed,rank\n";
     for (const auto& h : r.heads) {
-        heads += fmt::format("{},{},{},{},{},{},{}", csv_escape(h.model), csv_escape(h.reference), h.layer, h.head, h.kv_head,
-                             h.kv_group_size, format_value(h.ranked.update_norm));
+        heads += fmt::format("{},{},{},{},{},{},{}", csv_escape(h.model), csv_escape(h.reference), h.layer,
+                             h.head, h.kv_head, h.kv_group_size, format_value(h.ranked.update_norm));
         for (double v : h.domain.block_norm) heads += "," + format_value(v);
         heads += "," + format_value(h.ranked.ref_update_norm);
         for (double v : h.ref.block_norm) heads += "," + format_value(v);
-        heads += fmt::format(",{},{},{},{},{},{},{}\n", format_value(h.ranked.importance), format_value(h.domain.agreement),
-                             format_value(h.domain.pl_ks), scale_scope_name(r.ranking.scope), head_order_name(r.ranking.order),
+        heads += fmt::format(",{},{},{},{},{},{},{}\n", format_value(h.ranked.importance),
+                             format_value(h.domain.agreement), format_value(h.domain.pl_ks),
+                             scale_scope_name(r.ranking.scope), head_order_name(r.ranking.order),
                              r.ranking.seed, h.ranked.rank);
     }
     std::filesystem::create_directories(out_dir);
@@ -558,7 +601,8 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
     if (r.allow_partial) {
         std::string skipped = "model,tensor,block,reason\n";
         for (const auto& s : r.skipped)
-            skipped += fmt::format("{},{},{},{}\n", csv_escape(s.model), csv_escape(s.tensor), s.block, csv_escape(s.reason));
+            skipped += fmt::format("{},{},{},{}\n", csv_escape(s.model), csv_escape(s.tensor), s.block,
+                                   csv_escape(s.reason));
         write_file_atomically((dir / "skipped.csv").string(), skipped);
     }
 }

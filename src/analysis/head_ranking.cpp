@@ -24,7 +24,8 @@ std::uint64_t splitmix64(std::uint64_t& state) {
 }
 
 // scale01 of `values` restricted to the indices in `group` (written back at those indices).
-void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group, std::vector<double>& out) {
+void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group,
+                 std::vector<double>& out) {
     std::vector<double> sub;
     sub.reserve(group.size());
     for (auto i : group) sub.push_back(values[i]);
@@ -33,7 +34,8 @@ void scale_group(const std::vector<double>& values, const std::vector<std::size_
 }
 
 // scale01 over the scope's groups: one group (global) or one per layer.
-std::vector<double> scale_scoped(const std::vector<double>& values, const std::vector<int>& layers, bool per_layer) {
+std::vector<double> scale_scoped(const std::vector<double>& values, const std::vector<int>& layers,
+                                 bool per_layer) {
     std::vector<double> out(values.size(), kNaN);
     std::map<int, std::vector<std::size_t>> groups;
     for (std::size_t i = 0; i < values.size(); ++i) groups[per_layer ? layers[i] : 0].push_back(i);
@@ -43,7 +45,9 @@ std::vector<double> scale_scoped(const std::vector<double>& values, const std::v
 
 }  // namespace
 
-HeadStats::HeadStats() : agreement(kNaN), pl_ks(kNaN) { std::fill(std::begin(block_norm), std::end(block_norm), kNaN); }
+HeadStats::HeadStats() : agreement(kNaN), pl_ks(kNaN) {
+    std::fill(std::begin(block_norm), std::end(block_norm), kNaN);
+}
 
 double HeadStats::update_norm() const {
     double sum = 0;
@@ -55,18 +59,25 @@ double HeadStats::update_norm() const {
 
 std::string_view scale_scope_name(ScaleScope s) {
     switch (s) {
-    case ScaleScope::layer: return "layer";
-    case ScaleScope::projection: return "projection";
-    default: return "global";
+        case ScaleScope::layer:
+            return "layer";
+        case ScaleScope::projection:
+            return "projection";
+        default:
+            return "global";
     }
 }
 
 std::string_view head_order_name(HeadOrder o) {
     switch (o) {
-    case HeadOrder::agreement: return "agreement";
-    case HeadOrder::pl_ks: return "pl_ks";
-    case HeadOrder::random: return "random";
-    default: return "importance";
+        case HeadOrder::agreement:
+            return "agreement";
+        case HeadOrder::pl_ks:
+            return "pl_ks";
+        case HeadOrder::random:
+            return "random";
+        default:
+            return "importance";
     }
 }
 
@@ -94,8 +105,8 @@ std::vector<double> scale01(const std::vector<double>& values) {
     return out;
 }
 
-std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const std::vector<HeadStats>* reference,
-                                   const HeadRankOptions& o) {
+std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
+                                   const std::vector<HeadStats>* reference, const HeadRankOptions& o) {
     const std::size_t n = domain.size();
     std::vector<RankedHead> out(n);
     std::map<std::pair<int, int>, const HeadStats*> ref_of;
@@ -108,7 +119,8 @@ std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const s
         const auto& h = domain[i];
         layers[i] = h.layer;
         dom_norm[i] = h.update_norm();
-        if (auto it = ref_of.find({h.layer, h.head}); it != ref_of.end()) ref[i] = it->second, ref_norm[i] = it->second->update_norm();
+        if (auto it = ref_of.find({h.layer, h.head}); it != ref_of.end())
+            ref[i] = it->second, ref_norm[i] = it->second->update_norm();
         out[i].layer = h.layer;
         out[i].head = h.head;
         out[i].update_norm = dom_norm[i];
@@ -163,10 +175,18 @@ std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const s
     for (std::size_t i = 0; i < n; ++i) {
         out[i].importance = importance[i];
         switch (o.order) {
-        case HeadOrder::importance: out[i].key = importance[i]; break;
-        case HeadOrder::agreement: out[i].key = -domain[i].agreement; break;
-        case HeadOrder::pl_ks: out[i].key = -domain[i].pl_ks; break;
-        case HeadOrder::random: out[i].key = permutation_key[i]; break;
+            case HeadOrder::importance:
+                out[i].key = importance[i];
+                break;
+            case HeadOrder::agreement:
+                out[i].key = -domain[i].agreement;
+                break;
+            case HeadOrder::pl_ks:
+                out[i].key = -domain[i].pl_ks;
+                break;
+            case HeadOrder::random:
+                out[i].key = permutation_key[i];
+                break;
         }
     }
     std::vector<std::size_t> order = by_position;

@@ -48,13 +48,13 @@ FieldValues compare_factorizations(const linalg::Svd& base, const linalg::Svd& m
 // rel_delta_frob_norm (÷ base_frob_norm), delta_l2_norm, delta_stable_rank, delta_effective_rank (from
 // backend.singular_values(D, route)). Added to `out`.
 template <typename T>
-void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Backend& backend, linalg::SvdRoute route,
-                      FieldValues& out);
+void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Backend& backend,
+                      linalg::SvdRoute route, FieldValues& out);
 
 // Both of the above for two matrices in memory (tests; small matrices).
 template <typename T>
-FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k, linalg::Backend& backend,
-                             linalg::SvdRoute route = linalg::SvdRoute::auto_route);
+FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k,
+                             linalg::Backend& backend, linalg::SvdRoute route = linalg::SvdRoute::auto_route);
 
 struct CompareOptions {
     std::string base;                 // checkpoint spec

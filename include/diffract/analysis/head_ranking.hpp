@@ -69,7 +69,7 @@ std::vector<double> scale01(const std::vector<double>& values);
 
 // Ranks `domain`'s heads. `reference` (may be null) is matched by (layer, head); a head missing
 // there counts as NaN. NaN keys sort after every finite key. The result is in the order of `domain`.
-std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain, const std::vector<HeadStats>* reference,
-                                   const HeadRankOptions& options);
+std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
+                                   const std::vector<HeadStats>* reference, const HeadRankOptions& options);
 
 }  // namespace diffract::analysis

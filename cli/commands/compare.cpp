@@ -1,0 +1,93 @@
+// diffract compare --base PRE MODEL... [--reference REF] --out DIR: every matrix and head of each model
+// against the base (compare.csv), and the per-head update norms, importance and ranking (heads.csv).
+#include <fmt/format.h>
+
+#include "commands/commands.hpp"
+#include "commands/run_options.hpp"
+#include "diffract/analysis/compare.hpp"
+#include "diffract/core/error.hpp"
+
+namespace diffract::cli {
+namespace {
+
+struct CompareArgs {
+    std::string base;
+    std::vector<std::string> models;
+    std::string reference;
+    std::string out;
+    int top_k = analysis::kDefaultTopK;
+    std::string scale_scope = "global";
+    std::string order = "importance";
+    std::uint64_t seed = 42;
+    std::string precision = "f64";
+    std::string svd_route = "auto";
+    bool no_heads = false;
+    bool allow_partial = false;
+    RunArgs run;
+};
+
+int run_compare(const CompareArgs& a) {
+    analysis::CompareOptions o;
+    o.base = a.base;
+    o.models = a.models;
+    o.reference = a.reference;
+    o.top_k = a.top_k;
+    o.ranking.scope = analysis::parse_scale_scope(a.scale_scope);
+    o.ranking.order = analysis::parse_head_order(a.order);
+    o.ranking.seed = a.seed;
+    if (a.precision != "f32" && a.precision != "f64")
+        throw InputError(fmt::format("--precision: expected f32 or f64, found '{}'", a.precision));
+    o.precision = a.precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
+    if (a.svd_route == "gesdd")
+        o.route = linalg::SvdRoute::gesdd;
+    else if (a.svd_route == "gram")
+        o.route = linalg::SvdRoute::gram;
+    else if (a.svd_route != "auto")
+        throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
+    o.heads = !a.no_heads;
+    o.allow_partial = a.allow_partial;
+    o.run = to_run_options(a.run);
+    const auto result = analysis::compare(o);
+    for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
+    analysis::write_compare_csvs(result, a.out);
+    if (!a.run.quiet)
+        fmt::print(
+            stderr,
+            "compare: {} rows ({} computed, {} reused from {}), {} heads{} -> {}/compare.csv, {}/heads.csv\n",
+            result.rows.size(), result.computed, result.reused,
+            o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path, result.heads.size(),
+            result.skipped.empty() ? "" : fmt::format(", {} skipped", result.skipped.size()), a.out, a.out);
+    return 0;
+}
+
+}  // namespace
+
+void add_compare(CLI::App& app) {
+    auto a = std::make_shared<CompareArgs>();
+    auto* sub = app.add_subcommand(
+        "compare", "Compare models with a base model: per matrix, per head block, and head ranking");
+    sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
+    sub->add_option("models", a->models,
+                    "Checkpoints to compare with the base (PATH, org/name[@rev], NAME=PATH)");
+    sub->add_option("--reference", a->reference,
+                    "Reference model of the head-importance score (compared with the base too)");
+    sub->add_option("--out", a->out, "Output directory for compare.csv and heads.csv")->required();
+    sub->add_option("--top-k", a->top_k, "Components of the top-k agreement (the largest singular values)")
+        ->capture_default_str();
+    sub->add_option("--scale-scope", a->scale_scope,
+                    "Min-max scaling of the importance score: global, layer or projection")
+        ->capture_default_str();
+    sub->add_option("--order", a->order, "Head ranking: importance, agreement, pl_ks or random")
+        ->capture_default_str();
+    sub->add_option("--seed", a->seed, "Seed of --order random")->capture_default_str();
+    sub->add_option("--precision", a->precision, "f32 or f64 SVD")->capture_default_str();
+    sub->add_option("--svd-route", a->svd_route, "Singular values of the delta: auto, gesdd or gram")
+        ->capture_default_str();
+    sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no head blocks, no heads.csv rows)");
+    sub->add_flag("--allow-partial", a->allow_partial,
+                  "Skip mismatched tensors / head geometry (listed in skipped.csv) instead of failing");
+    add_run_options(sub, a->run);
+    on_run(sub, [a] { return run_compare(*a); });
+}
+
+}  // namespace diffract::cli
