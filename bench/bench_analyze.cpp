@@ -1,0 +1,120 @@
+// bench_analyze: the spectral engine on realistic 1B-class shapes (OLMo-2 1B: hidden 2048, 16 heads
+// of 128, MLP 8192), in memory, against the machine's measured sgemm peak and a plain LAPACK loop
+// measured in the same run. Prints one JSON object; bench/run_bench.py adds the numpy baseline.
+//
+// Protocol: one warm-up matrix, then each configuration timed once over the whole set (the set is
+// large enough — seconds — that timer noise is negligible; repeat the script for spread).
+//   sgemm_gflops       2·n³ / t for n = 2048 sgemm, all threads, best of 3
+//   plain_lapack_s     sgesdd values-only, one matrix after another, OpenBLAS threads = all
+//   values_s           our backend (gram route + guard, f64 accumulation), matrices in parallel
+//   catalog_s          the full default catalog (two SVDs per matrix: W and its permutation null)
+// GFLOP/s use the nominal flop count of values-only gesdd, 4mn² − 4n³/3 (m ≥ n), for every route.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../src/core/random_impl.hpp"
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/core/parallel.hpp"
+#include "diffract/linalg/backend.hpp"
+
+extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*, const float*, const int*,
+                       const float*, const int*, const float*, float*, const int*);
+
+using namespace diffract;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double nominal_flops(std::int64_t r, std::int64_t c) {
+    const double m = static_cast<double>(std::max(r, c)), n = static_cast<double>(std::min(r, c));
+    return 4 * m * n * n - 4 * n * n * n / 3;
+}
+
+Matrix<float> gaussian(std::int64_t r, std::int64_t c, std::uint64_t seed) {
+    Matrix<float> m(r, c);
+    Rng rng(seed);
+    for (auto& v : m.data) v = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(c)));
+    return m;
+}
+
+double sgemm_gflops(int n) {
+    auto a = gaussian(n, n, 1), b = gaussian(n, n, 2);
+    Matrix<float> c(n, n);
+    const float one = 1, zero = 0;
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t = Clock::now();
+        sgemm_("N", "N", &n, &n, &n, &one, a.data.data(), &n, b.data.data(), &n, &zero, c.data.data(), &n);
+        best = std::min(best, seconds_since(t));
+    }
+    return 2.0 * n * n * n / best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int layers = 2, threads = static_cast<int>(std::thread::hardware_concurrency());
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    }
+    const int hidden = 2048, heads = 16, head_dim = 128, mlp = 8192;
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (int l = 0; l < layers; ++l) {
+        for (int p = 0; p < 4; ++p) shapes.emplace_back(hidden, hidden);  // q, k, v, o
+        shapes.emplace_back(mlp, hidden);                                 // gate, up
+        shapes.emplace_back(mlp, hidden);
+        shapes.emplace_back(hidden, mlp);  // down
+        for (int h = 0; h < 3 * heads; ++h) shapes.emplace_back(head_dim, hidden);  // q/k/v head blocks
+        for (int h = 0; h < heads; ++h) shapes.emplace_back(hidden, head_dim);      // o head blocks
+    }
+    std::vector<Matrix<float>> mats;
+    double flops = 0;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        mats.push_back(gaussian(shapes[i].first, shapes[i].second, 100 + i));
+        flops += nominal_flops(shapes[i].first, shapes[i].second);
+    }
+    auto backend = linalg::make_backend("cpu");
+    linalg::set_blas_threads(threads);
+    const double peak = sgemm_gflops(2048);
+    backend->singular_values(mats.back(), linalg::SvdRoute::gesdd);  // warm-up
+
+    auto t = Clock::now();
+    for (const auto& m : mats) backend->singular_values(m, linalg::SvdRoute::gesdd);
+    const double plain = seconds_since(t);
+
+    std::vector<TaskCost> costs;
+    for (const auto& s : shapes) costs.push_back({nominal_flops(s.first, s.second), 0});
+    linalg::set_blas_threads(1);
+    auto timed_pool = [&](const std::function<void(std::size_t)>& fn) {
+        const auto start = Clock::now();
+        run_tasks(costs, threads, UINT64_MAX, fn);
+        return seconds_since(start);
+    };
+    const double values = timed_pool([&](std::size_t i) {
+        thread_local auto b = linalg::make_backend("cpu");
+        b->singular_values(mats[i], linalg::SvdRoute::auto_route);
+    });
+    const auto fields = analysis::resolve_metrics("default");
+    analysis::KernelConfig cfg;
+    const double catalog = timed_pool([&](std::size_t i) {
+        thread_local auto b = linalg::make_backend("cpu");
+        analysis::compute_fields(mats[i], fields, cfg, *b);
+    });
+    const double n = static_cast<double>(mats.size());
+    std::printf(
+        "{\"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, \"sgemm_gflops\": %.2f,\n"
+        " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
+        " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, \"values_fraction_of_sgemm_peak\": %.3f,\n"
+        " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f}\n",
+        mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values, n / values, flops / values / 1e9,
+        flops / values / 1e9 / peak, catalog, n / catalog, plain / values);
+    return 0;
+}
