@@ -108,7 +108,8 @@ TEST(Compare, RotationKeepsTheSpectrumAndMovesOnlyThatSide) {
     const auto rotated = matmul(random_orthogonal(16, 5), w);  // left vectors rotate, right ones stay
     const auto f = compare_matrices(w, rotated, 4, *backend);
     EXPECT_LT(f.scalars.at("rel_sval_change"), 1e-12);
-    EXPECT_EQ(f.scalars.at("esd_ks"), 0.0);
+    // Equal up to rounding: the two samples interleave, one step of 1/k at most.
+    EXPECT_LE(f.scalars.at("esd_ks"), 1.0 / 16 + 1e-15);
     EXPECT_LT(f.scalars.at("avg_l_agreement"), 2 * f.scalars.at("chance_l_agreement"));
     EXPECT_NEAR(f.scalars.at("avg_r_agreement"), 1.0, 1e-9);
     // The delta of a rotation is large: ||QW − W||_F ~ sqrt(2) ||W||_F.
@@ -209,7 +210,10 @@ TEST(HeadRanking, AlternativeOrders) {
     const auto r1 = rank_heads(dom, nullptr, {ScaleScope::global, HeadOrder::random, 7});
     const auto r2 = rank_heads(dom, nullptr, {ScaleScope::global, HeadOrder::random, 7});
     std::set<int> ranks;
-    for (std::size_t h = 0; h < 6; ++h) EXPECT_EQ(r1[h].rank, r2[h].rank), ranks.insert(r1[h].rank);
+    for (std::size_t h = 0; h < 6; ++h) {
+        EXPECT_EQ(r1[h].rank, r2[h].rank);
+        ranks.insert(r1[h].rank);
+    }
     EXPECT_EQ(ranks.size(), 6u);
     bool differs = false;
     for (std::uint64_t seed = 8; seed < 12 && !differs; ++seed) {
