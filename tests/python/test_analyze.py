@@ -211,3 +211,13 @@ def test_kill_9_then_resume_gives_identical_csvs(tmp_path):
     assert computed_count(resumed.stderr) > 0 and reused >= 20  # resumed, not restarted
     for f in ("metrics.csv", "aggregates.csv"):
         assert (clean / f).read_bytes() == (tmp_path / "resumed" / f).read_bytes(), f
+
+
+def test_concurrent_runs_share_one_store(family_f32, tmp_path):
+    store = tmp_path / "shared.sqlite"
+    procs = [subprocess.Popen([binary(), "analyze", str(family_f32 / "code"), str(family_f32 / "math"), "--out", str(tmp_path / f"o{i}"),
+                               "--store", str(store), "--quiet", "--threads", "1"], stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert (tmp_path / "o0" / "metrics.csv").read_bytes() == (tmp_path / "o1" / "metrics.csv").read_bytes()
