@@ -53,22 +53,42 @@ Svd gesdd(const Matrix<T>& w, bool vectors) {
     return out;
 }
 
-// σ² are the eigenvalues of the Gram matrix of the smaller side, accumulated in f64.
+// σ² are the eigenvalues of the Gram matrix of the smaller side, accumulated in f64. The Gram
+// matrix is summed over slabs of at most kSlab rows (or columns) so that an f32 input is widened a
+// slab at a time, never as a whole f64 copy (an embedding matrix is gigabytes).
+constexpr std::int64_t kSlab = 2048;
+
 template <typename T>
 std::vector<double> gram_values(const Matrix<T>& w) {
     const std::int64_t m = w.rows, n = w.cols;
     const int k = checked_int(std::min(m, n), "dimension");
-    const int depth = checked_int(std::max(m, n), "dimension");
-    std::vector<double> a;
-    if constexpr (std::is_same_v<T, double>) a = w.data;
-    else a.assign(w.data.begin(), w.data.end());
-    // Column-major view of the row-major data is Wᵀ (n × m, ld n). For n ≤ m: G = Wᵀ W = (Wᵀ)(Wᵀ)ᵀ,
-    // syrk 'N' on Wᵀ (n × m). For m < n: G = W Wᵀ = (Wᵀ)ᵀ(Wᵀ), syrk 'T' on Wᵀ.
+    checked_int(std::max(m, n), "dimension");
     std::vector<double> g(static_cast<std::size_t>(k) * k);
-    const double one = 1.0, zero = 0.0;
-    const int lda = checked_int(n, "cols");
-    const char* trans = n <= m ? "N" : "T";
-    dsyrk_("L", trans, &k, &depth, &one, a.data(), &lda, &zero, g.data(), &k);
+    std::vector<double> slab;
+    const double one = 1.0;
+    for (std::int64_t start = 0; start < std::max(m, n); start += kSlab) {
+        const int len = static_cast<int>(std::min(kSlab, std::max(m, n) - start));
+        const double beta = start == 0 ? 0.0 : 1.0;
+        if (n <= m) {
+            // Rows [start, start+len) of W are contiguous: column-major that is the n × len matrix
+            // W_sᵀ (ld n), and WᵀW = Σ_s W_sᵀ W_s = Σ (W_sᵀ)(W_sᵀ)ᵀ: syrk 'N'.
+            const double* a;
+            if constexpr (std::is_same_v<T, double>) {
+                a = w.data.data() + start * n;
+            } else {
+                slab.assign(w.data.begin() + start * n, w.data.begin() + (start + len) * n);
+                a = slab.data();
+            }
+            dsyrk_("L", "N", &k, &len, &one, a, &k, &beta, g.data(), &k);
+        } else {
+            // Columns [start, start+len): gather them into a column-major m × len block B_s, then
+            // W Wᵀ = Σ_s B_s B_sᵀ: syrk 'N' with ld m.
+            slab.resize(static_cast<std::size_t>(m) * len);
+            for (std::int64_t i = 0; i < m; ++i)
+                for (int j = 0; j < len; ++j) slab[static_cast<std::size_t>(j * m + i)] = static_cast<double>(w(i, start + j));
+            dsyrk_("L", "N", &k, &len, &one, slab.data(), &k, &beta, g.data(), &k);
+        }
+    }
     std::vector<double> lambda(static_cast<std::size_t>(k));
     int info = 0, lwork = -1, liwork = -1, iquery = 0;
     double query = 0;
