@@ -7,9 +7,12 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
     CLI::App app{"diffract: spectral analysis of neural-network checkpoints"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Expand all help");
@@ -27,4 +30,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "diffract: internal error: %s\n", e.what());
         return 1;
     }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    diffract::distributed_init(&argc, &argv);
+    const int rc = run(argc, argv);
+    // A failed rank must not leave the others waiting in a collective.
+    if (rc != 0 && diffract::distributed().size > 1) diffract::distributed_abort(rc);
+    diffract::distributed_finalize();
+    return rc;
 }

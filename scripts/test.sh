@@ -10,6 +10,7 @@ bash scripts/setup_debian.sh
 
 echo "== release build and tests"
 bash scripts/build.sh
+python3 -m pip install --quiet --no-build-isolation .
 ctest --test-dir build --output-on-failure -j1
 
 echo "== sanitizer build (ASan + UBSan) and unit tests"

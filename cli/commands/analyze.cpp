@@ -3,6 +3,7 @@
 
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 
 namespace diffract::cli {
@@ -32,6 +33,7 @@ int run_analyze(const AnalyzeArgs& a) {
     o.kernel.rand_seed = a.seed;
     o.run = to_run_options(a.run);
     const auto result = analysis::analyze(o);
+    if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     analysis::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n", result.rows.size(),

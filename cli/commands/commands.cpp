@@ -20,6 +20,9 @@ void register_commands(CLI::App& app) {
     add_store(app);
     add_export(app);
     add_compare(app);
+    add_report(app);
+    add_edit(app);
+    add_sweep(app);
 }
 
 int run_selected(CLI::App& app) {

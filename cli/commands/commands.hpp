@@ -23,5 +23,8 @@ void add_metrics(CLI::App& app);
 void add_store(CLI::App& app);
 void add_export(CLI::App& app);
 void add_compare(CLI::App& app);
+void add_report(CLI::App& app);
+void add_edit(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace diffract::cli

@@ -4,17 +4,22 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "diffract/analysis/custom_fields.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/core/atomic_file.hpp"
+#include "diffract/core/distributed.hpp"
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
-#include "diffract/formats/checkpoint.hpp"
+#include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/store/store.hpp"
+#include "field_values_io_impl.hpp"
 
 namespace diffract::analysis {
 
@@ -48,10 +53,16 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     std::vector<std::string> stored_check = wanted;
     stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
     std::vector<std::string> compute_list = stored_check;
+    // Registered custom fields named in metrics: computed after the built-in ones, own columns.
+    const auto custom = custom_fields_in(o.metrics);
+    for (const auto& f : custom) result.fields.push_back(f.name);
 
     std::vector<formats::Checkpoint> models;
-    for (const auto& spec : o.models) models.push_back(formats::open_checkpoint(spec));
-    store::Store db(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
+    for (const auto& spec : o.models) models.push_back(formats::open_model(spec));
+    // Under MPI only rank 0 touches the store; the other ranks compute their share and send it.
+    const auto& dist = distributed();
+    std::optional<store::Store> db;
+    if (dist.is_root()) db.emplace(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
     const std::string config = o.kernel.key();
 
     struct Job {
@@ -60,42 +71,78 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         std::int64_t model_id;
     };
     std::vector<Job> jobs;
-    std::vector<std::int64_t> ids;
     for (std::size_t m = 0; m < models.size(); ++m) {
         const auto& ck = models[m];
-        ids.push_back(db.model_id(store::fingerprint(ck), ck.name, ck.path));
-        for (auto& u : plan_matrices(ck, o.run.selection, o.heads)) jobs.push_back({m, u, ids.back()});
+        const std::int64_t id = db ? db->model_id(store::fingerprint(ck), ck.name, ck.path) : 0;
+        for (auto& u : plan_matrices(ck, o.run.selection, o.heads)) jobs.push_back({m, u, id});
     }
+    auto key_of = [&](std::size_t i) {
+        return store::ResultKey{jobs[i].model_id, 0, jobs[i].unit.tensor->name, jobs[i].unit.block_key(), config};
+    };
 
     std::vector<FieldValues> values(jobs.size());
     std::vector<TaskCost> costs;
     const bool f64 = o.kernel.precision == Precision::f64;
     for (const auto& j : jobs) costs.push_back({j.unit.flops(), j.unit.bytes(f64)});
 
+    // What the store already holds is reused; every rank learns what is left to compute.
+    std::string needed(jobs.size(), 1);
+    if (db) {
+        for (std::size_t i = 0; i < jobs.size(); ++i) {
+            if (auto hit = db->get(key_of(i), stored_check)) {
+                values[i] = std::move(*hit);
+                needed[i] = 0;
+                ++result.reused;
+            }
+        }
+    }
+    broadcast_bytes(needed);
+    const auto mine = assign_tasks(costs, std::vector<char>(needed.begin(), needed.end()));
+    std::vector<TaskCost> my_costs;
+    for (auto i : mine) my_costs.push_back(costs[i]);
+
     const int threads = o.run.resolved_threads();
-    if (threads > 1) linalg::set_blas_threads(1);  // parallel across matrices instead
+    // One BLAS thread per worker: parallelism comes from matrices in flight, and results do not
+    // depend on the thread or rank count (a threaded BLAS may sum in a different order).
+    linalg::set_blas_threads(1);
     std::mutex count_mu;
-    Progress progress("analyze", jobs.size(), o.run.progress);
-    run_tasks(costs, threads, o.run.resolved_max_memory(), [&](std::size_t i) {
+    Progress progress("analyze", mine.size(), o.run.progress && dist.is_root());
+    run_tasks(my_costs, threads, o.run.resolved_max_memory(), [&](std::size_t t) {
+        throw_if_cancelled();
         thread_local auto backend = linalg::make_backend(o.run.device);
+        const std::size_t i = mine[t];
         const auto& j = jobs[i];
-        const store::ResultKey key{j.model_id, 0, j.unit.tensor->name, j.unit.block_key(), config};
-        if (auto hit = db.get(key, stored_check)) {
-            values[i] = std::move(*hit);
-            std::lock_guard lock(count_mu);
-            ++result.reused;
-        } else {
-            values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend)
-                            : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend);
-            db.put(key, values[i], kStoredVectors);
-            // The block's pages are no longer needed by this thread: keep resident memory small.
-            j.unit.tensor->file->dont_need(j.unit.tensor->offset, j.unit.tensor->nbytes);
+        values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend)
+                        : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend);
+        if (db) db->put(key_of(i), values[i], kStoredVectors);
+        // The block's pages are no longer needed by this thread: keep resident memory small.
+        j.unit.tensor->file->dont_need(j.unit.tensor->offset, j.unit.tensor->nbytes);
+        {
             std::lock_guard lock(count_mu);
             ++result.computed;
         }
         progress.advance();
     });
     progress.finish();
+
+    // Rank 0 gathers the other ranks' results into the store.
+    std::string payload;
+    if (!dist.is_root())
+        for (auto i : mine) payload += serialize_field_values(i, values[i]);
+    for (const auto& bytes : gather_bytes(payload)) {
+        if (!db) break;
+        for (auto& [i, v] : parse_field_values(bytes)) {
+            db->put(key_of(i), v, kStoredVectors);
+            values[i] = std::move(v);
+            ++result.computed;
+        }
+    }
+    if (!dist.is_root()) return result;
+    if (!custom.empty())
+        for (std::size_t i = 0; i < jobs.size(); ++i) {
+            throw_if_cancelled();
+            apply_custom_fields(custom, *db, key_of(i), *jobs[i].unit.tensor, jobs[i].unit.block, values[i]);
+        }
 
     std::vector<std::vector<FieldValues>> whole(models.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {

@@ -447,7 +447,7 @@ CompareResult compare(const CompareOptions& o) {
     std::vector<std::vector<std::vector<std::optional<std::map<std::string, double>>>>> results(jobs.size());
     const Context ctx{o, base, models, base_id, ids, db, o.config_key()};
     const int threads = o.run.resolved_threads();
-    if (threads > 1) linalg::set_blas_threads(1);
+    linalg::set_blas_threads(1);  // deterministic sums whatever the thread count (see analyze.cpp)
     std::mutex count_mu;
     Progress progress("compare", jobs.size(), o.run.progress);
     run_tasks(costs, threads, o.run.resolved_max_memory(), [&](std::size_t i) {

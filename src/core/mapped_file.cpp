@@ -28,7 +28,7 @@ MappedFile::MappedFile(std::string path, const std::byte* data, std::size_t size
     : path_(std::move(path)), data_(data), size_(size) {}
 
 MappedFile::~MappedFile() {
-    if (data_ != nullptr && size_ > 0) munmap(const_cast<std::byte*>(data_), size_);
+    if (!owner_ && data_ != nullptr && size_ > 0) munmap(const_cast<std::byte*>(data_), size_);
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
@@ -59,11 +59,20 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
 }
 
+std::shared_ptr<const MappedFile> MappedFile::from_memory(std::string label, std::shared_ptr<const void> owner,
+                                                         const std::byte* data, std::size_t size) {
+    auto f = std::shared_ptr<MappedFile>(new MappedFile(std::move(label), data, size));
+    f->owner_ = owner ? std::move(owner) : std::make_shared<int>(0);  // never null: marks "not mapped"
+    return f;
+}
+
 void MappedFile::will_need(std::size_t offset, std::size_t length) const {
+    if (owner_) return;  // caller-owned memory: no page hints (MADV_DONTNEED would zero anonymous pages)
     advise(data_, size_, offset, length, MADV_WILLNEED);
 }
 
 void MappedFile::dont_need(std::size_t offset, std::size_t length) const {
+    if (owner_) return;
     advise(data_, size_, offset, length, MADV_DONTNEED);
 }
 

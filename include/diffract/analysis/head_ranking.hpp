@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,10 +59,11 @@ struct HeadRankOptions {
 struct RankedHead {
     int layer = 0, head = 0;
     double update_norm = 0;
-    double ref_update_norm;  // NaN without a reference
-    double importance;       // s; without a reference, scale01(update_norm) alone
-    double key;              // the value the order sorts by (ascending)
-    int rank = 0;            // 0 = first to rewind
+    double ref_update_norm = std::numeric_limits<double>::quiet_NaN();  // NaN without a reference
+    double importance =
+        std::numeric_limits<double>::quiet_NaN();           // s; without a reference, scale01(update_norm)
+    double key = std::numeric_limits<double>::quiet_NaN();  // the value the order sorts by (ascending)
+    int rank = 0;                                           // 0 = first to rewind
 };
 
 // Min-max scaling to [0, 1] over the finite values (NaN stays NaN); all 0 when max == min.

@@ -13,6 +13,10 @@ class MappedFile {
 public:
     // Maps `path` read-only. Throws InputError naming the path and strerror on failure.
     static std::shared_ptr<const MappedFile> open(const std::string& path);
+    // Views `size` bytes at `data` owned by `owner` (kept alive as long as the view): in-memory models.
+    // `label` stands for the path in messages. Nothing is unmapped; the page hints do nothing.
+    static std::shared_ptr<const MappedFile> from_memory(std::string label, std::shared_ptr<const void> owner,
+                                                         const std::byte* data, std::size_t size);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
     MappedFile& operator=(const MappedFile&) = delete;
@@ -31,6 +35,7 @@ private:
     std::string path_;
     const std::byte* data_ = nullptr;
     std::size_t size_ = 0;
+    std::shared_ptr<const void> owner_;  // set for from_memory views
 };
 
 }  // namespace diffract

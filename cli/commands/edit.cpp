@@ -1,0 +1,259 @@
+// diffract edit rewind|truncate|transplant|permute|interpolate|merge ... --out DIR: writes an edited HF
+// model directory (see include/diffract/edit/edit.hpp and docs/edit.md).
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "commands/commands.hpp"
+#include "commands/run_options.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/core/parallel.hpp"
+#include "diffract/edit/edit.hpp"
+#include "diffract/formats/checkpoint_writer.hpp"
+
+namespace diffract::cli {
+namespace {
+
+struct EditArgs {
+    std::string out;
+    std::string max_shard_size = "5G";
+    bool per_head = false;
+    RunArgs run;
+
+    // rewind
+    std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
+                                                    kv_policy = "all";
+    double fraction = std::nan("");
+    std::uint64_t seed = 42;
+    // truncate
+    double keep = std::nan(""), energy = std::nan("");
+    int rank = -1;
+    // interpolate
+    std::vector<std::string> pair;
+    double omega = std::nan("");
+    std::string grid;
+    // merge
+    std::vector<std::string> models;
+    std::vector<double> weights;
+    std::string method = "task_arithmetic";
+    double density = 1.0, lambda = 1.0;
+    bool normalize = false, no_normalize = false;
+};
+
+edit::EditCommon common_of(const EditArgs& a) {
+    edit::EditCommon c;
+    c.selection = analysis::make_selection(a.run.roles, a.run.layers, a.run.match, a.run.exclude);
+    c.per_head = a.per_head;
+    c.max_shard_bytes = parse_size(a.max_shard_size, "--max-shard-size");
+    c.device = a.run.device;
+    return c;
+}
+
+void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
+    if (!a.run.quiet)
+        fmt::print(stderr, "edit {}: {} tensors edited, {} copied -> {}\n", what, s.edited, s.copied, out);
+}
+
+// The options every edit takes: --out, the shard size, the run and selection options.
+CLI::App* add_edit_sub(CLI::App* edit, const std::string& name, const std::string& help, EditArgs& a) {
+    auto* sub = edit->add_subcommand(name, help);
+    sub->add_option("--out", a.out, "Output model directory (must not exist)")->required();
+    sub->add_option("--max-shard-size", a.max_shard_size, "Largest safetensors shard, e.g. 5G")
+        ->capture_default_str();
+    add_run_options(sub, a.run);
+    return sub;
+}
+
+void add_per_head(CLI::App* sub, EditArgs& a) {
+    sub->add_flag("--per-head", a.per_head,
+                  "Apply to each head block of the attention projections separately");
+}
+
+int run_rewind(const EditArgs& a) {
+    if (std::isnan(a.fraction) == a.heads_file.empty())
+        throw InputError("edit rewind: give exactly one of --fraction and --heads");
+    const auto base = formats::open_checkpoint(a.base);
+    const auto model = formats::open_checkpoint(a.model);
+    std::vector<edit::RewindHead> heads;
+    if (!a.heads_file.empty()) {
+        heads = edit::read_heads_file(a.heads_file);
+    } else {
+        analysis::HeadRankOptions ranking;
+        ranking.order = analysis::parse_head_order(a.order);
+        ranking.scope = analysis::parse_scale_scope(a.scale_scope);
+        ranking.seed = a.seed;
+        auto run = to_run_options(a.run);
+        run.progress = false;
+        heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
+    }
+    const auto s = edit::rewind(a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a));
+    report(a, "rewind", s, a.out);
+    if (!a.run.quiet) {
+        std::string list;
+        for (const auto& h : heads) list += fmt::format(" {}:{}", h.layer, h.head);
+        fmt::print(stderr, "rewound {} heads (layer:head):{}\n", heads.size(), list);
+    }
+    fmt::print("{}\n", (std::filesystem::path(a.out) / "rewound_heads.csv").string());
+    return 0;
+}
+
+int run_truncate(const EditArgs& a) {
+    const int given = !std::isnan(a.keep) + (a.rank >= 0) + !std::isnan(a.energy);
+    if (given != 1) throw InputError("edit truncate: give exactly one of --keep, --rank and --energy");
+    edit::TruncateRule rule;
+    if (!std::isnan(a.keep)) rule = {edit::TruncateRule::Kind::keep, a.keep};
+    if (a.rank >= 0) rule = {edit::TruncateRule::Kind::rank, static_cast<double>(a.rank)};
+    if (!std::isnan(a.energy)) rule = {edit::TruncateRule::Kind::energy, a.energy};
+    const auto base = formats::open_checkpoint(a.base);
+    const auto model = formats::open_checkpoint(a.model);
+    report(a, "truncate", edit::truncate(a.out, base, model, rule, common_of(a)), a.out);
+    return 0;
+}
+
+int run_transplant(const EditArgs& a) {
+    const auto base = formats::open_checkpoint(a.base);
+    const auto model = formats::open_checkpoint(a.model);
+    report(a, "transplant", edit::transplant(a.out, base, model, common_of(a)), a.out);
+    return 0;
+}
+
+int run_permute(const EditArgs& a) {
+    const auto model = formats::open_checkpoint(a.model);
+    report(a, "permute", edit::permute(a.out, model, a.seed, common_of(a)), a.out);
+    return 0;
+}
+
+std::string omega_dir(double w) {
+    return std::abs(w * 100 - std::round(w * 100)) < 1e-9 ? fmt::format("omega_{:.2f}", w)
+                                                          : fmt::format("omega_{}", w);
+}
+
+int run_interpolate(const EditArgs& a) {
+    if (std::isnan(a.omega) == a.grid.empty())
+        throw InputError("edit interpolate: give exactly one of --omega and --grid");
+    const auto ca = formats::open_checkpoint(a.pair[0]);
+    const auto cb = formats::open_checkpoint(a.pair[1]);
+    const auto common = common_of(a);
+    if (a.grid.empty()) {
+        report(a, "interpolate", edit::interpolate(a.out, ca, cb, a.omega, common), a.out);
+        return 0;
+    }
+    const auto omegas = edit::parse_grid(a.grid, "--grid");
+    formats::write_directory_atomically(a.out, {ca.path, cb.path}, [&](const std::string& tmp) {
+        for (double w : omegas)
+            edit::interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), ca, cb, w, common);
+    });
+    if (!a.run.quiet)
+        fmt::print(stderr, "edit interpolate: {} checkpoints -> {}/omega_*\n", omegas.size(), a.out);
+    return 0;
+}
+
+int run_merge(const EditArgs& a) {
+    if (a.normalize && a.no_normalize)
+        throw InputError("edit merge: --normalize and --no-normalize conflict");
+    edit::MergeOptions o;
+    o.method = edit::parse_merge_method(a.method);
+    o.weights = a.weights;
+    o.density = a.density;
+    o.lambda = a.lambda;
+    o.normalize = a.normalize ? 1 : a.no_normalize ? 0 : -1;
+    o.seed = a.seed;
+    const auto base = formats::open_checkpoint(a.base);
+    std::vector<formats::Checkpoint> models;
+    for (const auto& m : a.models) models.push_back(formats::open_checkpoint(m));
+    std::vector<const formats::Checkpoint*> ptrs;
+    for (const auto& m : models) ptrs.push_back(&m);
+    report(a, "merge", edit::merge(a.out, base, ptrs, o, common_of(a)), a.out);
+    return 0;
+}
+
+}  // namespace
+
+void add_edit(CLI::App& app) {
+    auto* edit = app.add_subcommand("edit", "Write an edited checkpoint (rewind, truncate, transplant, ...)");
+    edit->require_subcommand(1);
+
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub = add_edit_sub(edit, "rewind",
+                                 "Give the lowest-ranked heads' Q, K, V, O blocks the base's values", *a);
+        sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
+        sub->add_option("--model", a->model, "The CPT checkpoint to edit")->required();
+        sub->add_option("--reference", a->reference, "Reference model of the head-importance score");
+        auto* f = sub->add_option("--fraction", a->fraction, "Rewind round(F x heads) lowest-ranked heads");
+        sub->add_option("--heads", a->heads_file, "Rewind the heads listed in this CSV (layer,head)")
+            ->excludes(f);
+        sub->add_option("--order", a->order, "Head ranking: importance, agreement, pl_ks or random")
+            ->capture_default_str();
+        sub->add_option("--scale-scope", a->scale_scope, "Importance scaling: global, layer or projection")
+            ->capture_default_str();
+        sub->add_option("--seed", a->seed, "Seed of --order random")->capture_default_str();
+        sub->add_option(
+               "--kv-policy", a->kv_policy,
+               "GQA: rewind a shared K/V block when all (default) or any of its query heads are rewound")
+            ->capture_default_str();
+        on_run(sub, [a] { return run_rewind(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub =
+            add_edit_sub(edit, "truncate", "W = W_base + best rank-k approximation of (W - W_base)", *a);
+        sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
+        sub->add_option("--model", a->model, "The CPT checkpoint")->required();
+        sub->add_option("--keep", a->keep, "Keep k = ceil(F x min(rows, cols)) singular values of the delta");
+        sub->add_option("--rank", a->rank, "Keep k singular values of the delta");
+        sub->add_option("--energy", a->energy,
+                        "Keep the fewest singular values holding fraction E of sum(s^2)");
+        add_per_head(sub, *a);
+        on_run(sub, [a] { return run_truncate(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub = add_edit_sub(edit, "transplant", "W = U_model diag(s_base) V_model^T", *a);
+        sub->add_option("--base", a->base, "The checkpoint whose singular values are used")->required();
+        sub->add_option("--model", a->model, "The checkpoint whose singular vectors are used")->required();
+        add_per_head(sub, *a);
+        on_run(sub, [a] { return run_transplant(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub = add_edit_sub(edit, "permute", "Permute each matrix's singular values (ablation)", *a);
+        sub->add_option("--model", a->model, "The checkpoint")->required();
+        sub->add_option("--seed", a->seed, "Seed of the permutations")->capture_default_str();
+        add_per_head(sub, *a);
+        on_run(sub, [a] { return run_permute(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub = add_edit_sub(edit, "interpolate", "W = (1 - omega) A + omega B", *a);
+        sub->add_option("models", a->pair, "A and B")->required()->expected(2);
+        auto* w = sub->add_option("--omega", a->omega, "Interpolation weight of B");
+        sub->add_option("--grid", a->grid, "START:STOP:STEP: one checkpoint per omega in OUT/omega_X.XX")
+            ->excludes(w);
+        on_run(sub, [a] { return run_interpolate(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        a->seed = 0;
+        auto* sub =
+            add_edit_sub(edit, "merge", "Merge models' deltas from a base (mergekit's definitions)", *a);
+        sub->add_option("--base", a->base, "The base checkpoint")->required();
+        sub->add_option("--models", a->models, "Models to merge (comma-separated)")
+            ->required()
+            ->delimiter(',');
+        sub->add_option("--method", a->method, "task_arithmetic, ties, dare_linear or dare_ties")
+            ->capture_default_str();
+        sub->add_option("--weights", a->weights, "One weight per model (default 1 each)")->delimiter(',');
+        sub->add_option("--density", a->density, "ties: fraction kept by magnitude; dare: keep probability")
+            ->capture_default_str();
+        sub->add_option("--lambda", a->lambda, "Scale of the merged delta")->capture_default_str();
+        sub->add_flag("--normalize", a->normalize,
+                      "Divide by the sum of the (agreeing) weights (ties default)");
+        sub->add_flag("--no-normalize", a->no_normalize, "Do not divide by the weights");
+        sub->add_option("--seed", a->seed, "Seed of DARE's random drop")->capture_default_str();
+        on_run(sub, [a] { return run_merge(*a); });
+    }
+}
+
+}  // namespace diffract::cli

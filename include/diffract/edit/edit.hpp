@@ -1,0 +1,180 @@
+// `edit`: writing modified checkpoints — rewind, truncate, transplant, permute, interpolate, merge.
+//
+// Every edit runs through one driver (run_edit): the output has the primary input's tensors, in its
+// order, dtypes and shapes; a tensor the edit touches (selected, and of the kind the edit works on) is
+// produced by the edit's callback, every other tensor is copied byte for byte. The driver streams
+// through the checkpoint writer, one tensor at a time, so memory stays bounded by a few copies of the
+// largest tensor whatever the model's size; the output directory appears only once complete, and never
+// over an input. Values are computed in f64 and stored in the tensor's own dtype (bf16/f16/f8: round to
+// nearest even).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "diffract/analysis/compare.hpp"
+#include "diffract/analysis/head_ranking.hpp"
+#include "diffract/analysis/selection.hpp"
+#include "diffract/core/matrix.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/linalg/backend.hpp"
+
+namespace diffract::edit {
+
+// ---- The shared driver ----------------------------------------------------------------------------
+
+// Which tensors an edit can touch (within the selection).
+enum class Editable {
+    none,             // copy everything (e.g. interpolation at ω = 0 or 1)
+    any_float,        // every floating tensor (elementwise edits: interpolate, merge)
+    matrices,         // floating tensors of two or more dimensions, viewed as shape[0] × rest (SVD edits)
+    attention_heads,  // 2-D attention projections whose heads are known (rewind)
+};
+
+// One tensor being edited: the primary's tensor, the same-named tensor of each aligned input.
+struct EditTensor {
+    const TensorInfo* tensor = nullptr;
+    std::vector<const TensorInfo*> inputs;  // in the order of EditJob::aligned
+    model::TensorRole role;
+    const model::ModelSchema* schema = nullptr;
+};
+
+using TensorEditFn = std::function<void(const EditTensor& t, std::span<std::byte> out)>;
+
+struct EditCommon {
+    analysis::Selection selection;                     // which tensors are edited (the rest is copied)
+    bool per_head = false;                             // matrix edits: per head block of attention tensors
+    std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // output shard size
+    std::map<std::string, std::string> extra_files;    // small files placed next to the weights
+    std::string device = "cpu";                        // SVD backend
+};
+
+struct EditJob {
+    const formats::Checkpoint* primary = nullptr;     // output layout; untouched tensors come from it
+    std::vector<const formats::Checkpoint*> aligned;  // must hold each edited tensor with the same shape
+    Editable editable = Editable::matrices;
+    TensorEditFn edit;
+    EditCommon common;
+};
+
+struct EditSummary {
+    std::size_t edited = 0, copied = 0;
+};
+
+// Writes `out_dir` (an HF model directory). Throws InputError for a GGUF primary, a missing or
+// differently-shaped aligned tensor (naming file and tensor), or an output that exists or would
+// overwrite an input; on any failure no output directory is left behind.
+EditSummary run_edit(const std::string& out_dir, const EditJob& job);
+
+// Tensor values in f64, and back into a storage dtype.
+std::vector<double> decode(const TensorInfo& t);
+void encode(std::span<const double> values, DType dtype, std::span<std::byte> out);
+
+// A matrix edit: `inputs` are the primary's matrix, then each aligned input's (same shape, stored
+// orientation); `unit` names the matrix ("tensor" or "tensor#attn_q:3") for seeding. Returns the new
+// matrix (same shape). SVD edits are transpose-equivariant, so the stored orientation serves.
+using MatrixFn =
+    std::function<Matrix<double>(const std::vector<Matrix<double>>& inputs, const std::string& unit)>;
+// Applies `fn` to the whole matrix, or with `per_head` to each head block of an attention tensor
+// (non-attention tensors whole), and encodes the result into `out`.
+void edit_matrices(const EditTensor& t, bool per_head, const MatrixFn& fn, std::span<std::byte> out);
+
+// Runs an edit of Editable::matrices that applies `fn` through edit_matrices (per head with
+// common.per_head).
+EditSummary run_matrix_edit(const std::string& out_dir, const formats::Checkpoint& primary,
+                            std::vector<const formats::Checkpoint*> aligned, const EditCommon& common,
+                            const MatrixFn& fn);
+// Adds Σ_{c ≥ first} s[c] u_c v_cᵀ into `out` (m × n): the SVD edits' reconstruction, with the
+// singular vectors of `f` and the singular values `s` (paired by index, ascending order).
+void add_components(const linalg::Svd& f, const std::vector<double>& s, std::size_t first,
+                    Matrix<double>& out);
+
+// "start:stop:step" (inclusive of stop within step/1e6), or a comma-separated list; throws InputError
+// naming the flag.
+std::vector<double> parse_grid(const std::string& text, const std::string& flag);
+
+// ---- Rewind ---------------------------------------------------------------------------------------
+
+// GQA: a K/V block is shared by the query heads of its kv group. `all`: rewind it only when every
+// query head of the group is rewound (default: a partly rewound group keeps the CPT K/V); `any`: when
+// at least one is.
+enum class KvPolicy { all, any };
+KvPolicy parse_kv_policy(const std::string& text);
+
+struct RewindHead {
+    int layer = 0, head = 0;
+    analysis::RankedHead ranked;  // rank and scores (NaN with --heads FILE)
+};
+
+// The per-head scores of `model` against `base` (and `reference`): analysis::compare over the attention
+// projections of the layers/names `run.selection` admits (its roles are ignored: the ranking always uses
+// Q, K, V and O).
+std::vector<analysis::HeadRow> head_scores(const std::string& base, const std::string& model,
+                                           const std::string& reference, analysis::RunOptions run);
+// Ranks the heads (analysis::rank_heads) and returns the round(fraction · n) lowest-ranked, by rank.
+std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& scores,
+                                     const analysis::HeadRankOptions& ranking, double fraction);
+// A CSV of layer,head (header optional; further columns ignored).
+std::vector<RewindHead> read_heads_file(const std::string& path);
+// rewound_heads.csv: layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm.
+std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
+                              KvPolicy kv);
+
+// Copies `model` and overwrites the Q, K, V, O blocks of `heads` with `base`'s bytes (same dtype
+// required); writes rewound_heads.csv next to the weights.
+EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
+                   const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
+                   const EditCommon& common);
+
+// ---- SVD edits ------------------------------------------------------------------------------------
+
+// How many singular values of the delta truncation keeps.
+struct TruncateRule {
+    enum class Kind { keep, rank, energy } kind = Kind::keep;
+    double value = 1.0;  // keep: fraction f (k = ceil(f · min(m, n))); rank: k; energy: E
+    int k_for(const std::vector<double>& s_ascending) const;
+};
+
+// W = W_base + best rank-k approximation of (W − W_base).
+EditSummary truncate(const std::string& out_dir, const formats::Checkpoint& base,
+                     const formats::Checkpoint& model, const TruncateRule& rule, const EditCommon& common);
+// W = U_model diag(σ_base) V_modelᵀ.
+EditSummary transplant(const std::string& out_dir, const formats::Checkpoint& base,
+                       const formats::Checkpoint& model, const EditCommon& common);
+// W = U diag(π(σ)) Vᵀ, π a permutation seeded by (seed, matrix name).
+EditSummary permute(const std::string& out_dir, const formats::Checkpoint& model, std::uint64_t seed,
+                    const EditCommon& common);
+
+// ---- Elementwise edits ----------------------------------------------------------------------------
+
+// W = (1 − ω) A + ω B; ω = 0 and ω = 1 copy A's and B's bytes.
+EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a,
+                        const formats::Checkpoint& b, double omega, const EditCommon& common);
+
+// mergekit's generalized task arithmetic.
+enum class MergeMethod { task_arithmetic, ties, dare_linear, dare_ties };
+MergeMethod parse_merge_method(const std::string& text);
+
+struct MergeOptions {
+    MergeMethod method = MergeMethod::task_arithmetic;
+    std::vector<double> weights;  // one per model
+    double density = 1.0;         // ties: fraction kept by magnitude; dare: keep probability
+    double lambda = 1.0;          // scale of the merged delta
+    int normalize = -1;           // -1: the method's default (ties: on; others: off)
+    std::uint64_t seed = 0;       // dare
+};
+
+// W = base + λ · merged(sparsified deltas), per tensor:
+//   task_arithmetic: Σ wᵢ δᵢ;  ties: δᵢ trimmed to the top `density` by |δ|, sign elected by the sign of
+//   Σ wᵢ δᵢ, agreeing entries summed and divided by the sum of their weights;  dare_linear: δᵢ kept with
+//   probability `density` and rescaled by 1/density, then Σ wᵢ δᵢ;  dare_ties: the same dropping, then
+//   the ties sign consensus (no division unless normalize).
+EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
+                  const std::vector<const formats::Checkpoint*>& models, const MergeOptions& options,
+                  const EditCommon& common);
+
+}  // namespace diffract::edit

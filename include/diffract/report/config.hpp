@@ -1,0 +1,35 @@
+// What a report shows: metrics, roles, layers, models, colours and the figure-specific choices.
+// The same keys come from `diffract report` flags or from a JSON file (--config); flags win.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffract::report {
+
+struct ReportConfig {
+    std::string title = "diffract report";
+    std::vector<std::string> metrics{"pl_alpha", "stable_rank"};  // layer curves, boxes, evolution
+    std::string roles;                                            // selection grammar ("attn_q,mlp_down")
+    std::string layers;                                           // selection grammar ("0-3,7")
+    std::vector<std::string> models;                              // subset and order; empty: all
+    std::map<std::string, std::string> colours;                   // model or role → colour
+    std::string heatmap_role = "attn_q";                          // heads' block in the agreement heatmap
+    std::string agreement_field = "avg_l_agreement";              // compare.csv field of that heatmap
+    std::string reference;                                        // difference panels; "": heads.csv's
+    std::string esd_tensor;                                       // "": attn_q of the middle layer
+    std::vector<std::string> scatter{"pl_alpha", "stable_rank"};  // x, y
+    std::optional<bool> evolution;                                // empty: when every name has a step
+};
+
+// Reads a JSON object with the keys above (title, metrics, roles, layers, models, colours,
+// heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution) into `config`.
+// Lists may be JSON arrays or comma-separated strings. Throws InputError (file, key) on anything else.
+void read_config_file(const std::string& path, ReportConfig& config);
+
+// "a,b,c" → {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& s);
+
+}  // namespace diffract::report

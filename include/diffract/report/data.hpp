@@ -1,0 +1,68 @@
+// What a report is drawn from: the rows of analyze (metrics.csv), compare (compare.csv, heads.csv)
+// and sweep (curve.csv, summary.json) result directories, or of a results store; and, from the
+// store only, the singular values of each matrix (the ESD figure).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffract::report {
+
+// One matrix or head block of one model (metrics.csv / compare.csv row, or store results).
+struct Record {
+    std::string model, base, tensor, role;  // base: compare rows only
+    std::optional<int> layer, head;
+    std::map<std::string, double> values;
+    double value(const std::string& field) const;  // NaN when absent
+};
+
+// One heads.csv row: a head's update norms in its model and in the reference, and its importance.
+struct HeadScore {
+    std::string model, reference;
+    int layer = 0, head = 0;
+    double update_norm = 0, ref_update_norm = 0, importance = 0, agreement = 0;
+};
+
+// One sweep (curve.csv): score(s) against x for each head ordering and seed.
+struct SweepPoint {
+    std::string order;
+    long long seed = 0;
+    double x = 0;
+    std::vector<double> scores;  // one per Sweep::score_columns
+};
+struct Sweep {
+    std::string name, kind, source;  // kind: rewind | truncate | interpolate | rewind-each | sweep
+    std::vector<std::string> score_columns;
+    std::vector<SweepPoint> points;
+    std::optional<double> baseline;  // summary.json's score of the unedited model, when given
+};
+
+// The singular values of one whole matrix and the scalar fields stored with them.
+struct Spectrum {
+    std::string model, tensor;
+    std::vector<double> svals;
+    std::map<std::string, double> values;
+};
+
+struct ReportData {
+    std::vector<Record> metrics;  // analyze
+    std::vector<Record> compare;  // compare (cross-model)
+    std::vector<HeadScore> heads;
+    std::vector<Sweep> sweeps;
+    std::vector<Spectrum> spectra;
+    std::vector<std::string> models;  // in order of first appearance
+    std::vector<std::string> notes;   // what was skipped, and why
+    void add_model(const std::string& name);
+};
+
+// Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +
+// summary.json). Throws InputError if DIR does not exist or holds none of them, or a file is malformed.
+void load_result_dir(const std::string& dir, ReportData& data);
+
+// Reads a results store: the spectra (whole matrices with weights_svals) always, and, when
+// `with_records`, every scalar result as metrics/compare records (a report from a store alone).
+void load_store(const std::string& path, ReportData& data, bool with_records);
+
+}  // namespace diffract::report

@@ -1,0 +1,379 @@
+"""diffract: spectral analysis of LLM checkpoints, from Python.
+
+A thin binding of the C++ engine (see docs/python.md). Everything computes in C++; this package only
+converts arguments and results:
+
+    import diffract
+    ck = diffract.open("org/model")              # path, HF cache id, .gguf, or NAME=PATH
+    w = ck["model.layers.0.self_attn.q_proj.weight"]   # zero-copy, read-only numpy view
+    res = diffract.analyze([ck], metrics="default")
+    res.metrics                                  # pandas DataFrame (dict of lists without pandas)
+    cmp = diffract.compare("pre", ["math", "code"], reference="text")
+
+Errors a user or a file can cause raise diffract.InputError (a ValueError) with the CLI's message.
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._core import InputError
+
+__all__ = [
+    "InputError", "Checkpoint", "open", "from_arrays", "analyze", "compare", "generate", "metric",
+    "unregister_metric", "registered_metrics", "catalog", "resolve_metrics", "Analysis", "Comparison", "edit",
+]
+
+try:  # optional: BF16 / F8 tensors as ml_dtypes arrays (zero-copy); decoded float32 copies otherwise
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # pragma: no cover - depends on the environment
+    _ml_dtypes = None
+
+_ML_DTYPE_NAMES = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_NUMPY_TO_DTYPE = {
+    "bool": "BOOL", "uint8": "U8", "int8": "I8", "uint16": "U16", "int16": "I16", "uint32": "U32",
+    "int32": "I32", "uint64": "U64", "int64": "I64", "float16": "F16", "float32": "F32", "float64": "F64",
+    "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+}
+_BITS_VIEW = {1: np.uint8, 2: np.uint16}
+
+
+def _pandas():
+    """Returns the pandas module, or None when it is not importable."""
+    try:
+        import pandas
+    except ImportError:
+        return None
+    return pandas
+
+
+def _table(columns: dict):
+    """A pandas DataFrame of the columns when pandas is importable, else the dict of lists itself."""
+    pd = _pandas()
+    if pd is None:
+        return columns
+    df = pd.DataFrame(columns)
+    for name, values in columns.items():  # an all-missing column (layer, head) reads as NaN, as in the CSVs
+        if values and all(v is None for v in values):
+            df[name] = np.nan
+    return df
+
+
+class Checkpoint:
+    """An opened checkpoint: its tensors as numpy arrays, without copying when the dtype allows.
+
+    Tensors of dtype F32/F16/F64, integers and BOOL are read-only numpy views of the mapped file (or of
+    the caller's buffer for in-memory models); each view keeps the mapping alive. BF16 and F8 tensors
+    are ml_dtypes views when ml_dtypes is importable, else decoded float32 copies. GGUF Q8_0 tensors
+    are decoded float32 copies.
+    """
+
+    def __init__(self, core: "_core.Checkpoint"):
+        """Wraps an opened diffract._core.Checkpoint (use diffract.open or diffract.from_arrays)."""
+        self._core = core
+
+    @property
+    def name(self) -> str:
+        """The display name (NAME= if given, else the file or directory name)."""
+        return self._core.name
+
+    @property
+    def path(self) -> str:
+        """The resolved file or directory ("memory:NAME" for in-memory models)."""
+        return self._core.path
+
+    @property
+    def format(self) -> str:
+        """"safetensors" or "gguf" (in-memory models follow the safetensors conventions)."""
+        return self._core.format
+
+    @property
+    def config(self) -> Optional[dict]:
+        """The config.json (for GGUF: the head geometry mapped to HF keys), or None."""
+        text = self._core.config_json
+        return json.loads(text) if text else None
+
+    @property
+    def architecture(self) -> str:
+        """The architecture the schema recognised (e.g. "LlamaForCausalLM"), or "unknown"."""
+        return self._core.architecture
+
+    def tensor_names(self) -> list:
+        """The tensor names, in file order."""
+        return self._core.tensor_names()
+
+    def info(self, name: str) -> dict:
+        """Name, dtype (safetensors spelling), shape, nbytes, offset and file path of one tensor."""
+        return self._core.tensor_info(name)
+
+    def tensor(self, name: str, *, decode: bool = False) -> np.ndarray:
+        """One tensor as a numpy array (see the class docstring); decode=True: a float32 copy."""
+        if decode:
+            return self._core.decoded(name)
+        dtype = self._core.tensor_info(name)["dtype"]
+        if dtype in _ML_DTYPE_NAMES:
+            if _ml_dtypes is None:
+                return self._core.decoded(name)
+            return self._core.view(name).view(getattr(_ml_dtypes, _ML_DTYPE_NAMES[dtype]))
+        return self._core.view(name)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """Same as tensor(name)."""
+        return self.tensor(name)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the checkpoint has a tensor of that name."""
+        return name in self._core.tensor_names()
+
+    def __len__(self) -> int:
+        """The number of tensors."""
+        return len(self._core.tensor_names())
+
+    def __iter__(self) -> Iterator[str]:
+        """The tensor names, in file order (like a dict)."""
+        return iter(self._core.tensor_names())
+
+    def keys(self) -> list:
+        """The tensor names, in file order."""
+        return self._core.tensor_names()
+
+    def items(self) -> Iterator[tuple]:
+        """(name, array) for every tensor, in file order; arrays as tensor(name)."""
+        for n in self._core.tensor_names():
+            yield n, self.tensor(n)
+
+    def __repr__(self) -> str:
+        """A one-line description."""
+        return f"<diffract.Checkpoint {self.name!r} ({self.format}, {len(self)} tensors) at {self.path!r}>"
+
+
+def open(spec: Union[str, os.PathLike], *, name: Optional[str] = None) -> Checkpoint:  # noqa: A001
+    """Opens a checkpoint as the CLI does: a .safetensors file, an HF model directory (sharded or
+    not), a .gguf file, an id in the local Hugging Face cache ("org/name[@revision]"), or NAME=PATH.
+    `name` overrides the display name. Raises InputError with the CLI's message."""
+    spec = os.fspath(spec)
+    if name is not None:
+        spec = f"{name}={spec}"
+    return Checkpoint(_core.open_checkpoint(spec))
+
+
+def _as_buffer(array: Any) -> tuple:
+    """(safetensors dtype name, C-contiguous array whose bytes are the tensor) for one array-like."""
+    if type(array).__module__.startswith("torch"):
+        return _torch_buffer(array)
+    arr = np.asarray(array)
+    dtype = _NUMPY_TO_DTYPE.get(arr.dtype.name)
+    if dtype is None:
+        raise InputError(f"unsupported array dtype {arr.dtype} (expected {', '.join(_NUMPY_TO_DTYPE)})")
+    arr = np.ascontiguousarray(arr)
+    if dtype in _ML_DTYPE_NAMES:  # numpy cannot export ml_dtypes arrays: pass their bits
+        arr = arr.view(_BITS_VIEW[arr.dtype.itemsize])
+    return dtype, arr
+
+
+def _torch_buffer(tensor: Any) -> tuple:
+    """A torch tensor as (dtype name, numpy array), via .numpy() (torch is never imported here)."""
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.contiguous()
+    dtype = str(t.dtype).replace("torch.", "")
+    if dtype in _ML_DTYPE_NAMES.values():  # no numpy dtype: view the bits
+        bits = {"bfloat16": "int16", "float8_e4m3fn": "int8", "float8_e5m2": "int8"}[dtype]
+        import torch  # only reached when a torch tensor was given
+
+        arr = t.view(getattr(torch, bits)).numpy().view(_BITS_VIEW[t.element_size()])
+        return _NUMPY_TO_DTYPE[dtype], arr
+    return _as_buffer(t.numpy())
+
+
+def from_arrays(tensors: Mapping[str, Any], *, name: str = "memory",
+                config: Optional[Union[dict, str, os.PathLike]] = None) -> Checkpoint:
+    """An in-memory checkpoint from a dict of arrays: numpy arrays (any supported dtype, including
+    ml_dtypes bfloat16/float8) or a PyTorch state_dict (tensors converted with .numpy(), torch not
+    required otherwise). C-contiguous CPU arrays are not copied; the checkpoint keeps them alive.
+    `config`: an HF config.json (dict or path) giving the head geometry for per-head rows."""
+    if config is not None and not isinstance(config, dict):
+        with builtins.open(os.fspath(config), encoding="utf-8") as f:
+            config = json.load(f)
+    items = [(str(k), *_as_buffer(v)) for k, v in tensors.items()]
+    return Checkpoint(_core.from_buffers(name, items, json.dumps(config) if config is not None else ""))
+
+
+def _model_arg(model: Any) -> Any:
+    """A model argument for the engine: a spec string or an opened _core.Checkpoint."""
+    if isinstance(model, Checkpoint):
+        return model._core
+    if isinstance(model, Mapping):
+        return from_arrays(model)._core
+    return os.fspath(model)
+
+
+def _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude) -> "_core.RunArgs":
+    """The shared run options (--threads, --max-memory, --store, --device, selection) for the engine."""
+    r = _core.RunArgs()
+    r.threads = int(threads)
+    r.max_memory = "" if max_memory is None else str(max_memory)
+    r.store = "" if store is None else os.fspath(store)
+    r.device = device
+    r.progress = bool(progress)
+    r.roles = roles if isinstance(roles, str) else ",".join(roles or ())
+    r.layers = _layers_spec(layers)
+    r.match = match or ""
+    r.exclude = exclude or ""
+    return r
+
+
+def _layers_spec(layers) -> str:
+    """--layers as text: "0-3,7" as is, or an iterable of ints."""
+    if layers is None:
+        return ""
+    if isinstance(layers, str):
+        return layers
+    if isinstance(layers, int):
+        return str(layers)
+    return ",".join(str(int(x)) for x in layers)
+
+
+def _metrics_spec(metrics) -> str:
+    """--metrics as text: a string as is, or a list of names and @metric functions."""
+    if isinstance(metrics, str):
+        return metrics
+    return ",".join(getattr(m, "metric_name", m) for m in metrics)
+
+
+@dataclass
+class Analysis:
+    """The result of analyze: per-matrix rows (metrics.csv), per-model aggregates (aggregates.csv),
+    the field columns, and how many matrices were computed or reused from the store."""
+    metrics: Any
+    aggregates: Any
+    fields: list
+    computed: int
+    reused: int
+
+
+@dataclass
+class Comparison:
+    """The result of compare: per-matrix rows (compare.csv), per-head rows (heads.csv), the skipped
+    items (--allow-partial), and how many (model, matrix) pairs were computed or reused."""
+    matrices: Any
+    heads: Any
+    skipped: Any
+    computed: int
+    reused: int
+
+
+def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = True,
+            precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
+            max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
+            roles=None, layers=None, match: Optional[str] = None, exclude: Optional[str] = None,
+            progress: bool = False, out: Optional[str] = None) -> Analysis:
+    """`diffract analyze`: the metric catalog for every selected matrix and attention head.
+
+    models: one model or a list — spec strings (PATH, org/name[@rev], NAME=PATH), Checkpoints, or
+    dicts of arrays / state_dicts. Options mirror the CLI (--metrics, --no-heads → heads=False,
+    --precision, --svd-route, --seed, --threads, --max-memory, --store, --device, --roles, --layers,
+    --match, --exclude); metrics may name @diffract.metric functions. out: also write
+    metrics.csv and aggregates.csv there. Returns an Analysis (pandas DataFrames, or dicts of lists
+    without pandas). The GIL is released while computing; Ctrl-C raises KeyboardInterrupt."""
+    if isinstance(models, (str, os.PathLike, Checkpoint, Mapping)):
+        models = [models]
+    r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route, seed,
+                      _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
+                      "" if out is None else os.fspath(out))
+    return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
+
+
+def compare(base, models=(), *, reference=None, top_k: int = 10, scale_scope: str = "global",
+            order: str = "importance", seed: int = 42, precision: str = "f64", svd_route: str = "auto",
+            heads: bool = True, allow_partial: bool = False, threads: int = 0, max_memory: Optional[str] = None,
+            store: Optional[str] = None, device: str = "cpu", roles=None, layers=None,
+            match: Optional[str] = None, exclude: Optional[str] = None, progress: bool = False,
+            out: Optional[str] = None) -> Comparison:
+    """`diffract compare --base BASE MODEL...`: every matrix and head block of each model against the
+    base, and the per-head update norms, importance and ranking (with `reference`).
+
+    Options mirror the CLI (--reference, --top-k, --scale-scope, --order, --seed, --precision,
+    --svd-route, --no-heads → heads=False, --allow-partial and the run options). Models are spec
+    strings or Checkpoints opened from files. out: also write compare.csv and heads.csv there.
+    Returns a Comparison of DataFrames (dicts of lists without pandas)."""
+    if isinstance(models, (str, os.PathLike, Checkpoint)):
+        models = [models]
+    r = _core.compare(_model_arg(base), [_model_arg(m) for m in models],
+                      None if reference is None else _model_arg(reference), top_k, scale_scope, order, seed,
+                      precision, svd_route, heads, allow_partial,
+                      _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
+                      "" if out is None else os.fspath(out))
+    return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
+
+
+def generate(out: Union[str, os.PathLike], *, layers: int = 4, hidden: int = 256, heads: int = 8, kv_heads: int = 0,
+             intermediate: int = 512, vocab: int = 1024, domains: Sequence[str] = ("math", "code"),
+             reference: str = "text", domain_heads: int = 2, generic_heads: int = 2, dtype: str = "BF16",
+             shard_mb: float = 0, seed: int = 0) -> str:
+    """`diffract generate`: writes the deterministic synthetic family (OUT/pretrained, one model per
+    domain and the reference) with the CLI's defaults; returns `out`."""
+    out = os.fspath(out)
+    _core.generate(out, layers, hidden, heads, kv_heads, intermediate, vocab, list(domains), reference, domain_heads,
+                   generic_heads, dtype, shard_mb, seed)
+    return out
+
+
+def _code_version(fn: Callable) -> str:
+    """A hash of a function's code (bytecode, constants, names): a changed function gets new results."""
+    code = fn.__code__
+    h = hashlib.sha256(code.co_code)
+    h.update(repr((code.co_consts, code.co_names, code.co_varnames)).encode())
+    return h.hexdigest()[:16]
+
+
+def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = None,
+           version: Optional[str] = None) -> Callable:
+    """Decorator: a custom per-matrix metric, computed by the engine for every matrix and head block
+    after the built-in fields and kept in the store like them.
+
+    needs: the inputs, passed positionally in this order — "weights_svals" (singular values,
+    ascending), "esd" (sigma^2 / max(rows, cols), ascending), "weights" (the matrix, float64). The
+    function returns a float. name defaults to the function's name; version (part of the store key)
+    defaults to a hash of the function's code. Ask for it with analyze(metrics=[..., fn]) or by name."""
+    needs = [needs] if isinstance(needs, str) else list(needs)
+
+    def register(fn: Callable) -> Callable:
+        """Registers fn and tags it with metric_name."""
+        metric_name = name or fn.__name__
+        _core.register_metric(metric_name, needs, version or _code_version(fn), fn)
+        fn.metric_name = metric_name
+        return fn
+
+    return register
+
+
+def unregister_metric(name: Union[str, Callable]) -> bool:
+    """Forgets a custom metric (by name or decorated function); returns whether it was registered."""
+    return _core.unregister_metric(getattr(name, "metric_name", name))
+
+
+def registered_metrics() -> list:
+    """The names of the registered custom metrics."""
+    return _core.registered_metrics()
+
+
+def catalog():
+    """The metric catalog (`diffract metrics`): name, level, is_vector, formula, inputs, in_default."""
+    return _table(_core.catalog())
+
+
+def resolve_metrics(spec: Union[str, Sequence]) -> list:
+    """The field names a --metrics value selects ("default", "all", names, custom metrics)."""
+    return _core.resolve_metrics(_metrics_spec(spec))
+
+
+from . import edit  # noqa: E402  (edit uses the helpers above)

@@ -1,0 +1,85 @@
+"""`diffract edit ...` from Python: each function writes an edited HF model directory `out` (which must
+not exist) and returns {"edited": n, "copied": n} (rewind adds "heads": [(layer, head), ...]).
+
+Models are spec strings, Checkpoints or dicts of arrays (in memory). Keyword arguments mirror the CLI's
+options; every edit also takes max_shard_size ("5G"), roles, layers, match, exclude and device, and the
+SVD edits take per_head. The GIL is released while writing.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+from . import _core
+
+__all__ = ["rewind", "truncate", "transplant", "permute", "interpolate", "merge"]
+
+
+def _model(m):
+    """A model argument for the engine (spec string or opened checkpoint)."""
+    from . import _model_arg
+
+    return _model_arg(m)
+
+
+def _common(max_shard_size="5G", per_head=False, device="cpu", roles=None, layers=None, match=None, exclude=None):
+    """The options every edit takes, as _core.EditArgs."""
+    from . import _layers_spec
+
+    c = _core.EditArgs()
+    c.max_shard_size = str(max_shard_size)
+    c.per_head = bool(per_head)
+    c.device = device
+    c.roles = roles if isinstance(roles, str) else ",".join(roles or ())
+    c.layers = _layers_spec(layers)
+    c.match = match or ""
+    c.exclude = exclude or ""
+    return c
+
+
+def rewind(out, *, base, model, reference=None, fraction: Optional[float] = None, heads=None,
+           order: str = "importance", scale_scope: str = "global", seed: int = 42, kv_policy: str = "all",
+           threads: int = 0, max_memory: Optional[str] = None, store: Optional[str] = None, **common) -> dict:
+    """`edit rewind`: give heads' Q, K, V, O blocks the base's values. Exactly one of `fraction` (rank
+    the heads with compare — models on disk — and rewind round(fraction × heads) lowest) and `heads` (a
+    CSV path, or a list of (layer, head))."""
+    if heads is not None and not isinstance(heads, (str, os.PathLike)):
+        heads = [(int(layer), int(head)) for layer, head in heads]
+    elif heads is not None:
+        heads = os.fspath(heads)
+    return _core.edit_rewind(os.fspath(out), _model(base), _model(model),
+                             None if reference is None else _model(reference), fraction, heads, order, scale_scope,
+                             seed, kv_policy, _common(**common), threads,
+                             "" if max_memory is None else str(max_memory), "" if store is None else os.fspath(store))
+
+
+def truncate(out, *, base, model, keep: Optional[float] = None, rank: Optional[int] = None,
+             energy: Optional[float] = None, **common) -> dict:
+    """`edit truncate`: W = W_base + the best rank-k approximation of W − W_base; exactly one of keep
+    (k = ceil(keep × min(rows, cols))), rank (k) and energy (fewest values holding that share of Σs²)."""
+    return _core.edit_truncate(os.fspath(out), _model(base), _model(model), keep, rank, energy, _common(**common))
+
+
+def transplant(out, *, base, model, **common) -> dict:
+    """`edit transplant`: W = U_model diag(σ_base) V_modelᵀ."""
+    return _core.edit_transplant(os.fspath(out), _model(base), _model(model), _common(**common))
+
+
+def permute(out, *, model, seed: int = 42, **common) -> dict:
+    """`edit permute`: each matrix's singular values permuted (seeded by seed and the matrix name)."""
+    return _core.edit_permute(os.fspath(out), _model(model), seed, _common(**common))
+
+
+def interpolate(out, a, b, *, omega: float, **common) -> dict:
+    """`edit interpolate A B --omega W`: W = (1 − ω) A + ω B (ω = 0 or 1 copy A's or B's bytes)."""
+    return _core.edit_interpolate(os.fspath(out), _model(a), _model(b), float(omega), _common(**common))
+
+
+def merge(out, *, base, models: Sequence, method: str = "task_arithmetic", weights: Sequence[float] = (),
+          density: float = 1.0, lambda_: float = 1.0, normalize: Optional[bool] = None, seed: int = 0,
+          **common) -> dict:
+    """`edit merge`: mergekit's task arithmetic, ties, dare_linear or dare_ties over the models' deltas
+    from base. normalize None: the method's default (--normalize / --no-normalize: True / False)."""
+    return _core.edit_merge(os.fspath(out), _model(base), [_model(m) for m in models], method,
+                            [float(w) for w in weights], float(density), float(lambda_), normalize, seed,
+                            _common(**common))

@@ -1,0 +1,190 @@
+// edit rewind|truncate|transplant|permute|interpolate|merge with the CLI's options (edit/edit.hpp).
+// Models are spec strings or opened checkpoints (in-memory ones included, except where the head
+// ranking runs compare: rewind with a fraction).
+#include <cmath>
+#include <optional>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "diffract/analysis/analyze.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/core/parallel.hpp"
+#include "diffract/edit/edit.hpp"
+#include "interruptible.hpp"
+
+namespace diffract::python {
+namespace {
+
+struct EditArgs {  // the options every edit takes
+    std::string max_shard_size = "5G";
+    bool per_head = false;
+    std::string device = "cpu";
+    std::string roles, layers, match, exclude;
+};
+
+edit::EditCommon common_of(const EditArgs& a) {
+    edit::EditCommon c;
+    c.selection = analysis::make_selection(a.roles, a.layers, a.match, a.exclude);
+    c.per_head = a.per_head;
+    c.max_shard_bytes = parse_size(a.max_shard_size, "--max-shard-size");
+    c.device = a.device;
+    return c;
+}
+
+std::shared_ptr<const formats::Checkpoint> checkpoint(const ModelArg& arg) {
+    if (const auto* s = std::get_if<std::string>(&arg))
+        return std::make_shared<formats::Checkpoint>(formats::open_checkpoint(*s));
+    return std::get<std::shared_ptr<PyCheckpoint>>(arg)->ck;
+}
+
+std::string spec_of(const ModelArg& arg) {
+    if (const auto* s = std::get_if<std::string>(&arg)) return *s;
+    const auto& c = *std::get<std::shared_ptr<PyCheckpoint>>(arg);
+    if (c.spec.empty())
+        throw_input_error(c.ck->path, "",
+                          "in-memory models cannot be ranked by compare yet (give heads=...)");
+    return c.ck->name + "=" + formats::split_model_name(c.spec).second;
+}
+
+nb::dict summary(const edit::EditSummary& s) {
+    nb::dict d;
+    d["edited"] = s.edited;
+    d["copied"] = s.copied;
+    return d;
+}
+
+using HeadList = std::vector<std::pair<int, int>>;
+
+nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& model,
+                const std::optional<ModelArg>& reference, std::optional<double> fraction,
+                const std::optional<std::variant<std::string, HeadList>>& heads, const std::string& order,
+                const std::string& scale_scope, std::uint64_t seed, const std::string& kv_policy,
+                const EditArgs& a, int threads, const std::string& max_memory, const std::string& store) {
+    if (fraction.has_value() == heads.has_value())
+        throw InputError("edit rewind: give exactly one of --fraction and --heads");
+    const auto b = checkpoint(base);
+    const auto m = checkpoint(model);
+    const auto kv = edit::parse_kv_policy(kv_policy);
+    const auto common = common_of(a);
+    std::vector<edit::RewindHead> list;
+    analysis::HeadRankOptions ranking;
+    analysis::RunOptions run;
+    std::string base_spec, model_spec, ref_spec;
+    if (heads) {
+        if (const auto* file = std::get_if<std::string>(&*heads))
+            list = edit::read_heads_file(*file);
+        else
+            for (const auto& [layer, head] : std::get<HeadList>(*heads)) list.push_back({layer, head, {}});
+    } else {
+        ranking.order = analysis::parse_head_order(order);
+        ranking.scope = analysis::parse_scale_scope(scale_scope);
+        ranking.seed = seed;
+        run.threads = threads;
+        run.max_memory = max_memory.empty() ? 0 : parse_size(max_memory, "--max-memory");
+        run.store_path = store;
+        run.device = a.device;
+        run.progress = false;
+        run.selection = common.selection;
+        base_spec = spec_of(base), model_spec = spec_of(model);
+        if (reference) ref_spec = spec_of(*reference);
+    }
+    const auto s = run_interruptible([&] {
+        if (!heads)
+            list = edit::lowest_heads(edit::head_scores(base_spec, model_spec, ref_spec, run), ranking,
+                                      *fraction);
+        return edit::rewind(out, *b, *m, list, kv, common);
+    });
+    auto d = summary(s);
+    nb::list rewound;
+    for (const auto& h : list) rewound.append(nb::make_tuple(h.layer, h.head));
+    d["heads"] = rewound;
+    return d;
+}
+
+nb::dict truncate(const std::string& out, const ModelArg& base, const ModelArg& model,
+                  std::optional<double> keep, std::optional<int> rank, std::optional<double> energy,
+                  const EditArgs& a) {
+    if (keep.has_value() + rank.has_value() + energy.has_value() != 1)
+        throw InputError("edit truncate: give exactly one of --keep, --rank and --energy");
+    edit::TruncateRule rule;
+    if (keep) rule = {edit::TruncateRule::Kind::keep, *keep};
+    if (rank) rule = {edit::TruncateRule::Kind::rank, static_cast<double>(*rank)};
+    if (energy) rule = {edit::TruncateRule::Kind::energy, *energy};
+    const auto b = checkpoint(base), m = checkpoint(model);
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::truncate(out, *b, *m, rule, common); }));
+}
+
+nb::dict transplant(const std::string& out, const ModelArg& base, const ModelArg& model, const EditArgs& a) {
+    const auto b = checkpoint(base), m = checkpoint(model);
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::transplant(out, *b, *m, common); }));
+}
+
+nb::dict permute(const std::string& out, const ModelArg& model, std::uint64_t seed, const EditArgs& a) {
+    const auto m = checkpoint(model);
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::permute(out, *m, seed, common); }));
+}
+
+nb::dict interpolate(const std::string& out, const ModelArg& a_model, const ModelArg& b_model, double omega,
+                     const EditArgs& a) {
+    const auto ca = checkpoint(a_model), cb = checkpoint(b_model);
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::interpolate(out, *ca, *cb, omega, common); }));
+}
+
+nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<ModelArg>& models,
+               const std::string& method, const std::vector<double>& weights, double density, double lambda,
+               std::optional<bool> normalize, std::uint64_t seed, const EditArgs& a) {
+    edit::MergeOptions o;
+    o.method = edit::parse_merge_method(method);
+    o.weights = weights;
+    o.density = density;
+    o.lambda = lambda;
+    o.normalize = normalize ? (*normalize ? 1 : 0) : -1;
+    o.seed = seed;
+    const auto b = checkpoint(base);
+    std::vector<std::shared_ptr<const formats::Checkpoint>> held;
+    std::vector<const formats::Checkpoint*> ptrs;
+    for (const auto& m : models) held.push_back(checkpoint(m)), ptrs.push_back(held.back().get());
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::merge(out, *b, ptrs, o, common); }));
+}
+
+}  // namespace
+
+void bind_edits(nb::module_& m) {
+    nb::class_<EditArgs>(m, "EditArgs",
+                         "The options every edit takes (--max-shard-size, --per-head, selection)")
+        .def(nb::init<>())
+        .def_rw("max_shard_size", &EditArgs::max_shard_size)
+        .def_rw("per_head", &EditArgs::per_head)
+        .def_rw("device", &EditArgs::device)
+        .def_rw("roles", &EditArgs::roles)
+        .def_rw("layers", &EditArgs::layers)
+        .def_rw("match", &EditArgs::match)
+        .def_rw("exclude", &EditArgs::exclude);
+    m.def("edit_rewind", &rewind, nb::arg("out"), nb::arg("base"), nb::arg("model"),
+          nb::arg("reference").none(), nb::arg("fraction").none(), nb::arg("heads").none(), nb::arg("order"),
+          nb::arg("scale_scope"), nb::arg("seed"), nb::arg("kv_policy"), nb::arg("common"),
+          nb::arg("threads"), nb::arg("max_memory"), nb::arg("store"));
+    m.def("edit_truncate", &truncate, nb::arg("out"), nb::arg("base"), nb::arg("model"),
+          nb::arg("keep").none(), nb::arg("rank").none(), nb::arg("energy").none(), nb::arg("common"));
+    m.def("edit_transplant", &transplant, nb::arg("out"), nb::arg("base"), nb::arg("model"),
+          nb::arg("common"));
+    m.def("edit_permute", &permute, nb::arg("out"), nb::arg("model"), nb::arg("seed"), nb::arg("common"));
+    m.def("edit_interpolate", &interpolate, nb::arg("out"), nb::arg("a"), nb::arg("b"), nb::arg("omega"),
+          nb::arg("common"));
+    m.def("edit_merge", &merge, nb::arg("out"), nb::arg("base"), nb::arg("models"), nb::arg("method"),
+          nb::arg("weights"), nb::arg("density"), nb::arg("lambda_"), nb::arg("normalize").none(),
+          nb::arg("seed"), nb::arg("common"));
+}
+
+}  // namespace diffract::python

@@ -1,0 +1,149 @@
+#include "diffract/analysis/custom_fields.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract::analysis {
+namespace {
+
+struct Registry {
+    std::mutex mu;
+    std::vector<CustomField> fields;
+};
+
+Registry& registry() {
+    static Registry r;
+    return r;
+}
+
+bool is_input(std::string_view name) {
+    return std::find(std::begin(kCustomInputs), std::end(kCustomInputs), name) != std::end(kCustomInputs);
+}
+
+bool needs(const CustomField& f, std::string_view input) {
+    return std::find(f.needs.begin(), f.needs.end(), input) != f.needs.end();
+}
+
+}  // namespace
+
+void register_custom_field(CustomField field) {
+    if (field.name.empty() || field.name.find(',') != std::string::npos)
+        throw InputError(fmt::format("custom metric: invalid name '{}'", field.name));
+    if (find_field(field.name))
+        throw InputError(
+            fmt::format("custom metric: '{}' is a built-in field (see `diffract metrics`)", field.name));
+    for (const auto& in : field.needs)
+        if (!is_input(in))
+            throw InputError(
+                fmt::format("custom metric '{}': unknown input '{}' (expected weights_svals, esd or weights)",
+                            field.name, in));
+    if (!field.compute) throw InputError(fmt::format("custom metric '{}': no function", field.name));
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    for (auto& f : r.fields)
+        if (f.name == field.name) {
+            f = std::move(field);
+            return;
+        }
+    r.fields.push_back(std::move(field));
+}
+
+bool unregister_custom_field(const std::string& name) {
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    const auto n = std::erase_if(r.fields, [&](const CustomField& f) { return f.name == name; });
+    return n > 0;
+}
+
+std::vector<CustomField> custom_fields() {
+    auto& r = registry();
+    std::lock_guard lock(r.mu);
+    return r.fields;
+}
+
+std::vector<std::string> resolve_metrics_with_custom(std::string_view spec) {
+    const auto registered = custom_fields();
+    std::vector<std::string> custom;
+    std::string builtin;
+    std::size_t start = 0;
+    bool any_builtin = false;
+    while (start <= spec.size()) {
+        const auto comma = spec.find(',', start);
+        const auto name =
+            spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        const bool is_custom = std::any_of(registered.begin(), registered.end(),
+                                           [&](const CustomField& f) { return f.name == name; });
+        if (is_custom) {
+            if (std::find(custom.begin(), custom.end(), name) == custom.end()) custom.emplace_back(name);
+        } else if (!name.empty()) {
+            if (any_builtin) builtin += ',';
+            builtin += name;
+            any_builtin = true;
+        }
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+    }
+    auto out = resolve_metrics(any_builtin ? std::string_view(builtin) : std::string_view("default"));
+    out.insert(out.end(), custom.begin(), custom.end());
+    return out;
+}
+
+std::vector<CustomField> custom_fields_in(const std::vector<std::string>& metrics) {
+    std::vector<CustomField> out;
+    const auto registered = custom_fields();
+    for (const auto& m : metrics)
+        for (const auto& f : registered)
+            if (f.name == m) out.push_back(f);
+    return out;
+}
+
+std::string custom_field_config(const std::string& config, const CustomField& field) {
+    return fmt::format("{};custom={}@{}", config, field.name, field.version);
+}
+
+void apply_custom_fields(const std::vector<CustomField>& fields, store::Store& db,
+                         const store::ResultKey& key, const TensorInfo& tensor, const MatrixBlock& block,
+                         FieldValues& values) {
+    static const std::vector<double> kNone;
+    auto sv_it = values.vectors.find("weights_svals");
+    const auto& svals = sv_it == values.vectors.end() ? kNone : sv_it->second;
+    std::optional<std::vector<double>> esd;
+    std::optional<Matrix<double>> weights;
+    for (const auto& f : fields) {
+        store::ResultKey k = key;
+        k.config = custom_field_config(key.config, f);
+        if (auto hit = db.get(k, {f.name})) {
+            values.scalars[f.name] = hit->scalars.at(f.name);
+            continue;
+        }
+        CustomFieldInputs in;
+        in.rows = block.logical_rows();
+        in.cols = block.logical_cols();
+        if (needs(f, "weights_svals")) in.weights_svals = &svals;
+        if (needs(f, "esd")) {
+            if (!esd) {
+                // As the catalog's esd kernel: lambda_i = sigma_i^2 / N, N = max(rows, cols), ascending.
+                const auto n = static_cast<double>(std::max(in.rows, in.cols));
+                esd.emplace();
+                for (double s : svals) esd->push_back(s * s / n);
+                std::sort(esd->begin(), esd->end());
+            }
+            in.esd = &*esd;
+        }
+        if (needs(f, "weights")) {
+            if (!weights) weights = read_matrix<double>(tensor, block);
+            in.weights = &*weights;
+        }
+        FieldValues v;
+        v.scalars[f.name] = f.compute(in);
+        db.put(k, v, {});
+        values.scalars[f.name] = v.scalars[f.name];
+    }
+}
+
+}  // namespace diffract::analysis

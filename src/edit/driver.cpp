@@ -1,0 +1,228 @@
+// The shared "edit a checkpoint tensor by tensor" driver, value coding and grids.
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/edit/edit.hpp"
+#include "diffract/formats/checkpoint_writer.hpp"
+
+namespace diffract::edit {
+namespace {
+
+bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model::ModelSchema& schema,
+                 Editable kind) {
+    const bool floating = dtype_is_float(t.dtype) && t.dtype != DType::Q8_0;
+    switch (kind) {
+        case Editable::none:
+            return false;
+        case Editable::any_float:
+            return floating;
+        case Editable::matrices:
+            return floating && t.shape.size() >= 2;
+        case Editable::attention_heads:
+            return floating && t.shape.size() == 2 && schema.heads && model::role_is_attention(role.role);
+    }
+    return false;
+}
+
+const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo& t,
+                                 const formats::Checkpoint& primary) {
+    const auto* other = ck.find(t.name);
+    if (!other) throw_input_error(ck.path, t.name, "tensor missing (present in " + primary.path + ")");
+    if (other->shape != t.shape)
+        throw_input_error(ck.path, t.name,
+                          fmt::format("shape differs (expected {}, found {})", shape_string(t.shape),
+                                      shape_string(other->shape)));
+    if (dtype_is_float(t.dtype) && (!dtype_is_float(other->dtype) || other->dtype == DType::Q8_0))
+        throw_input_error(ck.path, t.name,
+                          fmt::format("not a floating tensor (found {})", dtype_name(other->dtype)));
+    return *other;
+}
+
+}  // namespace
+
+EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
+    const auto& primary = *job.primary;
+    std::vector<const formats::Checkpoint*> all{job.primary};
+    all.insert(all.end(), job.aligned.begin(), job.aligned.end());
+    for (const auto* ck : all)
+        if (ck->format != "safetensors")
+            throw_input_error(ck->path, "",
+                              "edit reads safetensors checkpoints only (found " + ck->format + ")");
+
+    // Plan: which tensors are edited, and their aligned counterparts (checked before writing anything).
+    std::vector<formats::TensorSpec> specs;
+    std::vector<std::optional<EditTensor>> plan;
+    EditSummary summary;
+    for (const auto& t : primary.tensors) {
+        specs.push_back({t.name, t.dtype, t.shape});
+        const auto role = model::classify_tensor(t.name);
+        const bool edited = job.edit && job.common.selection.selects(t.name, role) &&
+                            is_editable(t, role, primary.schema, job.editable);
+        // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
+        EditTensor e{&t, {}, role, &primary.schema};
+        if (edited || job.editable == Editable::none)
+            for (const auto* ck : job.aligned) e.inputs.push_back(&aligned_tensor(*ck, t, primary));
+        if (!edited) {
+            plan.emplace_back();
+            ++summary.copied;
+            continue;
+        }
+        plan.emplace_back(std::move(e));
+        ++summary.edited;
+    }
+
+    formats::WriteOptions w;
+    w.max_shard_bytes = job.common.max_shard_bytes;
+    w.copy_files_from = primary.directory();
+    w.extra_files = job.common.extra_files;
+    for (const auto* ck : all) w.inputs.push_back(ck->path);
+    std::size_t next = 0;  // tensors are produced in the order given
+    formats::write_checkpoint(
+        out_dir, specs,
+        [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
+            std::size_t i = next < specs.size() && specs[next].name == spec.name ? next : 0;
+            while (i < specs.size() && specs[i].name != spec.name) ++i;
+            next = i + 1;
+            const auto& t = primary.tensors[i];
+            if (plan[i]) {
+                job.edit(*plan[i], out);
+            } else {
+                const auto bytes = t.bytes();
+                std::memcpy(out.data(), bytes.data(), bytes.size());
+            }
+        },
+        w);
+    return summary;
+}
+
+std::vector<double> decode(const TensorInfo& t) {
+    std::vector<double> v(static_cast<std::size_t>(t.numel()));
+    convert_to_f64(t.bytes().data(), t.dtype, v.size(), v.data());
+    return v;
+}
+
+void encode(std::span<const double> values, DType dtype, std::span<std::byte> out) {
+    if (out.size() != values.size() * dtype_size(dtype))
+        throw std::logic_error("encode: output size does not match the values");
+    if (dtype == DType::F64) {
+        std::memcpy(out.data(), values.data(), out.size());
+        return;
+    }
+    constexpr std::size_t kChunk = 1 << 16;  // bounded scratch
+    std::vector<float> f(std::min(kChunk, values.size()));
+    for (std::size_t start = 0; start < values.size(); start += kChunk) {
+        const std::size_t n = std::min(kChunk, values.size() - start);
+        for (std::size_t i = 0; i < n; ++i) f[i] = static_cast<float>(values[start + i]);
+        convert_from_f32(f.data(), dtype, n, out.data() + start * dtype_size(dtype));
+    }
+}
+
+void edit_matrices(const EditTensor& t, bool per_head, const MatrixFn& fn, std::span<std::byte> out) {
+    const std::int64_t rows = stored_rows(*t.tensor), cols = stored_cols(*t.tensor);
+    auto as_matrix = [&](const TensorInfo& info) {
+        Matrix<double> m(rows, cols);
+        m.data = decode(info);
+        return m;
+    };
+    std::vector<Matrix<double>> whole{as_matrix(*t.tensor)};
+    for (const auto* in : t.inputs) whole.push_back(as_matrix(*in));
+
+    const auto blocks =
+        per_head ? model::head_blocks(*t.schema, *t.tensor, t.role.role) : std::vector<model::HeadBlock>{};
+    if (blocks.empty()) {
+        auto result = fn(whole, t.tensor->name);
+        encode(result.data, t.tensor->dtype, out);
+        return;
+    }
+    Matrix<double> result = whole[0];
+    for (const auto& hb : blocks) {
+        const auto& b = hb.block;  // stored coordinates
+        std::vector<Matrix<double>> parts;
+        for (const auto& w : whole) {
+            Matrix<double> p(b.rows, b.cols);
+            for (std::int64_t r = 0; r < b.rows; ++r)
+                for (std::int64_t c = 0; c < b.cols; ++c) p(r, c) = w(b.row0 + r, b.col0 + c);
+            parts.push_back(std::move(p));
+        }
+        const auto unit = fmt::format("{}#{}:{}", t.tensor->name, model::role_name(hb.proj), hb.head);
+        const auto edited = fn(parts, unit);
+        for (std::int64_t r = 0; r < b.rows; ++r)
+            for (std::int64_t c = 0; c < b.cols; ++c) result(b.row0 + r, b.col0 + c) = edited(r, c);
+    }
+    encode(result.data, t.tensor->dtype, out);
+}
+
+// Σ_{c in comps} s[c] u_c v_cᵀ added into `out` (m × n).
+void add_components(const linalg::Svd& f, const std::vector<double>& s, std::size_t first,
+                    Matrix<double>& out) {
+    const std::int64_t m = out.rows, n = out.cols;
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::size_t c = first; c < s.size(); ++c) {
+        const auto cc = static_cast<std::int64_t>(c);
+        for (std::int64_t j = 0; j < n; ++j) v[static_cast<std::size_t>(j)] = f.v(j, cc);
+        for (std::int64_t i = 0; i < m; ++i) {
+            const double a = s[c] * f.u(i, cc);
+            if (a == 0) continue;
+            double* row = &out(i, 0);
+            for (std::int64_t j = 0; j < n; ++j) row[j] += a * v[static_cast<std::size_t>(j)];
+        }
+    }
+}
+
+EditSummary run_matrix_edit(const std::string& out_dir, const formats::Checkpoint& primary,
+                            std::vector<const formats::Checkpoint*> aligned, const EditCommon& common,
+                            const MatrixFn& fn) {
+    EditJob job;
+    job.primary = &primary;
+    job.aligned = std::move(aligned);
+    job.editable = Editable::matrices;
+    job.common = common;
+    job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
+        edit_matrices(t, common.per_head, fn, out);
+    };
+    return run_edit(out_dir, job);
+}
+
+std::vector<double> parse_grid(const std::string& text, const std::string& flag) {
+    auto number = [&](const std::string& s) {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+            v = std::stod(s, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != s.size() || !std::isfinite(v))
+            throw InputError(fmt::format("{}: '{}' is not a number (in '{}')", flag, s, text));
+        return v;
+    };
+    std::vector<double> out;
+    if (text.find(':') != std::string::npos) {
+        std::vector<std::string> parts;
+        std::stringstream ss(text);
+        for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+        if (parts.size() != 3)
+            throw InputError(fmt::format("{}: expected START:STOP:STEP, found '{}'", flag, text));
+        const double start = number(parts[0]), stop = number(parts[1]), step = number(parts[2]);
+        if (step <= 0 || stop < start)
+            throw InputError(fmt::format("{}: expected STEP > 0 and STOP >= START, found '{}'", flag, text));
+        const auto n = static_cast<std::int64_t>(std::floor((stop - start) / step + 1e-6));
+        for (std::int64_t i = 0; i <= n; ++i) {
+            // Rounded to 1e-12 so that 0.1 * 3 prints and compares as 0.3.
+            out.push_back(std::round((start + static_cast<double>(i) * step) * 1e12) / 1e12);
+        }
+    } else {
+        std::stringstream ss(text);
+        for (std::string p; std::getline(ss, p, ',');)
+            if (!p.empty()) out.push_back(number(p));
+    }
+    if (out.empty()) throw InputError(fmt::format("{}: empty grid '{}'", flag, text));
+    return out;
+}
+
+}  // namespace diffract::edit

@@ -1,0 +1,181 @@
+// Head rewind: the Q, K, V and O blocks of chosen heads take the base's bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/edit/edit.hpp"
+
+namespace diffract::edit {
+
+KvPolicy parse_kv_policy(const std::string& text) {
+    if (text == "all") return KvPolicy::all;
+    if (text == "any") return KvPolicy::any;
+    throw InputError(fmt::format("--kv-policy: expected all or any, found '{}'", text));
+}
+
+std::vector<analysis::HeadRow> head_scores(const std::string& base, const std::string& model,
+                                           const std::string& reference, analysis::RunOptions run) {
+    analysis::CompareOptions o;
+    o.base = base;
+    o.models = {model};
+    o.reference = reference;
+    o.heads = true;
+    run.selection.roles = {model::Role::attn_q, model::Role::attn_k, model::Role::attn_v, model::Role::attn_o,
+                           model::Role::attn_qkv};
+    o.run = std::move(run);
+    auto result = analysis::compare(o);
+    std::vector<analysis::HeadRow> out;
+    for (auto& h : result.heads)
+        if (h.reference.empty() || h.model != h.reference) out.push_back(std::move(h));
+    if (out.empty()) throw_input_error(model, "", "no attention heads to rank (head geometry unknown?)");
+    return out;
+}
+
+std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& scores,
+                                     const analysis::HeadRankOptions& ranking, double fraction) {
+    if (!(fraction >= 0 && fraction <= 1))
+        throw InputError(fmt::format("--fraction: expected a value in [0, 1], found {}", fraction));
+    std::vector<analysis::HeadStats> dom, ref;
+    bool has_ref = false;
+    for (const auto& h : scores) {
+        dom.push_back(h.domain);
+        ref.push_back(h.ref);
+        has_ref = has_ref || !h.reference.empty();
+    }
+    const auto ranked = analysis::rank_heads(dom, has_ref ? &ref : nullptr, ranking);
+    const auto count = static_cast<int>(std::llround(fraction * static_cast<double>(ranked.size())));
+    std::vector<RewindHead> out;
+    for (const auto& r : ranked)
+        if (r.rank < count) out.push_back({r.layer, r.head, r});
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.ranked.rank < b.ranked.rank; });
+    return out;
+}
+
+std::vector<RewindHead> read_heads_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw_input_error(path, "", "cannot open the heads file");
+    std::vector<RewindHead> out;
+    std::string line;
+    for (int line_no = 1; std::getline(in, line); ++line_no) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty() || line[0] == '#') continue;
+        int layer = -1, head = -1;
+        char comma = 0;
+        std::istringstream ss(line);
+        if (!(ss >> layer >> comma >> head) || comma != ',' || layer < 0 || head < 0) {
+            if (line_no == 1) continue;  // a header
+            throw_input_error(path, "",
+                              fmt::format("line {}: expected 'layer,head', found '{}'", line_no, line));
+        }
+        RewindHead h{layer, head, {}};
+        h.ranked.layer = layer, h.ranked.head = head, h.ranked.rank = static_cast<int>(out.size());
+        h.ranked.update_norm = std::numeric_limits<double>::quiet_NaN();
+        out.push_back(h);
+    }
+    return out;
+}
+
+namespace {
+
+// Per layer: the query heads rewound and the kv heads whose K/V blocks are rewound.
+struct HeadSet {
+    std::map<int, std::set<int>> q, kv;
+    bool has_q(int layer, int head) const {
+        auto it = q.find(layer);
+        return it != q.end() && it->second.count(head);
+    }
+    bool has_kv(int layer, int head) const {
+        auto it = kv.find(layer);
+        return it != kv.end() && it->second.count(head);
+    }
+};
+
+HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema& schema, KvPolicy kv,
+                 const std::string& path) {
+    if (!schema.heads)
+        throw_input_error(path, "", "head geometry unknown (config.json): cannot rewind heads");
+    const auto& g = *schema.heads;
+    HeadSet s;
+    for (const auto& h : heads) {
+        if (h.head >= g.n_heads)
+            throw_input_error(path, "",
+                              fmt::format("head {} of layer {} does not exist (the model has {} heads)",
+                                          h.head, h.layer, g.n_heads));
+        s.q[h.layer].insert(h.head);
+    }
+    for (const auto& [layer, qs] : s.q)
+        for (int k = 0; k < g.n_kv_heads; ++k) {
+            int in_group = 0;
+            for (int h = k * g.group_size(); h < (k + 1) * g.group_size(); ++h)
+                in_group += qs.count(h) ? 1 : 0;
+            if (kv == KvPolicy::any ? in_group > 0 : in_group == g.group_size()) s.kv[layer].insert(k);
+        }
+    return s;
+}
+
+}  // namespace
+
+std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
+                              KvPolicy kv) {
+    const auto set = head_set(heads, model.schema, kv, model.path);
+    const auto& g = *model.schema.heads;
+    std::string csv = "layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm\n";
+    for (const auto& h : heads) {
+        const int k = g.kv_head_of(h.head);
+        csv += fmt::format(
+            "{},{},{},{},{},{},{},{},{}\n", h.layer, h.head, k, set.has_kv(h.layer, k) ? 1 : 0, h.ranked.rank,
+            analysis::format_value(h.ranked.key), analysis::format_value(h.ranked.importance),
+            analysis::format_value(h.ranked.update_norm), analysis::format_value(h.ranked.ref_update_norm));
+    }
+    return csv;
+}
+
+EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
+                   const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
+                   const EditCommon& common) {
+    const auto set = head_set(heads, model.schema, kv, model.path);
+    EditJob job;
+    job.primary = &model;
+    job.aligned = {&base};
+    job.editable = Editable::attention_heads;
+    job.common = common;
+    job.common.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv);
+    job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
+        const auto& cpt = *t.tensor;
+        const auto& pre = *t.inputs[0];
+        if (pre.dtype != cpt.dtype)
+            throw_input_error(
+                pre.path(), pre.name,
+                fmt::format("dtype differs from the model's (expected {}, found {}): rewind copies "
+                            "bytes",
+                            dtype_name(cpt.dtype), dtype_name(pre.dtype)));
+        std::memcpy(out.data(), cpt.bytes().data(), out.size());
+        if (!t.role.layer) return;
+        const int layer = *t.role.layer;
+        const auto es = static_cast<std::int64_t>(dtype_size(cpt.dtype));
+        const std::int64_t cols = stored_cols(cpt);
+        const auto src = pre.bytes();
+        for (const auto& hb : model::head_blocks(*t.schema, cpt, t.role.role)) {
+            if (!common.selection.selects_role(hb.proj)) continue;
+            const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
+            if (!(kv_block ? set.has_kv(layer, hb.head) : set.has_q(layer, hb.head))) continue;
+            const auto& b = hb.block;  // stored coordinates
+            for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r) {
+                const auto off = static_cast<std::size_t>((r * cols + b.col0) * es);
+                std::memcpy(out.data() + off, src.data() + off, static_cast<std::size_t>(b.cols * es));
+            }
+        }
+    };
+    return run_edit(out_dir, job);
+}
+
+}  // namespace diffract::edit

@@ -1,0 +1,18 @@
+// Built without MPI: one rank.
+#include <cstdlib>
+
+#include "diffract/core/distributed.hpp"
+
+namespace diffract {
+
+void distributed_init(int*, char***) {}
+void distributed_finalize() {}
+void distributed_abort(int code) { std::exit(code); }
+const Distributed& distributed() {
+    static const Distributed single;
+    return single;
+}
+void broadcast_bytes(std::string&) {}
+std::vector<std::string> gather_bytes(const std::string& mine) { return {mine}; }
+
+}  // namespace diffract

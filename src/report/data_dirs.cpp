@@ -1,0 +1,185 @@
+// Loading result directories: metrics.csv, compare.csv, heads.csv (analyze, compare) and
+// curve.csv + summary.json (sweep; read defensively: unknown columns ignored, missing ones noted).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "diffract/core/error.hpp"
+#include "diffract/report/csv.hpp"
+#include "diffract/report/data.hpp"
+
+namespace diffract::report {
+namespace fs = std::filesystem;
+namespace {
+
+const std::set<std::string> kIdentity{"model", "base", "tensor", "layer", "role", "head", "rows", "cols"};
+
+int require(const CsvTable& t, const std::string& name) {
+    const int c = t.column(name);
+    if (c < 0) throw InputError(fmt::format("{}:1: missing column '{}'", t.source, name));
+    return c;
+}
+
+// metrics.csv and compare.csv: identity columns, then numeric fields.
+std::vector<Record> read_records(const std::string& path, ReportData& data) {
+    const auto t = read_csv(path);
+    const int model = require(t, "model"), tensor = require(t, "tensor");
+    const int layer = t.column("layer"), role = t.column("role"), head = t.column("head"),
+              base = t.column("base");
+    std::vector<std::pair<std::string, int>> fields;
+    for (std::size_t c = 0; c < t.header.size(); ++c)
+        if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
+    std::vector<Record> out;
+    for (std::size_t r = 0; r < t.rows.size(); ++r) {
+        Record rec;
+        rec.model = t.cell(r, model);
+        rec.tensor = t.cell(r, tensor);
+        if (base >= 0) rec.base = t.cell(r, base);
+        if (role >= 0) rec.role = t.cell(r, role);
+        if (layer >= 0) rec.layer = t.integer(r, layer);
+        if (head >= 0) rec.head = t.integer(r, head);
+        for (const auto& [name, c] : fields) rec.values[name] = t.number(r, c);
+        data.add_model(rec.model);
+        out.push_back(std::move(rec));
+    }
+    return out;
+}
+
+void read_heads(const std::string& path, ReportData& data) {
+    const auto t = read_csv(path);
+    const int model = require(t, "model"), layer = require(t, "layer"), head = require(t, "head");
+    const int reference = t.column("reference"), norm = require(t, "update_norm");
+    const int ref_norm = t.column("ref_update_norm"), importance = t.column("importance"),
+              agreement = t.column("agreement");
+    const auto num = [&](std::size_t r, int c) {
+        return c < 0 ? std::numeric_limits<double>::quiet_NaN() : t.number(r, c);
+    };
+    for (std::size_t r = 0; r < t.rows.size(); ++r) {
+        HeadScore h;
+        h.model = t.cell(r, model);
+        if (reference >= 0) h.reference = t.cell(r, reference);
+        const auto l = t.integer(r, layer), hd = t.integer(r, head);
+        if (!l || !hd) throw InputError(fmt::format("{}:{}: empty layer or head", path, t.lines[r]));
+        h.layer = *l;
+        h.head = *hd;
+        h.update_norm = num(r, norm);
+        h.ref_update_norm = num(r, ref_norm);
+        h.importance = num(r, importance);
+        h.agreement = num(r, agreement);
+        data.add_model(h.model);
+        data.heads.push_back(std::move(h));
+    }
+}
+
+nlohmann::json read_summary(const fs::path& path, ReportData& data) {
+    if (!fs::exists(path)) return nlohmann::json::object();
+    std::ifstream in(path);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        data.notes.push_back(fmt::format("{}: not a JSON object; ignored", path.string()));
+        return nlohmann::json::object();
+    }
+    return j;
+}
+
+// The sweep's kind: summary.json's "kind"/"sweep"/"mode"/"command", else the directory's name.
+std::string sweep_kind(const nlohmann::json& summary, const std::string& dir_name) {
+    std::string s;
+    for (const char* key : {"kind", "sweep", "mode", "command"})
+        if (summary.contains(key) && summary[key].is_string()) {
+            s = summary[key].get<std::string>();
+            break;
+        }
+    if (s.empty()) s = dir_name;
+    if (s.find("rewind-each") != std::string::npos || s.find("rewind_each") != std::string::npos)
+        return "rewind-each";
+    if (s.find("rewind") != std::string::npos) return "rewind";
+    if (s.find("trunc") != std::string::npos) return "truncate";
+    if (s.find("interp") != std::string::npos) return "interpolate";
+    return "sweep";
+}
+
+std::optional<double> sweep_baseline(const nlohmann::json& summary) {
+    for (const char* key : {"baseline", "base_score", "full_score", "score_full", "unedited_score"})
+        if (summary.contains(key) && summary[key].is_number()) return summary[key].get<double>();
+    return std::nullopt;
+}
+
+void read_sweep(const fs::path& dir, ReportData& data) {
+    const auto csv = (dir / "curve.csv").string();
+    const auto t = read_csv(csv);
+    const auto summary = read_summary(dir / "summary.json", data);
+    const int x = t.column("x"), order = t.column("order"), seed = t.column("seed");
+    Sweep s;
+    s.source = csv;
+    s.name = fs::absolute(dir).lexically_normal().filename().string();
+    if (s.name.empty()) s.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+    s.kind = sweep_kind(summary, s.name);
+    s.baseline = sweep_baseline(summary);
+    std::vector<int> score_cols;
+    for (std::size_t c = 0; c < t.header.size(); ++c)
+        if (t.header[c].rfind("score", 0) == 0) {
+            s.score_columns.push_back(t.header[c]);
+            score_cols.push_back(static_cast<int>(c));
+        }
+    if (x < 0 || score_cols.empty()) {
+        data.notes.push_back(fmt::format("{}: no 'x' or 'score' column; sweep skipped", csv));
+        return;
+    }
+    for (std::size_t r = 0; r < t.rows.size(); ++r) {
+        SweepPoint p;
+        p.order = order >= 0 ? t.cell(r, order) : "";
+        p.seed = seed >= 0 ? static_cast<long long>(t.number(r, seed)) : 0;
+        p.x = t.number(r, x);
+        for (int c : score_cols) p.scores.push_back(t.number(r, c));
+        s.points.push_back(std::move(p));
+    }
+    data.sweeps.push_back(std::move(s));
+}
+
+}  // namespace
+
+double Record::value(const std::string& field) const {
+    const auto it = values.find(field);
+    return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+}
+
+void ReportData::add_model(const std::string& name) {
+    if (!name.empty() && std::find(models.begin(), models.end(), name) == models.end())
+        models.push_back(name);
+}
+
+void load_result_dir(const std::string& dir, ReportData& data) {
+    const fs::path d(dir);
+    if (!fs::is_directory(d))
+        throw InputError(fmt::format("{}: not a directory (expected a result directory or a store)", dir));
+    bool any = false;
+    if (fs::exists(d / "metrics.csv")) {
+        auto rows = read_records((d / "metrics.csv").string(), data);
+        data.metrics.insert(data.metrics.end(), rows.begin(), rows.end());
+        any = true;
+    }
+    if (fs::exists(d / "compare.csv")) {
+        auto rows = read_records((d / "compare.csv").string(), data);
+        data.compare.insert(data.compare.end(), rows.begin(), rows.end());
+        any = true;
+    }
+    if (fs::exists(d / "heads.csv")) {
+        read_heads((d / "heads.csv").string(), data);
+        any = true;
+    }
+    if (fs::exists(d / "curve.csv")) {
+        read_sweep(d, data);
+        any = true;
+    }
+    if (!any)
+        throw InputError(
+            fmt::format("{}: no metrics.csv, compare.csv, heads.csv or curve.csv in this directory", dir));
+}
+
+}  // namespace diffract::report

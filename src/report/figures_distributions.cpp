@@ -1,0 +1,92 @@
+// Distributions across matrices: box plots of a metric per role across models (or checkpoints) with
+// jittered points, and the scatter of two metrics coloured by role and by model.
+#include <fmt/format.h>
+
+#include "figure_util_impl.hpp"
+
+namespace diffract::report {
+
+// Box plots of `field`: one panel per role, one box per entry of `categories` (models, in order).
+Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vector<std::string>& categories,
+                  const std::string& id, const std::string& x_label) {
+    const auto records = records_with(ctx, field);
+    const auto roles = roles_of(ctx, records);
+    const double panel_w = std::clamp(60.0 * static_cast<double>(categories.size()), 220.0, 420.0);
+    const auto layout = grid_layout(static_cast<int>(roles.size()), 3, panel_w, 210, 0);
+    Svg svg(layout.width(), layout.height(), "figure", "box plots of " + field);
+    for (std::size_t i = 0; i < roles.size(); ++i) {
+        std::vector<std::vector<double>> values(categories.size());
+        std::vector<std::vector<std::string>> tips(categories.size());
+        Axis x{x_label, {}, false, categories, false}, y{metric_label(field), {}, false, {}, false};
+        for (std::size_t c = 0; c < categories.size(); ++c) {
+            whole_values(records, categories[c], roles[i], field, values[c], tips[c]);
+            y.range.add(values[c]);
+        }
+        const auto p = draw_axes(svg, layout.frame(static_cast<int>(i)), roles[i], x, y);
+        for (std::size_t c = 0; c < categories.size(); ++c)
+            draw_box(svg, p, static_cast<double>(c), values[c], ctx.colours(categories[c]), tips[c]);
+    }
+    return {id, fmt::format("{} per role and {}", field, x_label),
+            fmt::format(
+                "{} of every whole matrix (one point per layer, jittered), one panel per role, one box per "
+                "{}: quartiles, median (thick line) and 1.5 IQR whiskers. Hover a point for its tensor.",
+                metric_label(field), x_label),
+            svg.str()};
+}
+
+void add_role_boxes(FigureContext& ctx, std::vector<Figure>& out) {
+    for (const auto& field : ctx.config.metrics) {
+        if (records_with(ctx, field).empty()) {
+            ctx.notes.push_back(fmt::format("box plots of {}: no rows with this field", field));
+            continue;
+        }
+        out.push_back(role_boxes(ctx, field, ctx.models, figure_id("boxes", field), "model"));
+    }
+}
+
+void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
+    const auto& fx = ctx.config.scatter.at(0);
+    const auto& fy = ctx.config.scatter.at(1);
+    std::vector<const Record*> points;
+    for (const auto* r : records_with(ctx, fx))
+        if (!r->head && r->values.count(fy)) points.push_back(r);
+    if (points.empty()) {
+        ctx.notes.push_back(fmt::format("scatter of {} and {}: no matrix has both fields", fx, fy));
+        return;
+    }
+    Axis x{metric_label(fx), {}, false, {}, false}, y{metric_label(fy), {}, false, {}, false};
+    for (const auto* r : points) {
+        x.range.add(r->value(fx));
+        y.range.add(r->value(fy));
+    }
+    const auto layout = grid_layout(2, 2, 340, 260, 150);
+    Svg svg(layout.width(), layout.height(), "figure", "scatter");
+    ColourAssigner role_colours(ctx.config.colours);
+    std::vector<LegendEntry> roles, models;
+    for (int panel = 0; panel < 2; ++panel) {
+        const bool by_role = panel == 0;
+        const auto p =
+            draw_axes(svg, layout.frame(panel), by_role ? "coloured by role" : "coloured by model", x, y);
+        for (const auto* r : points) {
+            const auto& colour = by_role ? role_colours(r->role) : ctx.colours(r->model);
+            auto& legend = by_role ? roles : models;
+            const auto& key = by_role ? r->role : r->model;
+            if (std::none_of(legend.begin(), legend.end(), [&](const auto& e) { return e.label == key; }))
+                legend.push_back({key, colour, LegendMark::point});
+            draw_point(svg, p, {r->value(fx), r->value(fy)}, colour, 3,
+                       fmt::format("{} · {}: {} {:.4g}, {} {:.4g}", r->model, r->tensor, fx, r->value(fx), fy,
+                                   r->value(fy)),
+                       0.7);
+        }
+    }
+    const double ly = draw_legend(svg, layout.legend_x(), layout.margin_top + 4, roles, "role");
+    draw_legend(svg, layout.legend_x(), ly + 10, models, "model");
+    out.push_back(
+        {figure_id("scatter", fx + "-" + fy), fmt::format("{} against {}", fy, fx),
+         fmt::format("Every whole matrix as a point: {} (x) against {} (y); left coloured by role, right "
+                     "by model. Hover a point for its tensor.",
+                     metric_label(fx), metric_label(fy)),
+         svg.str()});
+}
+
+}  // namespace diffract::report

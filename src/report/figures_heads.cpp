@@ -1,0 +1,163 @@
+// Per-head heatmaps (layers × heads): singular-vector agreement with the base (compare.csv head rows of
+// one role) and update norms (heads.csv), one panel per model, plus difference panels (model minus
+// reference) on a diverging scale.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "figure_util_impl.hpp"
+
+namespace diffract::report {
+namespace {
+
+using Grid = std::map<std::pair<int, int>, double>;  // (layer, head) → value
+
+struct HeatPanel {
+    std::string title;
+    Grid cells;
+    bool difference = false;
+};
+
+Grid subtract(const Grid& a, const Grid& b) {
+    Grid out;
+    for (const auto& [k, v] : a)
+        if (auto it = b.find(k); it != b.end()) out[k] = v - it->second;
+    return out;
+}
+
+Figure heatmap_figure(const std::string& id, const std::string& title, const std::string& caption,
+                      const std::string& value_label, const std::vector<HeatPanel>& panels) {
+    std::set<int> layers, heads;
+    Range seq, div;
+    for (const auto& hp : panels)
+        for (const auto& [k, v] : hp.cells) {
+            layers.insert(k.first);
+            heads.insert(k.second);
+            (hp.difference ? div : seq).add(v);
+        }
+    const std::vector<int> layer_list(layers.begin(), layers.end()), head_list(heads.begin(), heads.end());
+    const double pw = std::clamp(18.0 * static_cast<double>(head_list.size()), 150.0, 280.0);
+    const double ph = std::clamp(16.0 * static_cast<double>(layer_list.size()), 130.0, 300.0);
+    // Models on the first row, difference panels below them.
+    const auto n_plain =
+        std::count_if(panels.begin(), panels.end(), [](const auto& hp) { return !hp.difference; });
+    const auto layout = grid_layout(static_cast<int>(panels.size()),
+                                    static_cast<int>(std::max<long>(n_plain, 1)), pw, ph, 110);
+    Svg svg(layout.width(), layout.height(), "figure", title);
+    const auto seq_map = make_colour_map(ColourMapKind::sequential, seq.lo, seq.hi);
+    const auto div_map = make_colour_map(ColourMapKind::diverging, div.lo, div.hi);
+    for (std::size_t i = 0; i < panels.size(); ++i) {
+        const auto& hp = panels[i];
+        Axis x{"head", {}, false, {}, false}, y{"layer", {}, false, {}, false};
+        for (int h : head_list) x.categories.push_back(std::to_string(h));
+        for (int l : layer_list) y.categories.push_back(std::to_string(l));
+        const auto p = draw_axes(svg, layout.frame(static_cast<int>(i)), hp.title, x, y);
+        std::vector<std::vector<double>> cells(layer_list.size(), std::vector<double>(head_list.size(), NAN));
+        for (std::size_t r = 0; r < layer_list.size(); ++r)
+            for (std::size_t c = 0; c < head_list.size(); ++c)
+                if (auto it = hp.cells.find({layer_list[r], head_list[c]}); it != hp.cells.end())
+                    cells[r][c] = it->second;
+        draw_heatmap(svg, p, cells, hp.difference ? div_map : seq_map, [&](int r, int c) {
+            return fmt::format("{} · layer {}, head {}: {:.4g}", hp.title,
+                               layer_list[static_cast<std::size_t>(r)],
+                               head_list[static_cast<std::size_t>(c)],
+                               cells[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
+        });
+    }
+    const bool has_div = !div.empty();
+    const double bar_h = has_div ? layout.panel_h * 0.38 : layout.panel_h;
+    const double bx = layout.width() - layout.legend_w + 8;
+    if (!seq.empty()) draw_colour_bar(svg, bx, layout.margin_top, bar_h, seq_map, value_label);
+    if (has_div)
+        draw_colour_bar(svg, bx, layout.margin_top + layout.panel_h - bar_h, bar_h, div_map, "difference");
+    return {id, title, caption, svg.str()};
+}
+
+// Compared models, with the reference last (the difference panels subtract it).
+std::string reference_of(const FigureContext& ctx) {
+    if (!ctx.config.reference.empty()) return ctx.config.reference;
+    for (const auto& h : ctx.data.heads)
+        if (!h.reference.empty()) return h.reference;
+    return "";
+}
+
+void agreement_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
+    const auto& role = ctx.config.heatmap_role;
+    const auto& field = ctx.config.agreement_field;
+    std::map<std::string, Grid> grids;
+    for (const auto& r : ctx.data.compare)
+        if (r.head && r.layer && r.role == role && ctx.model_selected(r.model) && r.values.count(field) &&
+            (ctx.selection.layers.empty() || ctx.selection.layers.count(*r.layer)))
+            grids[r.model][{*r.layer, *r.head}] = r.value(field);
+    if (grids.empty()) {
+        ctx.notes.push_back(
+            fmt::format("agreement heatmap: no compare.csv head rows of {} with {}", role, field));
+        return;
+    }
+    const auto ref = reference_of(ctx);
+    std::vector<HeatPanel> panels;
+    for (const auto& m : ctx.models)
+        if (grids.count(m)) panels.push_back({m, grids[m], false});
+    if (grids.count(ref))
+        for (const auto& m : ctx.models)
+            if (m != ref && grids.count(m))
+                panels.push_back({m + " − " + ref, subtract(grids[m], grids[ref]), true});
+    out.push_back(heatmap_figure(
+        figure_id("heads-agreement", role), fmt::format("Per-head agreement with the base ({})", role),
+        fmt::format(
+            "{} of each {} head block with the base model's, per layer (rows) and head (columns); lower "
+            "means a larger rotation of the singular vectors. {} Hover a cell for layer, head and value.",
+            metric_label(field), role,
+            grids.count(ref) ? fmt::format("Difference panels: model minus the reference {} (blue: the "
+                                           "model rotated more; red: the reference did).",
+                                           ref)
+                             : "No reference model: no difference panel."),
+        "agreement", panels));
+}
+
+void update_norm_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
+    std::map<std::string, Grid> norms, importance;
+    Grid ref_norms;
+    std::string ref;
+    for (const auto& h : ctx.data.heads) {
+        if (!ctx.model_selected(h.model) ||
+            (!ctx.selection.layers.empty() && !ctx.selection.layers.count(h.layer)))
+            continue;
+        norms[h.model][{h.layer, h.head}] = h.update_norm;
+        importance[h.model][{h.layer, h.head}] = h.importance;
+        if (!h.reference.empty() && std::isfinite(h.ref_update_norm)) {
+            ref = h.reference;
+            ref_norms[{h.layer, h.head}] = h.ref_update_norm;
+        }
+    }
+    if (norms.empty()) {
+        ctx.notes.push_back("update-norm heatmap: no heads.csv (run `diffract compare`)");
+        return;
+    }
+    std::vector<HeatPanel> panels;
+    for (const auto& m : ctx.models)
+        if (norms.count(m)) panels.push_back({m, norms[m], false});
+    if (!ref_norms.empty() && !norms.count(ref)) panels.push_back({ref + " (reference)", ref_norms, false});
+    if (!ref.empty())
+        for (const auto& m : ctx.models)
+            if (importance.count(m)) panels.push_back({m + " − " + ref + " (scaled)", importance[m], true});
+    out.push_back(heatmap_figure(
+        "heads-update-norm", "Per-head update norms",
+        "Frobenius norm of each head's update ‖W − W_base‖_F over its Q, K, V and O blocks, per layer (rows) "
+        "and head "
+        "(columns). Difference panels: the importance score, min–max-scaled norm of the model minus that of "
+        "the "
+        "reference (red: the head changed more for this domain). Hover a cell for layer, head and value.",
+        "‖ΔW‖_F", panels));
+}
+
+}  // namespace
+
+void add_head_heatmaps(FigureContext& ctx, std::vector<Figure>& out) {
+    agreement_heatmap(ctx, out);
+    update_norm_heatmap(ctx, out);
+}
+
+}  // namespace diffract::report

@@ -1,0 +1,126 @@
+// Orchestration of `diffract report`: load the inputs, draw the figures, write the page or the files.
+#include "diffract/report/report.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/report/data.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::report {
+namespace fs = std::filesystem;
+namespace {
+
+// The first rsvg-convert on PATH, or "".
+std::string find_rsvg_convert() {
+    const char* path = std::getenv("PATH");
+    std::stringstream ss(path ? path : "");
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+        const auto candidate = fs::path(dir.empty() ? "." : dir) / "rsvg-convert";
+        if (fs::is_regular_file(candidate)) return candidate.string();
+    }
+    return "";
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+ReportData load_inputs(const ReportOptions& o) {
+    ReportData data;
+    std::string store = o.store;
+    bool dirs = false;
+    for (const auto& in : o.inputs) {
+        if (fs::is_regular_file(in)) {
+            if (!store.empty() && store != in)
+                throw InputError(fmt::format("{}: a second store (already given: {})", in, store));
+            store = in;
+        } else {
+            load_result_dir(in, data);
+            dirs = true;
+        }
+    }
+    if (!store.empty()) {
+        load_store(store, data, !dirs);
+    } else if (fs::is_regular_file(store::kDefaultStorePath)) {
+        load_store(store::kDefaultStorePath, data, false);
+    }
+    return data;
+}
+
+void write_figure_files(const std::vector<Figure>& figures, const ReportOptions& o, ReportSummary& summary) {
+    const std::string rsvg = o.format == OutputFormat::png ? find_rsvg_convert() : "";
+    if (o.format == OutputFormat::png && rsvg.empty())
+        throw InputError(
+            "--format png: rsvg-convert not found on PATH (install librsvg2-bin, or use --format svg)");
+    fs::create_directories(o.out);
+    for (const auto& f : figures) {
+        const auto svg_path = (fs::path(o.out) / (f.id + ".svg")).string();
+        const std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + f.svg;
+        if (o.format == OutputFormat::svg) {
+            write_file_atomically(svg_path, doc);
+            summary.written.push_back(svg_path);
+            continue;
+        }
+        const auto png_path = (fs::path(o.out) / (f.id + ".png")).string();
+        const auto tmp_svg = png_path + ".tmp.svg", tmp_png = png_path + ".tmp";
+        write_file_atomically(tmp_svg, doc);
+        const auto cmd = fmt::format("{} -f png -z 2 -b white -o {} {}", shell_quote(rsvg),
+                                     shell_quote(tmp_png), shell_quote(tmp_svg));
+        const int rc = std::system(cmd.c_str());
+        fs::remove(tmp_svg);
+        if (rc != 0) {
+            fs::remove(tmp_png);
+            throw std::runtime_error(fmt::format("{}: rsvg-convert failed (status {})", png_path, rc));
+        }
+        fs::rename(tmp_png, png_path);
+        summary.written.push_back(png_path);
+    }
+}
+
+}  // namespace
+
+OutputFormat parse_output_format(const std::string& s) {
+    if (s == "html") return OutputFormat::html;
+    if (s == "svg") return OutputFormat::svg;
+    if (s == "png") return OutputFormat::png;
+    throw InputError(fmt::format("--format: expected html, svg or png, found '{}'", s));
+}
+
+ReportSummary write_report(const ReportOptions& o) {
+    if (o.inputs.empty()) throw InputError("report: no input (give result directories or a store)");
+    if (o.config.metrics.empty()) throw InputError("--metric: no metric given");
+    if (o.config.scatter.size() != 2)
+        throw InputError("--scatter: expected two metrics, e.g. pl_alpha,stable_rank");
+    const auto data = load_inputs(o);
+    FigureContext ctx(data, o.config);
+    for (const auto& m : o.config.models)
+        if (std::find(data.models.begin(), data.models.end(), m) == data.models.end())
+            throw InputError(fmt::format("--models: no results for model '{}' in the inputs", m));
+    ctx.notes.insert(ctx.notes.begin(), data.notes.begin(), data.notes.end());
+    const auto figures = build_figures(ctx);
+    ReportSummary summary;
+    summary.figures = figures.size();
+    summary.notes = ctx.notes;
+    if (o.format == OutputFormat::html) {
+        if (fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
+        std::vector<std::string> inputs = o.inputs;
+        if (!o.store.empty()) inputs.push_back(o.store);
+        write_file_atomically(o.out, render_html(figures, ctx.notes, inputs, o.config.title));
+        summary.written.push_back(o.out);
+    } else {
+        write_figure_files(figures, o, summary);
+    }
+    return summary;
+}
+
+}  // namespace diffract::report

@@ -1,0 +1,140 @@
+// The four sweeps: rewind (orderings × fractions), rewind-each (one head at a time), truncate, interpolate.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/sweep/sweep.hpp"
+
+namespace diffract::sweep {
+namespace {
+
+std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv) {
+    std::sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) {
+        return std::pair(a.layer, a.head) < std::pair(b.layer, b.head);
+    });
+    std::string s = kv == edit::KvPolicy::all ? "rewind/kv=all:" : "rewind/kv=any:";
+    for (const auto& h : heads) s += fmt::format("{}.{},", h.layer, h.head);
+    return s;
+}
+
+std::string x_label(double x) { return analysis::format_value(x); }
+
+}  // namespace
+
+void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
+    const auto base = formats::open_checkpoint(w.base);
+    const auto model = formats::open_checkpoint(w.model);
+    const auto scores = edit::head_scores(w.base, w.model, w.reference, w.run);
+    std::vector<Candidate> candidates;
+    for (const auto order : w.orders) {
+        const bool random = order == analysis::HeadOrder::random;
+        for (int i = 0; i < (random ? w.seeds : 1); ++i) {
+            analysis::HeadRankOptions ranking{w.scope, order,
+                                              random ? w.first_seed + static_cast<std::uint64_t>(i) : 0};
+            for (double x : w.fractions) {
+                auto heads = edit::lowest_heads(scores, ranking, x);
+                Candidate c;
+                c.order = std::string(analysis::head_order_name(order));
+                c.seed = ranking.seed;
+                c.x = x;
+                c.label = fmt::format("{}_s{}_x{}", c.order, c.seed, x_label(x));
+                c.content = heads_content(heads, w.kv);
+                c.build = [&base, &model, &w, heads](const std::string& dir) {
+                    edit::rewind(dir, base, model, heads, w.kv, w.common);
+                };
+                candidates.push_back(std::move(c));
+            }
+        }
+    }
+    write_outputs(config, "rewind", run_candidates(config, candidates));
+}
+
+void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
+    const auto base = formats::open_checkpoint(w.base);
+    const auto model = formats::open_checkpoint(w.model);
+    const auto scores = edit::head_scores(w.base, w.model, w.reference, w.run);
+    std::vector<Candidate> candidates;
+    auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
+        Candidate c;
+        c.order = heads.empty() ? "unedited" : "each";
+        c.x = x;
+        c.label = label;
+        c.content = heads_content(heads, w.kv);
+        c.build = [&base, &model, &w, heads](const std::string& dir) {
+            edit::rewind(dir, base, model, heads, w.kv, w.common);
+        };
+        candidates.push_back(std::move(c));
+    };
+    add({}, "unedited", 0);
+    std::vector<std::pair<int, int>> heads;
+    for (const auto& s : scores) heads.emplace_back(s.layer, s.head);
+    std::sort(heads.begin(), heads.end());
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+        edit::RewindHead h{heads[i].first, heads[i].second, {}};
+        h.ranked.layer = h.layer, h.ranked.head = h.head;
+        add({h}, fmt::format("L{}_H{}", h.layer, h.head), static_cast<double>(i));
+    }
+    const auto records = run_candidates(config, candidates);
+    const double unedited = records[0].curve_score();
+    std::vector<std::size_t> order(heads.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return records[a + 1].curve_score() > records[b + 1].curve_score();
+    });
+    std::vector<int> greedy(heads.size());
+    for (std::size_t r = 0; r < order.size(); ++r) greedy[order[r]] = static_cast<int>(r);
+    std::string csv = "layer,head,score,delta,greedy_rank\n";
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+        const double s = records[i + 1].curve_score();
+        csv += fmt::format("{},{},{},{},{}\n", heads[i].first, heads[i].second, analysis::format_value(s),
+                           analysis::format_value(s - unedited), greedy[i]);
+    }
+    const std::filesystem::path dir(config.out_dir);
+    write_file_atomically((dir / "heads_effect.csv").string(), csv);
+    nlohmann::ordered_json summary{
+        {"sweep", "rewind-each"}, {"unedited_score", unedited}, {"heads", heads.size()}};
+    write_file_atomically((dir / "summary.json").string(), summary.dump(2) + "\n");
+    if (!config.quiet)
+        fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
+                   config.out_dir);
+}
+
+void sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
+    const auto base = formats::open_checkpoint(w.base);
+    const auto model = formats::open_checkpoint(w.model);
+    std::vector<Candidate> candidates;
+    for (double x : w.keeps) {
+        Candidate c;
+        c.order = "keep";
+        c.x = x;
+        c.label = "keep_" + x_label(x);
+        c.content = "truncate/keep=" + x_label(x);
+        c.build = [&base, &model, &w, x](const std::string& dir) {
+            edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
+        };
+        candidates.push_back(std::move(c));
+    }
+    write_outputs(config, "truncate", run_candidates(config, candidates));
+}
+
+void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
+    const auto a = formats::open_checkpoint(w.a);
+    const auto b = formats::open_checkpoint(w.b);
+    std::vector<Candidate> candidates;
+    for (double x : w.omegas) {
+        Candidate c;
+        c.order = "omega";
+        c.x = x;
+        c.label = "omega_" + x_label(x);
+        c.content = "interpolate/omega=" + x_label(x);
+        c.build = [&a, &b, &w, x](const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); };
+        candidates.push_back(std::move(c));
+    }
+    write_outputs(config, "interpolate", run_candidates(config, candidates));
+}
+
+}  // namespace diffract::sweep

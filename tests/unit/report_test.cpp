@@ -1,0 +1,136 @@
+// The report's building blocks: SVG well-formedness, CSV parsing and its errors, step parsing from
+// checkpoint names, colour mapping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "diffract/core/error.hpp"
+#include "diffract/report/csv.hpp"
+#include "diffract/report/palette.hpp"
+#include "diffract/report/plot.hpp"
+#include "diffract/report/series.hpp"
+#include "diffract/report/svg.hpp"
+
+namespace diffract::report {
+namespace {
+
+std::size_t count(const std::string& s, const std::string& what) {
+    std::size_t n = 0;
+    for (auto pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) ++n;
+    return n;
+}
+
+TEST(ReportSvg, EscapesAndBalancesElements) {
+    Svg svg(200, 100, "figure", "a <b> & \"c\"");
+    svg.rect(0, 0, 10, 10, "red", "layer 1, head <2>");
+    svg.text(5, 5, "x < y & z");
+    svg.begin_group({{"class", "g"}});
+    svg.circle(1, 2, 3, "blue");
+    svg.end_group();
+    const auto s = svg.str();
+    EXPECT_EQ(s.rfind("<svg class=\"figure\"", 0), 0u);
+    EXPECT_NE(s.find("<title>layer 1, head &lt;2&gt;</title>"), std::string::npos);
+    EXPECT_NE(s.find("x &lt; y &amp; z"), std::string::npos);
+    EXPECT_EQ(s.find("<b>"), std::string::npos);
+    EXPECT_EQ(count(s, "<g"), count(s, "</g>"));
+    EXPECT_EQ(count(s, "<svg"), count(s, "</svg>"));
+    EXPECT_EQ(count(s, "<title>"), count(s, "</title>"));
+}
+
+TEST(ReportSvg, NumbersAreCompact) {
+    EXPECT_EQ(svg_num(1.0), "1");
+    EXPECT_EQ(svg_num(1.239), "1.24");
+    EXPECT_EQ(svg_num(-0.001), "0");
+    EXPECT_EQ(svg_num(NAN), "0");
+}
+
+TEST(ReportPlot, TicksAndScales) {
+    const auto t = nice_ticks(0, 1, 5);
+    ASSERT_FALSE(t.empty());
+    EXPECT_DOUBLE_EQ(t.front(), 0);
+    EXPECT_DOUBLE_EQ(t.back(), 1);
+    EXPECT_EQ(log_ticks(1e-3, 10).size(), 5u);
+    Scale lin{0, 10, 100, 200};
+    EXPECT_DOUBLE_EQ(lin(5), 150);
+    Scale lg{1, 100, 0, 2, true};
+    EXPECT_DOUBLE_EQ(lg(10), 1);
+    EXPECT_EQ(tick_label(0.25, 0.05), "0.25");
+    EXPECT_EQ(tick_label(3, 1), "3");
+}
+
+TEST(ReportSeries, StepsFromNames) {
+    EXPECT_EQ(parse_step("step1000")->value, 1000);
+    EXPECT_EQ(parse_step("step1000")->unit, "step");
+    EXPECT_EQ(parse_step("stage1-step2000-tokens4B")->value, 2000);
+    EXPECT_EQ(parse_step("checkpoint-500")->value, 500);
+    const auto tok = parse_step("olmo-tokens4B");
+    ASSERT_TRUE(tok);
+    EXPECT_EQ(tok->unit, "tokens");
+    EXPECT_DOUBLE_EQ(tok->value, 4e9);
+    EXPECT_DOUBLE_EQ(parse_step("pretrain-4T")->value, 4e12);
+    EXPECT_FALSE(parse_step("math"));
+    EXPECT_FALSE(parse_step("stage1"));
+}
+
+TEST(ReportSeries, OrdersByStepOrKeepsInputOrder) {
+    const auto s = order_series({"run-step300", "run-step20", "run-step1000"});
+    EXPECT_TRUE(s.from_names);
+    EXPECT_EQ(s.models, (std::vector<std::string>{"run-step20", "run-step300", "run-step1000"}));
+    EXPECT_EQ(s.x, (std::vector<double>{20, 300, 1000}));
+    const auto kept = order_series({"b", "a-step5"});
+    EXPECT_FALSE(kept.from_names);
+    EXPECT_EQ(kept.models, (std::vector<std::string>{"b", "a-step5"}));
+    EXPECT_EQ(kept.x, (std::vector<double>{0, 1}));
+}
+
+TEST(ReportPalette, StableAssignmentsAndOverrides) {
+    ColourAssigner c(std::map<std::string, std::string>{{"text", "#123456"}});
+    const auto math = c("math");
+    EXPECT_EQ(c("text"), "#123456");
+    EXPECT_EQ(c("code"), palette_colour(1));
+    EXPECT_EQ(c("math"), math);
+    EXPECT_THROW(check_colour("#12", "--colours"), InputError);
+    EXPECT_NO_THROW(check_colour("teal", "--colours"));
+    EXPECT_NO_THROW(check_colour("#a0b1c2", "--colours"));
+}
+
+TEST(ReportPalette, ColourMaps) {
+    const auto seq = make_colour_map(ColourMapKind::sequential, 0, 1);
+    EXPECT_EQ(seq.at(0), "#440154");
+    EXPECT_EQ(seq.at(1), "#fde725");
+    EXPECT_EQ(seq.at(NAN), "#dddddd");
+    const auto div = make_colour_map(ColourMapKind::diverging, -0.2, 0.5);
+    EXPECT_DOUBLE_EQ(div.lo, -0.5);
+    EXPECT_DOUBLE_EQ(div.hi, 0.5);
+    EXPECT_EQ(div.at(0), "#f7f7f7");
+    EXPECT_EQ(div.at(-0.5), "#2166ac");
+}
+
+TEST(ReportCsv, QuotingAndErrors) {
+    const auto t = parse_csv("model,tensor,x\n\"a,b\",\"say \"\"hi\"\"\",1.5\nc,d,nan\n", "t.csv");
+    ASSERT_EQ(t.rows.size(), 2u);
+    EXPECT_EQ(t.rows[0][0], "a,b");
+    EXPECT_EQ(t.rows[0][1], "say \"hi\"");
+    EXPECT_DOUBLE_EQ(t.number(0, t.column("x")), 1.5);
+    EXPECT_TRUE(std::isnan(t.number(1, 2)));
+    EXPECT_EQ(t.column("nope"), -1);
+    try {
+        parse_csv("a,b\n1,2\n3\n", "bad.csv");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), "bad.csv:3: expected 2 columns (as the header), found 1");
+    }
+    const auto bad = parse_csv("a\nxyz\n", "n.csv");
+    try {
+        (void)bad.number(0, 0);
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), "n.csv:2: column 'a': expected a number, found 'xyz'");
+    }
+    EXPECT_THROW(parse_csv("a\n\"open\n", "q.csv"), InputError);
+}
+
+}  // namespace
+}  // namespace diffract::report
