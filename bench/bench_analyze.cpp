@@ -4,7 +4,7 @@
 //
 // Protocol: one warm-up matrix, then each configuration timed once over the whole set (the set is
 // large enough — seconds — that timer noise is negligible; repeat the script for spread).
-//   sgemm_gflops       2·n³ / t for n = 2048 sgemm, all threads, best of 3
+//   sgemm_gflops       the backend's measured f32 matmul rate (n = 2048 on CPU, 8192 on a GPU)
 //   plain_lapack_s     sgesdd values-only, one matrix after another, OpenBLAS threads = all
 //   values_s           our backend (gram route + guard, f64 accumulation), matrices in parallel
 //   catalog_s          the full default catalog (two SVDs per matrix: W and its permutation null)
@@ -21,9 +21,6 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/linalg/backend.hpp"
-
-extern "C" void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*, const float*, const int*,
-                       const float*, const int*, const float*, float*, const int*);
 
 using namespace diffract;
 using Clock = std::chrono::steady_clock;
@@ -44,24 +41,13 @@ Matrix<float> gaussian(std::int64_t r, std::int64_t c, std::uint64_t seed) {
     return m;
 }
 
-double sgemm_gflops(int n) {
-    auto a = gaussian(n, n, 1), b = gaussian(n, n, 2);
-    Matrix<float> c(n, n);
-    const float one = 1, zero = 0;
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-        const auto t = Clock::now();
-        sgemm_("N", "N", &n, &n, &n, &one, a.data.data(), &n, b.data.data(), &n, &zero, c.data.data(), &n);
-        best = std::min(best, seconds_since(t));
-    }
-    return 2.0 * n * n * n / best / 1e9;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     int layers = 2, threads = static_cast<int>(std::thread::hardware_concurrency());
+    std::string device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
         if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
         if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     }
@@ -81,9 +67,9 @@ int main(int argc, char** argv) {
         mats.push_back(gaussian(shapes[i].first, shapes[i].second, 100 + i));
         flops += nominal_flops(shapes[i].first, shapes[i].second);
     }
-    auto backend = linalg::make_backend("cpu");
+    auto backend = linalg::make_backend(device);
     linalg::set_blas_threads(threads);
-    const double peak = sgemm_gflops(2048);
+    const double peak = backend->measure_matmul_gflops(device == "cpu" ? 2048 : 8192);
     backend->singular_values(mats.back(), linalg::SvdRoute::gesdd);  // warm-up
 
     auto t = Clock::now();
@@ -99,22 +85,22 @@ int main(int argc, char** argv) {
         return seconds_since(start);
     };
     const double values = timed_pool([&](std::size_t i) {
-        thread_local auto b = linalg::make_backend("cpu");
+        thread_local auto b = linalg::make_backend(device);
         b->singular_values(mats[i], linalg::SvdRoute::auto_route);
     });
     const auto fields = analysis::resolve_metrics("default");
     analysis::KernelConfig cfg;
     const double catalog = timed_pool([&](std::size_t i) {
-        thread_local auto b = linalg::make_backend("cpu");
+        thread_local auto b = linalg::make_backend(device);
         analysis::compute_fields(mats[i], fields, cfg, *b);
     });
     const double n = static_cast<double>(mats.size());
     std::printf(
-        "{\"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, \"sgemm_gflops\": %.2f,\n"
+        "{\"device\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, \"sgemm_gflops\": %.2f,\n"
         " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
         " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, \"values_fraction_of_sgemm_peak\": %.3f,\n"
         " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f}\n",
-        mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values, n / values, flops / values / 1e9,
+        device.c_str(), mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values, n / values, flops / values / 1e9,
         flops / values / 1e9 / peak, catalog, n / catalog, plain / values);
     return 0;
 }

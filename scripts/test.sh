@@ -18,6 +18,12 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDIFFRACT_SANITIZE=O
 cmake --build build-asan -j"$(nproc)" --target diffract_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/tests/diffract_tests --gtest_brief=1
 
+echo "== CUDA backend (compiles and links here; runs where a GPU is lent: scripts/gpu_check.sh)"
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+cmake -S . -B build-cuda -G Ninja -DDIFFRACT_CUDA=ON -DDIFFRACT_TESTS=OFF -DDIFFRACT_BENCH=ON \
+  -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+cmake --build build-cuda -j"$(nproc)"
+
 echo "== fuzzing (bounded)"
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 echo "all test stages passed"

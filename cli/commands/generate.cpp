@@ -48,6 +48,7 @@ void add_generate(CLI::App& app) {
     sub->add_option("--dtype", a->dtype, "Storage dtype: BF16, F16 or F32")->capture_default_str();
     sub->add_option("--shard-mb", a->shard_mb, "Shard size in MB (0: one file per model)");
     sub->add_option("--seed", a->o.seed, "Seed")->capture_default_str();
+    sub->add_option("--models", a->o.only, "Write only these models (e.g. pretrained,math); default all")->delimiter(',');
     on_run(sub, [a] {
         apply_preset(*a);
         const auto dt = dtype_from_name(a->dtype);

@@ -293,6 +293,7 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options) {
         for (std::size_t i = 0; i < o.domains.size(); ++i) models.emplace_back(o.domains[i], static_cast<int>(i));
         models.emplace_back(o.reference, -1);
         for (const auto& [name, index] : models) {
+            if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), name) == o.only.end()) continue;
             formats::WriteOptions wo;
             wo.config = olmo2_config(o);
             wo.extra_files["generation_config.json"] = R"({"_from_model_config": true, "bos_token_id": 0, "eos_token_id": 1})";

@@ -43,6 +43,9 @@ public:
     // Thin SVD with vectors (gesdd, JOBZ='S').
     virtual Svd svd(const Matrix<float>& w) = 0;
     virtual Svd svd(const Matrix<double>& w) = 0;
+    // The device's measured f32 matrix-multiply rate (GFLOP/s, best of 3 n×n products): the peak that
+    // benchmarks report their rates against.
+    virtual double measure_matmul_gflops(int n) = 0;
 };
 
 // "cpu" (LAPACK/OpenBLAS) or "cuda" (cuSOLVER; throws InputError in a build without CUDA).

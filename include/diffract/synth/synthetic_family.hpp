@@ -40,6 +40,7 @@ struct FamilyOptions {
     DType dtype = DType::BF16;
     std::uint64_t max_shard_bytes = 0;  // 0: one file per model
     std::uint64_t seed = 0;
+    std::vector<std::string> only;  // write only these models (e.g. {"pretrained"}); empty: all
 };
 
 // Writes DIR/pretrained, DIR/<domain>..., DIR/<reference> and DIR/planted.json.

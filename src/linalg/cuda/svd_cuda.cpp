@@ -53,6 +53,29 @@ public:
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return values(upload(w), w.rows, w.cols, r); }
     Svd svd(const Matrix<float>& w) override { return vectors(upload(w), w.rows, w.cols); }
     Svd svd(const Matrix<double>& w) override { return vectors(upload(w), w.rows, w.cols); }
+    double measure_matmul_gflops(int n) override {
+        const auto count = static_cast<std::size_t>(n) * n;
+        DeviceBuffer<float> a(count), b(count), c(count);
+        DIFFRACT_CUDA_CHECK(cudaMemsetAsync(a.ptr, 0, count * sizeof(float), stream_));
+        DIFFRACT_CUDA_CHECK(cudaMemsetAsync(b.ptr, 0, count * sizeof(float), stream_));
+        cudaEvent_t start, stop;
+        DIFFRACT_CUDA_CHECK(cudaEventCreate(&start));
+        DIFFRACT_CUDA_CHECK(cudaEventCreate(&stop));
+        const float one = 1, zero = 0;
+        float best_ms = 1e30f;
+        for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
+            DIFFRACT_CUDA_CHECK(cudaEventRecord(start, stream_));
+            DIFFRACT_CUDA_CHECK(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.ptr, n, b.ptr, n, &zero, c.ptr, n));
+            DIFFRACT_CUDA_CHECK(cudaEventRecord(stop, stream_));
+            DIFFRACT_CUDA_CHECK(cudaEventSynchronize(stop));
+            float ms = 0;
+            DIFFRACT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+            if (rep > 0) best_ms = std::min(best_ms, ms);
+        }
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return 2.0 * n * n * static_cast<double>(n) / (best_ms * 1e-3) / 1e9;
+    }
 
 private:
     // The matrix on the device as f64, row-major (= col-major Wᵀ, n × m, ld n).
@@ -156,6 +179,7 @@ public:
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return guarded(w, r); }
     Svd svd(const Matrix<float>& w) override { return inner_.svd(w); }
     Svd svd(const Matrix<double>& w) override { return inner_.svd(w); }
+    double measure_matmul_gflops(int n) override { return inner_.measure_matmul_gflops(n); }
 
 private:
     template <typename T>
