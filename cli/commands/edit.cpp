@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
+#include "commands/edit_common.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
@@ -41,14 +42,7 @@ struct EditArgs {
     bool normalize = false, no_normalize = false;
 };
 
-edit::EditCommon common_of(const EditArgs& a) {
-    edit::EditCommon c;
-    c.selection = analysis::make_selection(a.run.roles, a.run.layers, a.run.match, a.run.exclude);
-    c.per_head = a.per_head;
-    c.max_shard_bytes = parse_size(a.max_shard_size, "--max-shard-size");
-    c.device = a.run.device;
-    return c;
-}
+edit::EditCommon common_of(const EditArgs& a) { return to_edit_common(a.run, a.per_head, a.max_shard_size); }
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
     if (!a.run.quiet)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
+#include "commands/edit_common.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
@@ -53,14 +54,7 @@ sweep::SweepConfig config_of(const SweepArgs& a, const std::string& kind, nlohma
     return c;
 }
 
-edit::EditCommon common_of(const SweepArgs& a) {
-    edit::EditCommon c;
-    c.selection = analysis::make_selection(a.run.roles, a.run.layers, a.run.match, a.run.exclude);
-    c.per_head = a.per_head;
-    c.max_shard_bytes = parse_size(a.max_shard_size, "--max-shard-size");
-    c.device = a.run.device;
-    return c;
-}
+edit::EditCommon common_of(const SweepArgs& a) { return to_edit_common(a.run, a.per_head, a.max_shard_size); }
 
 sweep::RewindSweep rewind_of(const SweepArgs& a) {
     sweep::RewindSweep w;

@@ -140,9 +140,9 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
                  const std::string& out) {
     Specs specs;
     analysis::CompareOptions o;
-    o.base = specs.add(base, false);
-    for (const auto& m : models) o.models.push_back(specs.add(m, false));
-    if (reference) o.reference = specs.add(*reference, false);
+    o.base = specs.add(base, true);
+    for (const auto& m : models) o.models.push_back(specs.add(m, true));
+    if (reference) o.reference = specs.add(*reference, true);
     o.top_k = top_k;
     o.ranking.scope = analysis::parse_scale_scope(scale_scope);
     o.ranking.order = analysis::parse_head_order(order);

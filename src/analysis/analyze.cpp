@@ -108,7 +108,6 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     std::mutex count_mu;
     Progress progress("analyze", mine.size(), o.run.progress && dist.is_root());
     run_tasks(my_costs, threads, o.run.resolved_max_memory(), [&](std::size_t t) {
-        throw_if_cancelled();
         thread_local auto backend = linalg::make_backend(o.run.device);
         const std::size_t i = mine[t];
         const auto& j = jobs[i];

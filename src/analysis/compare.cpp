@@ -16,7 +16,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
-#include "diffract/formats/checkpoint.hpp"
+#include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/store/store.hpp"
 
 extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
@@ -353,12 +353,12 @@ CompareResult compare(const CompareOptions& o) {
     CompareResult result;
     result.ranking = o.ranking;
     result.allow_partial = o.allow_partial;
-    const auto base = formats::open_checkpoint(o.base);
+    const auto base = formats::open_model(o.base);
     std::vector<formats::Checkpoint> models;
-    for (const auto& spec : o.models) models.push_back(formats::open_checkpoint(spec));
+    for (const auto& spec : o.models) models.push_back(formats::open_model(spec));
     int ref_index = -1;
     if (!o.reference.empty()) {
-        models.push_back(formats::open_checkpoint(o.reference));
+        models.push_back(formats::open_model(o.reference));
         ref_index = static_cast<int>(models.size()) - 1;
     }
     if (models.empty())

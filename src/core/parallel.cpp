@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 
 namespace diffract {
@@ -42,6 +43,7 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
                 ++in_flight;
             }
             try {
+                throw_if_cancelled();  // Ctrl-C from Python stops every command between tasks
                 run(index);
             } catch (...) {
                 std::lock_guard lock(mu);

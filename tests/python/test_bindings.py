@@ -299,10 +299,19 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
         diffract.compare(f / "pretrained", [f / "math"], scale_scope="nope", store=tmp_path / "py.sqlite")
 
 
-def test_compare_refuses_in_memory_models_clearly(family_f32, tmp_path):
-    mem = diffract.from_arrays({"w": np.ones((4, 4), np.float32)}, name="m")
-    with pytest.raises(diffract.InputError, match="in-memory models cannot be compared"):
-        diffract.compare(family_f32 / "pretrained", [mem], store=tmp_path / "s.sqlite")
+def test_compare_takes_in_memory_models(family_f32, tmp_path):
+    base = load_file(str(safetensors_file(family_f32 / "pretrained")))
+    name = "model.layers.0.mlp.up_proj.weight"
+    moved = {name: (base[name] + 0.5).astype(np.float32)}
+    res = diffract.compare(diffract.from_arrays({name: base[name]}, name="b"), [diffract.from_arrays(moved, name="m")],
+                           store=tmp_path / "s.sqlite")
+    row = res.matrices[res.matrices["tensor"] == name].iloc[0]
+    expected = np.linalg.norm(moved[name].astype(np.float64) - base[name].astype(np.float64))
+    np.testing.assert_allclose(row["delta_frob_norm"], expected, rtol=1e-9)
+    # A shape mismatch between in-memory models names the tensor.
+    with pytest.raises(diffract.InputError, match=name):
+        diffract.compare(diffract.from_arrays({name: base[name]}, name="b"),
+                         [diffract.from_arrays({name: np.ones((4, 4), np.float32)}, name="m")], store=tmp_path / "s.sqlite")
 
 
 # --- custom metrics ----------------------------------------------------------------------------
