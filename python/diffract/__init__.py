@@ -29,6 +29,7 @@ from ._core import InputError
 __all__ = [
     "InputError", "Checkpoint", "open", "from_arrays", "analyze", "compare", "generate", "metric",
     "unregister_metric", "registered_metrics", "catalog", "resolve_metrics", "Analysis", "Comparison", "edit",
+    "sweep",
 ]
 
 try:  # optional: BF16 / F8 tensors as ml_dtypes arrays (zero-copy); decoded float32 copies otherwise
@@ -377,3 +378,4 @@ def resolve_metrics(spec: Union[str, Sequence]) -> list:
 
 
 from . import edit  # noqa: E402  (edit uses the helpers above)
+from . import sweep  # noqa: E402  (sweep too)

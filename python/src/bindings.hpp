@@ -32,5 +32,6 @@ void bind_checkpoint(nb::module_& m);
 void bind_analysis(nb::module_& m);
 void bind_custom_metrics(nb::module_& m);
 void bind_edits(nb::module_& m);
+void bind_sweeps(nb::module_& m);
 
 }  // namespace diffract::python

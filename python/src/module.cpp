@@ -39,4 +39,5 @@ NB_MODULE(_core, m) {
     bind_analysis(m);
     bind_custom_metrics(m);
     bind_edits(m);
+    bind_sweeps(m);
 }

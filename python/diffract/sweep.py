@@ -1,0 +1,160 @@
+"""`diffract sweep ...` from Python: a grid of edited candidates, each scored by your evaluation command,
+summarised as curves and areas under them (see docs/edit.md).
+
+Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
+summary.json and the resumable journal sweep_state.jsonl — and returns a SweepResult read back from
+those files. Keyword arguments mirror the CLI's options in snake_case: every sweep takes eval,
+select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store, device,
+quiet, roles, layers, match and exclude. Grids (fractions, keeps, omegas) are "START:STOP:STEP" or a
+list of numbers. A sweep with the same options resumes the journal, whether the CLI or Python started
+it. The GIL is released while sweeping.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
+
+from . import _core
+
+__all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
+
+_INT_COLUMNS = {"seed", "layer", "head", "greedy_rank"}
+_TEXT_COLUMNS = {"order"}
+
+
+@dataclass
+class SweepResult:
+    """The result of a sweep: `curve` (curve.csv: order, seed, x, score[, select_score, report_score];
+    None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta, greedy_rank; only
+    for rewind_each), `summary` (summary.json as a dict) and `out` (the output directory). Tables are
+    pandas DataFrames, or dicts of lists without pandas."""
+    curve: Any
+    summary: dict
+    out: str
+    heads_effect: Any = None
+
+
+def _read_csv(path: str):
+    """A CSV the library wrote, as typed columns (via diffract._table)."""
+    from . import _table
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    columns = {name: [] for name in rows[0]}
+    for row in rows[1:]:
+        for name, value in zip(rows[0], row):
+            if name in _TEXT_COLUMNS:
+                columns[name].append(value)
+            elif name in _INT_COLUMNS:
+                columns[name].append(int(value))
+            else:
+                columns[name].append(float(value))
+    return _table(columns)
+
+
+def _result(out: str, table: str) -> SweepResult:
+    """The SweepResult of the files in `out`."""
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    data = _read_csv(os.path.join(out, table))
+    if table == "heads_effect.csv":
+        return SweepResult(None, summary, out, data)
+    return SweepResult(data, summary, out)
+
+
+def _grid(values) -> str:
+    """A grid option as text: "START:STOP:STEP" or a list as is, or a sequence of numbers."""
+    if isinstance(values, str):
+        return values
+    if isinstance(values, (int, float)):
+        return str(values)
+    return ",".join(str(v) for v in values)
+
+
+def _list_spec(values) -> str:
+    """A comma-separated option (--orders, --roles) from a string or a sequence of strings."""
+    return values if isinstance(values, str) else ",".join(values or ())
+
+
+def _spec(model):
+    """A model argument for the engine: a spec string or a Checkpoint opened from a file."""
+    from . import Checkpoint
+
+    if isinstance(model, Checkpoint):
+        return model._core
+    return os.fspath(model)
+
+
+def _args(out, eval: Optional[str] = None, select_eval: Optional[str] = None,  # noqa: A002
+          report_eval: Optional[str] = None, score_key: Optional[str] = None, keep: bool = False,
+          max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
+          store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
+          match: Optional[str] = None, exclude: Optional[str] = None, per_head: bool = False) -> "_core.SweepArgs":
+    """The options every sweep takes, as _core.SweepArgs."""
+    from . import _layers_spec
+
+    a = _core.SweepArgs()
+    a.out = os.fspath(out)
+    a.eval = eval or ""
+    a.select_eval = select_eval or ""
+    a.report_eval = report_eval or ""
+    a.score_key = score_key or ""
+    a.keep = bool(keep)
+    a.max_shard_size = str(max_shard_size)
+    a.threads = int(threads)
+    a.max_memory = "" if max_memory is None else str(max_memory)
+    a.store = "" if store is None else os.fspath(store)
+    a.device = device
+    a.quiet = bool(quiet)
+    a.roles = _list_spec(roles)
+    a.layers = _layers_spec(layers)
+    a.match = match or ""
+    a.exclude = exclude or ""
+    a.per_head = bool(per_head)
+    return a
+
+
+def rewind(out, *, base, model, reference=None, orders: Union[str, Sequence[str]] = "importance,random",
+           seeds: int = 5, seed: int = 0, fractions: Union[str, Sequence[float]] = "0:1:0.1",
+           scale_scope: str = "global", kv_policy: str = "all", **options) -> SweepResult:
+    """`sweep rewind`: rewind curves — for each ordering of the heads (importance, agreement, pl_ks,
+    random; random with `seeds` seeds from `seed`) and each fraction, the model with that fraction of
+    heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
+    `reference` for the importance score). Returns the curve and the summary (AUC per ordering, and
+    against the random orderings)."""
+    a = _args(out, **options)
+    _core.sweep_rewind(_spec(base), _spec(model), None if reference is None else _spec(reference),
+                       _list_spec(orders), int(seeds), int(seed), scale_scope, kv_policy, _grid(fractions), a)
+    return _result(a.out, "curve.csv")
+
+
+def rewind_each(out, *, base, model, reference=None, scale_scope: str = "global", kv_policy: str = "all",
+                **options) -> SweepResult:
+    """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
+    heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
+    whose rewind raises the score most) and the summary; `curve` is None."""
+    a = _args(out, **options)
+    _core.sweep_rewind_each(_spec(base), _spec(model), None if reference is None else _spec(reference),
+                            scale_scope, kv_policy, a)
+    return _result(a.out, "heads_effect.csv")
+
+
+def truncate(out, *, base, model, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,
+             **options) -> SweepResult:
+    """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
+    truncated to that fraction of its singular values (per_head: each attention head block
+    separately), scored by `eval`. Returns the curve and the summary."""
+    a = _args(out, per_head=per_head, **options)
+    _core.sweep_truncate(_spec(base), _spec(model), _grid(keeps), a)
+    return _result(a.out, "curve.csv")
+
+
+def interpolate(out, a, b, *, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
+    """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
+    scored by `eval`. Returns the curve and the summary."""
+    args = _args(out, **options)
+    _core.sweep_interpolate(_spec(a), _spec(b), _grid(omegas), args)
+    return _result(args.out, "curve.csv")
