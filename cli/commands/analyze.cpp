@@ -25,19 +25,24 @@ int run_analyze(const AnalyzeArgs& a) {
     o.models = a.models;
     o.metrics = analysis::resolve_metrics(a.metrics);
     o.heads = !a.no_heads;
-    if (a.precision != "f32" && a.precision != "f64") throw InputError(fmt::format("--precision: expected f32 or f64, found '{}'", a.precision));
+    if (a.precision != "f32" && a.precision != "f64")
+        throw InputError(fmt::format("--precision: expected f32 or f64, found '{}'", a.precision));
     o.kernel.precision = a.precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
-    if (a.svd_route == "gesdd") o.kernel.route = linalg::SvdRoute::gesdd;
-    else if (a.svd_route == "gram") o.kernel.route = linalg::SvdRoute::gram;
-    else if (a.svd_route != "auto") throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
+    if (a.svd_route == "gesdd")
+        o.kernel.route = linalg::SvdRoute::gesdd;
+    else if (a.svd_route == "gram")
+        o.kernel.route = linalg::SvdRoute::gram;
+    else if (a.svd_route != "auto")
+        throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
     o.kernel.rand_seed = a.seed;
-    o.run = to_run_options(a.run);
+    o.run = analysis::parse_run_options(a.run);
     const auto result = analysis::analyze(o);
     if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     analysis::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
-        fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n", result.rows.size(),
-                   result.computed, result.reused, o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path, a.out);
+        fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",
+                   result.rows.size(), result.computed, result.reused,
+                   o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path, a.out);
     return 0;
 }
 
@@ -45,13 +50,17 @@ int run_analyze(const AnalyzeArgs& a) {
 
 void add_analyze(CLI::App& app) {
     auto a = std::make_shared<AnalyzeArgs>();
-    auto* sub = app.add_subcommand("analyze", "Compute the metric catalog for every matrix and attention head");
+    auto* sub =
+        app.add_subcommand("analyze", "Compute the metric catalog for every matrix and attention head");
     sub->add_option("models", a->models, "Checkpoints (PATH, org/name[@rev], NAME=PATH)")->required();
     sub->add_option("--out", a->out, "Output directory for metrics.csv and aggregates.csv")->required();
-    sub->add_option("--metrics", a->metrics, "default, all, or a comma-separated list of fields (see `diffract metrics`)")->capture_default_str();
+    sub->add_option("--metrics", a->metrics,
+                    "default, all, or a comma-separated list of fields (see `diffract metrics`)")
+        ->capture_default_str();
     sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no per-head rows)");
     sub->add_option("--precision", a->precision, "f32 or f64 SVD")->capture_default_str();
-    sub->add_option("--svd-route", a->svd_route, "Singular values: auto, gesdd or gram (see docs/metrics.md)")->capture_default_str();
+    sub->add_option("--svd-route", a->svd_route, "Singular values: auto, gesdd or gram (see docs/metrics.md)")
+        ->capture_default_str();
     sub->add_option("--seed", a->seed, "Seed of the permutation null (-1: unseeded)")->capture_default_str();
     add_run_options(sub, a->run);
     on_run(sub, [a] { return run_analyze(*a); });

@@ -46,7 +46,7 @@ int run_compare(const CompareArgs& a) {
         throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
-    o.run = to_run_options(a.run);
+    o.run = analysis::parse_run_options(a.run);
     const auto result = analysis::compare(o);
     for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
     analysis::write_compare_csvs(result, a.out);

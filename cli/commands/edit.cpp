@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
-#include "commands/edit_common.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
@@ -42,7 +41,9 @@ struct EditArgs {
     bool normalize = false, no_normalize = false;
 };
 
-edit::EditCommon common_of(const EditArgs& a) { return to_edit_common(a.run, a.per_head, a.max_shard_size); }
+edit::EditCommon common_of(const EditArgs& a) {
+    return edit::parse_edit_common(a.run, a.per_head, a.max_shard_size);
+}
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
     if (!a.run.quiet)
@@ -77,7 +78,7 @@ int run_rewind(const EditArgs& a) {
         ranking.order = analysis::parse_head_order(a.order);
         ranking.scope = analysis::parse_scale_scope(a.scale_scope);
         ranking.seed = a.seed;
-        auto run = to_run_options(a.run);
+        auto run = analysis::parse_run_options(a.run);
         run.progress = false;
         heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
     }

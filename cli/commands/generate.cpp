@@ -20,9 +20,11 @@ void apply_preset(GenerateArgs& a) {
     auto& o = a.o;
     if (a.preset.empty() || a.preset == "tiny") return;
     if (a.preset == "1b") {  // OLMo-2 1B shapes
-        o.layers = 16, o.hidden = 2048, o.heads = 16, o.kv_heads = 16, o.intermediate = 8192, o.vocab = 100352;
+        o.layers = 16, o.hidden = 2048, o.heads = 16, o.kv_heads = 16, o.intermediate = 8192,
+        o.vocab = 100352;
     } else if (a.preset == "7b") {  // OLMo-2 7B shapes
-        o.layers = 32, o.hidden = 4096, o.heads = 32, o.kv_heads = 32, o.intermediate = 11008, o.vocab = 100352;
+        o.layers = 32, o.hidden = 4096, o.heads = 32, o.kv_heads = 32, o.intermediate = 11008,
+        o.vocab = 100352;
     } else {
         throw InputError(fmt::format("--preset: unknown preset '{}' (expected tiny, 1b or 7b)", a.preset));
     }
@@ -32,23 +34,30 @@ void apply_preset(GenerateArgs& a) {
 
 void add_generate(CLI::App& app) {
     auto a = std::make_shared<GenerateArgs>();
-    auto* sub = app.add_subcommand("generate", "Write the deterministic synthetic model family with planted structure");
+    auto* sub = app.add_subcommand("generate",
+                                   "Write the deterministic synthetic model family with planted structure");
     sub->add_option("--out", a->out, "Output directory (must not exist)")->required();
-    sub->add_option("--preset", a->preset, "Shapes: tiny (default), 1b or 7b (OLMo-2 shapes; other shape flags ignored)");
+    sub->add_option("--preset", a->preset,
+                    "Shapes: tiny (default), 1b or 7b (OLMo-2 shapes; other shape flags ignored)");
     sub->add_option("--layers", a->o.layers, "Transformer blocks")->capture_default_str();
     sub->add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
     sub->add_option("--heads", a->o.heads, "Attention heads")->capture_default_str();
-    sub->add_option("--kv-heads", a->o.kv_heads, "Key/value heads (fewer than --heads: GQA)")->capture_default_str();
+    sub->add_option("--kv-heads", a->o.kv_heads, "Key/value heads (fewer than --heads: GQA)")
+        ->capture_default_str();
     sub->add_option("--intermediate", a->o.intermediate, "MLP width")->capture_default_str();
     sub->add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
     sub->add_option("--domains", a->o.domains, "CPT domains")->delimiter(',')->capture_default_str();
-    sub->add_option("--reference", a->o.reference, "Reference domain (generic drift only)")->capture_default_str();
-    sub->add_option("--domain-heads", a->o.domain_heads_per_layer, "Rotated heads per layer per domain")->capture_default_str();
-    sub->add_option("--generic-heads", a->o.generic_heads_per_layer, "Generic-drift heads per layer")->capture_default_str();
+    sub->add_option("--reference", a->o.reference, "Reference domain (generic drift only)")
+        ->capture_default_str();
+    sub->add_option("--domain-heads", a->o.domain_heads_per_layer, "Rotated heads per layer per domain")
+        ->capture_default_str();
+    sub->add_option("--generic-heads", a->o.generic_heads_per_layer, "Generic-drift heads per layer")
+        ->capture_default_str();
     sub->add_option("--dtype", a->dtype, "Storage dtype: BF16, F16 or F32")->capture_default_str();
     sub->add_option("--shard-mb", a->shard_mb, "Shard size in MB (0: one file per model)");
     sub->add_option("--seed", a->o.seed, "Seed")->capture_default_str();
-    sub->add_option("--models", a->o.only, "Write only these models (e.g. pretrained,math); default all")->delimiter(',');
+    sub->add_option("--models", a->o.only, "Write only these models (e.g. pretrained,math); default all")
+        ->delimiter(',');
     on_run(sub, [a] {
         apply_preset(*a);
         const auto dt = dtype_from_name(a->dtype);

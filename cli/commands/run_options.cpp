@@ -1,11 +1,12 @@
 #include "commands/run_options.hpp"
 
-#include "diffract/core/parallel.hpp"
-
 namespace diffract::cli {
 
 void add_selection_options(CLI::App* sub, RunArgs& a) {
-    sub->add_option("--roles", a.roles, "Only these roles (comma-separated: attn_q,attn_k,attn_v,attn_o,attn_qkv,mlp_gate,mlp_up,mlp_down,mlp_gate_up,embed,lm_head,norm,other)");
+    sub->add_option("--roles", a.roles,
+                    "Only these roles (comma-separated: "
+                    "attn_q,attn_k,attn_v,attn_o,attn_qkv,mlp_gate,mlp_up,mlp_down,mlp_gate_up,embed,lm_head,"
+                    "norm,other)");
     sub->add_option("--layers", a.layers, "Only these layers (e.g. 0-3,7)");
     sub->add_option("--match", a.match, "Only tensors whose name matches this regex");
     sub->add_option("--exclude", a.exclude, "Skip tensors whose name matches this regex");
@@ -18,17 +19,6 @@ void add_run_options(CLI::App* sub, RunArgs& a) {
     sub->add_option("--device", a.device, "cpu or cuda")->capture_default_str();
     sub->add_flag("--quiet", a.quiet, "No progress display");
     add_selection_options(sub, a);
-}
-
-analysis::RunOptions to_run_options(const RunArgs& a) {
-    analysis::RunOptions r;
-    r.threads = a.threads;
-    r.max_memory = a.max_memory.empty() ? 0 : parse_size(a.max_memory, "--max-memory");
-    r.store_path = a.store;
-    r.device = a.device;
-    r.progress = !a.quiet;
-    r.selection = analysis::make_selection(a.roles, a.layers, a.match, a.exclude);
-    return r;
 }
 
 }  // namespace diffract::cli

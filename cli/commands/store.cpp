@@ -30,24 +30,33 @@ std::string csv_escape(const std::string& s) {
 }
 
 int run_export(const StoreArgs& a) {
-    if (a.format != "csv" && a.format != "jsonl") throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
+    if (a.format != "csv" && a.format != "jsonl")
+        throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
     store::Store db(a.store);
     std::string out = a.format == "csv" ? "model,other,tensor,block,field,config,value,vector\n" : "";
     db.for_each_result([&](const store::ResultRow& r) {
         if (a.format == "csv") {
             std::string vec;
-            for (std::size_t i = 0; i < r.vec.size(); ++i) vec += (i ? " " : "") + analysis::format_value(r.vec[i]);
-            out += fmt::format("{},{},{},{},{},{},{},{}\n", csv_escape(r.model), csv_escape(r.other), csv_escape(r.tensor), r.block, r.field,
-                               csv_escape(r.config), r.vec.empty() ? analysis::format_value(r.value.value_or(std::nan(""))) : "", vec);
+            for (std::size_t i = 0; i < r.vec.size(); ++i)
+                vec += (i ? " " : "") + analysis::format_value(r.vec[i]);
+            out +=
+                fmt::format("{},{},{},{},{},{},{},{}\n", csv_escape(r.model), csv_escape(r.other),
+                            csv_escape(r.tensor), r.block, r.field, csv_escape(r.config),
+                            r.vec.empty() ? analysis::format_value(r.value.value_or(std::nan(""))) : "", vec);
         } else {
-            nlohmann::ordered_json j = {{"model", r.model}, {"other", r.other}, {"tensor", r.tensor}, {"block", r.block}, {"field", r.field}, {"config", r.config}};
-            if (!r.vec.empty()) j["vector"] = r.vec;
-            else j["value"] = r.value ? nlohmann::ordered_json(*r.value) : nlohmann::ordered_json(nullptr);
+            nlohmann::ordered_json j = {{"model", r.model}, {"other", r.other}, {"tensor", r.tensor},
+                                        {"block", r.block}, {"field", r.field}, {"config", r.config}};
+            if (!r.vec.empty())
+                j["vector"] = r.vec;
+            else
+                j["value"] = r.value ? nlohmann::ordered_json(*r.value) : nlohmann::ordered_json(nullptr);
             out += j.dump() + "\n";
         }
     });
-    if (a.out.empty() || a.out == "-") fmt::print("{}", out);
-    else write_file_atomically(a.out, out);
+    if (a.out.empty() || a.out == "-")
+        fmt::print("{}", out);
+    else
+        write_file_atomically(a.out, out);
     return 0;
 }
 
@@ -62,17 +71,21 @@ void add_store(CLI::App& app) {
     on_run(list, [a] {
         store::Store db(a->store);
         fmt::print("models:\n");
-        for (const auto& m : db.models()) fmt::print("  {:<24} {} {:>8} results  {}\n", m.name, m.fingerprint.substr(0, 12), m.results, m.path);
+        for (const auto& m : db.models())
+            fmt::print("  {:<24} {} {:>8} results  {}\n", m.name, m.fingerprint.substr(0, 12), m.results,
+                       m.path);
         fmt::print("fields:\n");
         for (const auto& [f, n] : db.field_counts()) fmt::print("  {:<24} {:>8}\n", f, n);
         return 0;
     });
-    auto* erase = sub->add_subcommand("erase", "Erase a model's results, or fields and what was computed from them");
+    auto* erase =
+        sub->add_subcommand("erase", "Erase a model's results, or fields and what was computed from them");
     erase->add_option("--model", a->model, "Model name or fingerprint prefix");
     erase->add_option("--fields", a->fields, "Fields to erase (with their dependents)")->delimiter(',');
     on_run(erase, [a] {
         store::Store db(a->store);
-        if (a->fields.empty() && a->model.empty()) throw InputError("store erase: give --model and/or --fields");
+        if (a->fields.empty() && a->model.empty())
+            throw InputError("store erase: give --model and/or --fields");
         const auto n = a->fields.empty() ? db.erase_model(a->model) : db.erase_fields(a->fields, a->model);
         fmt::print("erased {} results\n", n);
         return 0;

@@ -5,87 +5,18 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
-#include "commands/edit_common.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
-#include "diffract/sweep/sweep.hpp"
+#include "diffract/sweep/sweep_options.hpp"
 
 namespace diffract::cli {
 namespace {
 
-struct SweepArgs {
-    std::string out, eval, select_eval, report_eval, score_key;
-    bool keep = false;
-    std::string max_shard_size = "5G";
-    RunArgs run;
-    // rewind / rewind-each
-    std::string base, model, reference, orders = "importance,random", scale_scope = "global",
-                                        kv_policy = "all";
-    int seeds = 5;
-    std::uint64_t seed = 0;
-    std::string fractions = "0:1:0.1";
-    // truncate
-    std::string keeps = "0:1:0.1";
-    bool per_head = false;
-    // interpolate
+// The library's sweep options, plus the two positional models of `interpolate`.
+struct SweepArgs : sweep::SweepOptions {
     std::vector<std::string> pair;
-    std::string omegas = "0:1:0.1";
 };
-
-sweep::SweepConfig config_of(const SweepArgs& a, const std::string& kind, nlohmann::json fingerprint) {
-    sweep::SweepConfig c;
-    c.out_dir = a.out;
-    c.eval = {a.eval, a.score_key};
-    c.select_eval = {a.select_eval, a.score_key};
-    c.report_eval = {a.report_eval, a.score_key};
-    c.keep = a.keep;
-    c.quiet = a.run.quiet;
-    fingerprint["sweep"] = kind;
-    fingerprint["eval"] = a.eval;
-    fingerprint["select_eval"] = a.select_eval;
-    fingerprint["report_eval"] = a.report_eval;
-    fingerprint["score_key"] = a.score_key;
-    fingerprint["roles"] = a.run.roles;
-    fingerprint["layers"] = a.run.layers;
-    fingerprint["match"] = a.run.match;
-    fingerprint["exclude"] = a.run.exclude;
-    c.fingerprint = std::move(fingerprint);
-    return c;
-}
-
-edit::EditCommon common_of(const SweepArgs& a) { return to_edit_common(a.run, a.per_head, a.max_shard_size); }
-
-sweep::RewindSweep rewind_of(const SweepArgs& a) {
-    sweep::RewindSweep w;
-    w.base = a.base, w.model = a.model, w.reference = a.reference;
-    w.orders.clear();
-    std::istringstream in(a.orders);
-    for (std::string o; std::getline(in, o, ',');)
-        if (!o.empty()) w.orders.push_back(analysis::parse_head_order(o));
-    if (w.orders.empty()) throw InputError("--orders: expected at least one ordering");
-    if (a.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", a.seeds));
-    w.seeds = a.seeds;
-    w.first_seed = a.seed;
-    w.scope = analysis::parse_scale_scope(a.scale_scope);
-    w.kv = edit::parse_kv_policy(a.kv_policy);
-    w.fractions = edit::parse_grid(a.fractions, "--fractions");
-    w.common = common_of(a);
-    w.run = to_run_options(a.run);
-    w.run.progress = false;
-    return w;
-}
-
-nlohmann::json rewind_fingerprint(const SweepArgs& a, bool each) {
-    nlohmann::json f{{"base", a.base},
-                     {"model", a.model},
-                     {"reference", a.reference},
-                     {"kv", a.kv_policy},
-                     {"scope", a.scale_scope}};
-    if (!each)
-        f.update({{"orders", a.orders}, {"seeds", a.seeds}, {"seed", a.seed}, {"fractions", a.fractions}});
-    return f;
-}
 
 // Options shared by every sweep: evaluation, output, candidates, run and selection.
 CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::string& help, SweepArgs& a) {
@@ -136,7 +67,7 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--fractions", a->fractions, "Fractions of heads rewound: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {
-            sweep::sweep_rewind(config_of(*a, "rewind", rewind_fingerprint(*a, false)), rewind_of(*a));
+            sweep::sweep_rewind(sweep::sweep_config(*a, "rewind"), sweep::rewind_sweep(*a));
             return 0;
         });
     }
@@ -145,8 +76,7 @@ void add_sweep(CLI::App& app) {
         auto* sub = add_sweep_sub(sweep, "rewind-each", "Rewind one head at a time: heads_effect.csv", *a);
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
-            sweep::sweep_rewind_each(config_of(*a, "rewind-each", rewind_fingerprint(*a, true)),
-                                     rewind_of(*a));
+            sweep::sweep_rewind_each(sweep::sweep_config(*a, "rewind-each"), sweep::rewind_sweep(*a));
             return 0;
         });
     }
@@ -160,10 +90,7 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         sub->add_flag("--per-head", a->per_head, "Truncate each head block of the attention projections");
         on_run(sub, [a] {
-            sweep::TruncateSweep w{a->base, a->model, edit::parse_grid(a->keeps, "--keeps"), common_of(*a)};
-            nlohmann::json f{
-                {"base", a->base}, {"model", a->model}, {"keeps", a->keeps}, {"per_head", a->per_head}};
-            sweep::sweep_truncate(config_of(*a, "truncate", f), w);
+            sweep::sweep_truncate(sweep::sweep_config(*a, "truncate"), sweep::truncate_sweep(*a));
             return 0;
         });
     }
@@ -174,10 +101,8 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--omegas", a->omegas, "Weights of B: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {
-            sweep::InterpolateSweep w{a->pair[0], a->pair[1], edit::parse_grid(a->omegas, "--omegas"),
-                                      common_of(*a)};
-            nlohmann::json f{{"a", a->pair[0]}, {"b", a->pair[1]}, {"omegas", a->omegas}};
-            sweep::sweep_interpolate(config_of(*a, "interpolate", f), w);
+            a->a = a->pair[0], a->b = a->pair[1];
+            sweep::sweep_interpolate(sweep::sweep_config(*a, "interpolate"), sweep::interpolate_sweep(*a));
             return 0;
         });
     }

@@ -31,14 +31,8 @@ struct RunArgs {
 };
 
 analysis::RunOptions run_options(const RunArgs& a) {
-    analysis::RunOptions r;
-    r.threads = a.threads;
-    r.max_memory = a.max_memory.empty() ? 0 : parse_size(a.max_memory, "--max-memory");
-    r.store_path = a.store;
-    r.device = a.device;
-    r.progress = a.progress;
-    r.selection = analysis::make_selection(a.roles, a.layers, a.match, a.exclude);
-    return r;
+    return analysis::parse_run_options(
+        {a.threads, a.max_memory, a.store, a.device, !a.progress, a.roles, a.layers, a.match, a.exclude});
 }
 
 // Model arguments as specs; opened checkpoints are registered for the duration of the call.

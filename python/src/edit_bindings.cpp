@@ -29,12 +29,10 @@ struct EditArgs {  // the options every edit takes
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    edit::EditCommon c;
-    c.selection = analysis::make_selection(a.roles, a.layers, a.match, a.exclude);
-    c.per_head = a.per_head;
-    c.max_shard_bytes = parse_size(a.max_shard_size, "--max-shard-size");
-    c.device = a.device;
-    return c;
+    analysis::RunOptionText run;
+    run.device = a.device, run.roles = a.roles, run.layers = a.layers, run.match = a.match,
+    run.exclude = a.exclude;
+    return edit::parse_edit_common(run, a.per_head, a.max_shard_size);
 }
 
 std::shared_ptr<const formats::Checkpoint> checkpoint(const ModelArg& arg) {
@@ -85,12 +83,8 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
         ranking.order = analysis::parse_head_order(order);
         ranking.scope = analysis::parse_scale_scope(scale_scope);
         ranking.seed = seed;
-        run.threads = threads;
-        run.max_memory = max_memory.empty() ? 0 : parse_size(max_memory, "--max-memory");
-        run.store_path = store;
-        run.device = a.device;
-        run.progress = false;
-        run.selection = common.selection;
+        run = analysis::parse_run_options(
+            {threads, max_memory, store, a.device, /*quiet=*/true, a.roles, a.layers, a.match, a.exclude});
         base_spec = spec_of(base), model_spec = spec_of(model);
         if (reference) ref_spec = spec_of(*reference);
     }

@@ -12,8 +12,8 @@
 #include "diffract/analysis/custom_fields.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/core/atomic_file.hpp"
-#include "diffract/core/distributed.hpp"
 #include "diffract/core/cancel.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
@@ -27,7 +27,20 @@ int RunOptions::resolved_threads() const {
     return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-std::uint64_t RunOptions::resolved_max_memory() const { return max_memory > 0 ? max_memory : physical_memory_bytes() / 2; }
+std::uint64_t RunOptions::resolved_max_memory() const {
+    return max_memory > 0 ? max_memory : physical_memory_bytes() / 2;
+}
+
+RunOptions parse_run_options(const RunOptionText& t) {
+    RunOptions r;
+    r.threads = t.threads;
+    r.max_memory = t.max_memory.empty() ? 0 : parse_size(t.max_memory, "--max-memory");
+    r.store_path = t.store;
+    r.device = t.device;
+    r.progress = !t.quiet;
+    r.selection = make_selection(t.roles, t.layers, t.match, t.exclude);
+    return r;
+}
 
 std::string format_value(double v) {
     if (std::isnan(v)) return "nan";
@@ -46,7 +59,8 @@ const std::vector<std::string> kStoredVectors = {"weights_svals"};
 AnalyzeResult analyze(const AnalyzeOptions& o) {
     AnalyzeResult result;
     for (const auto& f : field_catalog())
-        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) != o.metrics.end()) result.fields.emplace_back(f.name);
+        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) != o.metrics.end())
+            result.fields.emplace_back(f.name);
     std::vector<std::string> wanted = result.fields;
     for (const auto& f : kAlwaysStored)
         if (std::find(wanted.begin(), wanted.end(), f) == wanted.end()) wanted.push_back(f);
@@ -77,7 +91,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         for (auto& u : plan_matrices(ck, o.run.selection, o.heads)) jobs.push_back({m, u, id});
     }
     auto key_of = [&](std::size_t i) {
-        return store::ResultKey{jobs[i].model_id, 0, jobs[i].unit.tensor->name, jobs[i].unit.block_key(), config};
+        return store::ResultKey{jobs[i].model_id, 0, jobs[i].unit.tensor->name, jobs[i].unit.block_key(),
+                                config};
     };
 
     std::vector<FieldValues> values(jobs.size());
@@ -111,8 +126,10 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         thread_local auto backend = linalg::make_backend(o.run.device);
         const std::size_t i = mine[t];
         const auto& j = jobs[i];
-        values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend)
-                        : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list, o.kernel, *backend);
+        values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list,
+                                         o.kernel, *backend)
+                        : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list,
+                                         o.kernel, *backend);
         if (db) db->put(key_of(i), values[i], kStoredVectors);
         // The block's pages are no longer needed by this thread: keep resident memory small.
         j.unit.tensor->file->dont_need(j.unit.tensor->offset, j.unit.tensor->nbytes);
@@ -146,8 +163,14 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     std::vector<std::vector<FieldValues>> whole(models.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         const auto& j = jobs[i];
-        MetricRow row{models[j.model].name, j.unit.tensor->name, j.unit.layer, std::string(model::role_name(j.unit.role)),
-                      j.unit.head, j.unit.block.logical_rows(), j.unit.block.logical_cols(), {}};
+        MetricRow row{models[j.model].name,
+                      j.unit.tensor->name,
+                      j.unit.layer,
+                      std::string(model::role_name(j.unit.role)),
+                      j.unit.head,
+                      j.unit.block.logical_rows(),
+                      j.unit.block.logical_cols(),
+                      {}};
         for (const auto& f : result.fields) {
             auto it = values[i].scalars.find(f);
             row.values[f] = it == values[i].scalars.end() ? std::nan("") : it->second;
@@ -155,7 +178,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
     }
-    for (std::size_t m = 0; m < models.size(); ++m) result.aggregates.emplace_back(models[m].name, model_aggregates(whole[m]));
+    for (std::size_t m = 0; m < models.size(); ++m)
+        result.aggregates.emplace_back(models[m].name, model_aggregates(whole[m]));
     return result;
 }
 
@@ -164,7 +188,8 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
     for (const auto& f : r.fields) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{}", row.model, row.tensor, row.layer ? std::to_string(*row.layer) : "", row.role,
+        csv += fmt::format("{},{},{},{},{},{},{}", row.model, row.tensor,
+                           row.layer ? std::to_string(*row.layer) : "", row.role,
                            row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
         for (const auto& f : r.fields) csv += "," + format_value(row.values.at(f));
         csv += "\n";

@@ -13,16 +13,26 @@
 
 namespace diffract::analysis {
 
-struct RunOptions {  // shared by every command that computes
-    int threads = 0;  // 0: hardware concurrency
+struct RunOptions {                // shared by every command that computes
+    int threads = 0;               // 0: hardware concurrency
     std::uint64_t max_memory = 0;  // 0: half of physical memory
-    std::string store_path;  // "" : ./.diffract/results.sqlite
+    std::string store_path;        // "" : ./.diffract/results.sqlite
     std::string device = "cpu";
     Selection selection;
     bool progress = true;
     int resolved_threads() const;
     std::uint64_t resolved_max_memory() const;
 };
+
+// The run options as the CLI and Python spell them (--threads, --max-memory 8G, --roles a,b, ...),
+// validated into RunOptions in one place so that both front ends accept and refuse alike.
+struct RunOptionText {
+    int threads = 0;
+    std::string max_memory, store, device = "cpu";
+    bool quiet = false;
+    std::string roles, layers, match, exclude;
+};
+RunOptions parse_run_options(const RunOptionText& text);
 
 struct AnalyzeOptions {
     std::vector<std::string> models;   // checkpoint specs (NAME=PATH allowed)

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/selection.hpp"
@@ -52,6 +53,11 @@ struct EditCommon {
     std::map<std::string, std::string> extra_files;    // small files placed next to the weights
     std::string device = "cpu";                        // SVD backend
 };
+
+// EditCommon from the options as the CLI and Python spell them (selection flags, --per-head,
+// --max-shard-size 5G, --device).
+EditCommon parse_edit_common(const analysis::RunOptionText& run, bool per_head,
+                             const std::string& max_shard_size);
 
 struct EditJob {
     const formats::Checkpoint* primary = nullptr;     // output layout; untouched tensors come from it

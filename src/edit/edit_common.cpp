@@ -1,11 +1,11 @@
-#include "commands/edit_common.hpp"
-
 #include "diffract/core/parallel.hpp"
+#include "diffract/edit/edit.hpp"
 
-namespace diffract::cli {
+namespace diffract::edit {
 
-edit::EditCommon to_edit_common(const RunArgs& run, bool per_head, const std::string& max_shard_size) {
-    edit::EditCommon c;
+EditCommon parse_edit_common(const analysis::RunOptionText& run, bool per_head,
+                             const std::string& max_shard_size) {
+    EditCommon c;
     c.selection = analysis::make_selection(run.roles, run.layers, run.match, run.exclude);
     c.per_head = per_head;
     c.max_shard_bytes = parse_size(max_shard_size, "--max-shard-size");
@@ -13,4 +13,4 @@ edit::EditCommon to_edit_common(const RunArgs& run, bool per_head, const std::st
     return c;
 }
 
-}  // namespace diffract::cli
+}  // namespace diffract::edit

@@ -1,0 +1,39 @@
+// Every sweep's options as the CLI and Python spell them, turned into the library's structures in
+// one place: both front ends validate and word errors alike, and fingerprint the resume journal
+// alike, so a sweep started from one resumes from the other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "diffract/sweep/sweep.hpp"
+
+namespace diffract::sweep {
+
+struct SweepOptions {
+    std::string out, eval, select_eval, report_eval, score_key;
+    bool keep = false;
+    std::string max_shard_size = "5G";
+    bool per_head = false;
+    analysis::RunOptionText run;
+    // rewind and rewind-each
+    std::string base, model, reference, orders = "importance,random", scale_scope = "global",
+                                        kv_policy = "all";
+    int seeds = 5;
+    std::uint64_t seed = 0;
+    std::string fractions = "0:1:0.1";
+    // truncate
+    std::string keeps = "0:1:0.1";
+    // interpolate
+    std::string a, b, omegas = "0:1:0.1";
+};
+
+// kind: "rewind", "rewind-each", "truncate" or "interpolate". The configuration carries the journal
+// fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
+SweepConfig sweep_config(const SweepOptions& o, std::string_view kind);
+RewindSweep rewind_sweep(const SweepOptions& o);
+TruncateSweep truncate_sweep(const SweepOptions& o);
+InterpolateSweep interpolate_sweep(const SweepOptions& o);
+
+}  // namespace diffract::sweep

@@ -1,0 +1,84 @@
+#include "diffract/sweep/sweep_options.hpp"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract::sweep {
+namespace {
+
+nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
+    if (kind == "rewind" || kind == "rewind-each") {
+        nlohmann::json f{{"base", o.base},
+                         {"model", o.model},
+                         {"reference", o.reference},
+                         {"kv", o.kv_policy},
+                         {"scope", o.scale_scope}};
+        if (kind == "rewind")
+            f.update(
+                {{"orders", o.orders}, {"seeds", o.seeds}, {"seed", o.seed}, {"fractions", o.fractions}});
+        return f;
+    }
+    if (kind == "truncate")
+        return {{"base", o.base}, {"model", o.model}, {"keeps", o.keeps}, {"per_head", o.per_head}};
+    if (kind == "interpolate") return {{"a", o.a}, {"b", o.b}, {"omegas", o.omegas}};
+    throw std::logic_error(fmt::format("unknown sweep kind '{}'", kind));
+}
+
+}  // namespace
+
+SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
+    if (o.out.empty()) throw InputError("--out: expected an output directory");
+    SweepConfig c;
+    c.out_dir = o.out;
+    c.eval = {o.eval, o.score_key};
+    c.select_eval = {o.select_eval, o.score_key};
+    c.report_eval = {o.report_eval, o.score_key};
+    c.keep = o.keep;
+    c.quiet = o.run.quiet;
+    c.fingerprint = kind_inputs(o, kind);
+    c.fingerprint.update({{"sweep", kind},
+                          {"eval", o.eval},
+                          {"select_eval", o.select_eval},
+                          {"report_eval", o.report_eval},
+                          {"score_key", o.score_key},
+                          {"roles", o.run.roles},
+                          {"layers", o.run.layers},
+                          {"match", o.run.match},
+                          {"exclude", o.run.exclude}});
+    return c;
+}
+
+RewindSweep rewind_sweep(const SweepOptions& o) {
+    RewindSweep w;
+    w.base = o.base, w.model = o.model, w.reference = o.reference;
+    w.orders.clear();
+    std::istringstream in(o.orders);
+    for (std::string order; std::getline(in, order, ',');)
+        if (!order.empty()) w.orders.push_back(analysis::parse_head_order(order));
+    if (w.orders.empty()) throw InputError("--orders: expected at least one ordering");
+    if (o.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", o.seeds));
+    w.seeds = o.seeds;
+    w.first_seed = o.seed;
+    w.scope = analysis::parse_scale_scope(o.scale_scope);
+    w.kv = edit::parse_kv_policy(o.kv_policy);
+    w.fractions = edit::parse_grid(o.fractions, "--fractions");
+    w.common = edit::parse_edit_common(o.run, o.per_head, o.max_shard_size);
+    w.run = analysis::parse_run_options(o.run);
+    w.run.progress = false;
+    return w;
+}
+
+TruncateSweep truncate_sweep(const SweepOptions& o) {
+    return {o.base, o.model, edit::parse_grid(o.keeps, "--keeps"),
+            edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
+}
+
+InterpolateSweep interpolate_sweep(const SweepOptions& o) {
+    return {o.a, o.b, edit::parse_grid(o.omegas, "--omegas"),
+            edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
+}
+
+}  // namespace diffract::sweep
