@@ -103,37 +103,43 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
                    config.out_dir);
 }
 
+namespace {
+
+// One candidate per grid value x, labelled ORDER_x, built by build(x, dir).
+std::vector<Candidate> grid_candidates(const std::string& order, const std::string& kind,
+                                       const std::vector<double>& xs,
+                                       const std::function<void(double, const std::string&)>& build) {
+    std::vector<Candidate> candidates;
+    for (double x : xs) {
+        Candidate c;
+        c.order = order;
+        c.x = x;
+        c.label = order + "_" + x_label(x);
+        c.content = kind + "/" + order + "=" + x_label(x);
+        c.build = [build, x](const std::string& dir) { build(x, dir); };
+        candidates.push_back(std::move(c));
+    }
+    return candidates;
+}
+
+}  // namespace
+
 void sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
     const auto base = formats::open_checkpoint(w.base);
     const auto model = formats::open_checkpoint(w.model);
-    std::vector<Candidate> candidates;
-    for (double x : w.keeps) {
-        Candidate c;
-        c.order = "keep";
-        c.x = x;
-        c.label = "keep_" + x_label(x);
-        c.content = "truncate/keep=" + x_label(x);
-        c.build = [&base, &model, &w, x](const std::string& dir) {
+    const auto candidates =
+        grid_candidates("keep", "truncate", w.keeps, [&](double x, const std::string& dir) {
             edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
-        };
-        candidates.push_back(std::move(c));
-    }
+        });
     write_outputs(config, "truncate", run_candidates(config, candidates));
 }
 
 void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
     const auto a = formats::open_checkpoint(w.a);
     const auto b = formats::open_checkpoint(w.b);
-    std::vector<Candidate> candidates;
-    for (double x : w.omegas) {
-        Candidate c;
-        c.order = "omega";
-        c.x = x;
-        c.label = "omega_" + x_label(x);
-        c.content = "interpolate/omega=" + x_label(x);
-        c.build = [&a, &b, &w, x](const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); };
-        candidates.push_back(std::move(c));
-    }
+    const auto candidates =
+        grid_candidates("omega", "interpolate", w.omegas,
+                        [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
     write_outputs(config, "interpolate", run_candidates(config, candidates));
 }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <numbers>
+#include <utility>
 #include <vector>
 
 #include "diffract/analysis/spectral_fits.hpp"
@@ -57,27 +58,23 @@ struct GaussLegendre {
         const int n = kNodes;
         for (int i = 0; i < (n + 1) / 2; ++i) {
             double z = std::cos(std::numbers::pi * (i + 0.75) / (n + 0.5));
-            double dp = 0.0;
-            for (int it = 0; it < 100; ++it) {
+            // P_n(z) by the three-term recurrence, and P_n'(z) from P_n and P_{n-1}.
+            auto legendre = [n](double t) {
                 double p0 = 1.0, p1 = 0.0;
                 for (int k = 1; k <= n; ++k) {
                     const double p2 = p1;
                     p1 = p0;
-                    p0 = ((2.0 * k - 1.0) * z * p1 - (k - 1.0) * p2) / k;
+                    p0 = ((2.0 * k - 1.0) * t * p1 - (k - 1.0) * p2) / k;
                 }
-                dp = n * (z * p0 - p1) / (z * z - 1.0);
-                const double dz = p0 / dp;
+                return std::pair{p0, n * (t * p0 - p1) / (t * t - 1.0)};
+            };
+            for (int it = 0; it < 100; ++it) {
+                const auto [p, dp_it] = legendre(z);
+                const double dz = p / dp_it;
                 z -= dz;
                 if (std::fabs(dz) < 1e-16) break;
             }
-            // recompute derivative at the converged node
-            double p0 = 1.0, p1 = 0.0;
-            for (int k = 1; k <= n; ++k) {
-                const double p2 = p1;
-                p1 = p0;
-                p0 = ((2.0 * k - 1.0) * z * p1 - (k - 1.0) * p2) / k;
-            }
-            dp = n * (z * p0 - p1) / (z * z - 1.0);
+            const double dp = legendre(z).second;  // the derivative at the converged node
             x[i] = -z;
             x[n - 1 - i] = z;
             w[i] = w[n - 1 - i] = 2.0 / ((1.0 - z * z) * dp * dp);
