@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
         for (int p = 0; p < 4; ++p) shapes.emplace_back(hidden, hidden);  // q, k, v, o
         shapes.emplace_back(mlp, hidden);                                 // gate, up
         shapes.emplace_back(mlp, hidden);
-        shapes.emplace_back(hidden, mlp);  // down
+        shapes.emplace_back(hidden, mlp);                                           // down
         for (int h = 0; h < 3 * heads; ++h) shapes.emplace_back(head_dim, hidden);  // q/k/v head blocks
         for (int h = 0; h < heads; ++h) shapes.emplace_back(hidden, head_dim);      // o head blocks
     }
@@ -96,11 +96,13 @@ int main(int argc, char** argv) {
     });
     const double n = static_cast<double>(mats.size());
     std::printf(
-        "{\"device\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, \"sgemm_gflops\": %.2f,\n"
+        "{\"device\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, "
+        "\"sgemm_gflops\": %.2f,\n"
         " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
-        " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, \"values_fraction_of_sgemm_peak\": %.3f,\n"
+        " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, "
+        "\"values_fraction_of_sgemm_peak\": %.3f,\n"
         " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f}\n",
-        device.c_str(), mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values, n / values, flops / values / 1e9,
-        flops / values / 1e9 / peak, catalog, n / catalog, plain / values);
+        device.c_str(), mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values,
+        n / values, flops / values / 1e9, flops / values / 1e9 / peak, catalog, n / catalog, plain / values);
     return 0;
 }

@@ -25,13 +25,15 @@ int main(int argc, char** argv) {
         for (const auto& t : ck.tensors) {
             if (!dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
             const std::int64_t rows = stored_rows(t), cols = stored_cols(t);
-            const std::size_t row_bytes = t.nbytes / static_cast<std::size_t>(std::max<std::int64_t>(rows, 1));
+            const std::size_t row_bytes =
+                t.nbytes / static_cast<std::size_t>(std::max<std::int64_t>(rows, 1));
             for (std::int64_t r = 0; r < rows; r += 256) {
                 const std::int64_t n = std::min<std::int64_t>(256, rows - r);
                 const auto slab = read_matrix<float>(t, {r, n, 0, cols, false});
                 for (float v : slab.data) checksum += v;
                 // Drop the slab's pages from this process as soon as they are decoded.
-                t.file->dont_need(t.offset + static_cast<std::size_t>(r) * row_bytes, static_cast<std::size_t>(n) * row_bytes);
+                t.file->dont_need(t.offset + static_cast<std::size_t>(r) * row_bytes,
+                                  static_cast<std::size_t>(n) * row_bytes);
             }
             bytes += static_cast<double>(t.nbytes);
             ++tensors;
@@ -39,8 +41,10 @@ int main(int argc, char** argv) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         rusage ru{};
         getrusage(RUSAGE_SELF, &ru);
-        std::printf("{\"tensors\": %zu, \"gb_read\": %.3f, \"seconds\": %.2f, \"gb_per_s\": %.2f, \"peak_rss_mb\": %.1f, \"checksum\": %.6g}\n",
-                    tensors, bytes / 1e9, s, bytes / 1e9 / s, static_cast<double>(ru.ru_maxrss) / 1024.0, checksum);
+        std::printf(
+            "{\"tensors\": %zu, \"gb_read\": %.3f, \"seconds\": %.2f, \"gb_per_s\": %.2f, \"peak_rss_mb\": "
+            "%.1f, \"checksum\": %.6g}\n",
+            tensors, bytes / 1e9, s, bytes / 1e9 / s, static_cast<double>(ru.ru_maxrss) / 1024.0, checksum);
     } catch (const InputError& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 2;

@@ -19,61 +19,87 @@ const std::vector<FieldInfo>& field_catalog() {
         {"aspect_ratio", L::parameter, false, "Q = N / M", "weights"},
         {"weights_std", L::parameter, false, "population std of the entries of W (ddof 0)", "weights"},
         {"weights_svals", L::parameter, true, "singular values, ascending", "weights"},
-        {"weights_lsvs", L::parameter, true, "left singular vectors U, columns in ascending order", "weights", false},
-        {"weights_rsvs", L::parameter, true, "right singular vectors V, columns in ascending order", "weights", false},
+        {"weights_lsvs", L::parameter, true, "left singular vectors U, columns in ascending order", "weights",
+         false},
+        {"weights_rsvs", L::parameter, true, "right singular vectors V, columns in ascending order",
+         "weights", false},
         {"max_weights_sval", L::parameter, false, "sigma_M (largest)", "weights_svals"},
         {"min_weights_sval", L::parameter, false, "sigma_1 (smallest)", "weights_svals"},
         {"esd", L::parameter, true, "lambda_i = sigma_i^2 / N", "weights_svals"},
         {"esd_max", L::parameter, false, "max lambda", "esd"},
         {"esd_min", L::parameter, false, "min lambda", "esd"},
-        {"weights_rand_svals", L::parameter, true, "singular values of the permutation null (all entries of W permuted, seed 42)", "weights"},
+        {"weights_rand_svals", L::parameter, true,
+         "singular values of the permutation null (all entries of W permuted, seed 42)", "weights"},
         {"esd_rand", L::parameter, true, "sigma_rand^2 / N", "weights_rand_svals"},
         {"esd_rand_max", L::parameter, false, "max esd_rand", "esd_rand"},
         {"esd_rand_min", L::parameter, false, "min esd_rand", "esd_rand"},
-        {"max_weights_rand_sval", L::parameter, false, "largest singular value of the null", "weights_rand_svals"},
-        {"min_weights_rand_sval", L::parameter, false, "smallest singular value of the null", "weights_rand_svals"},
+        {"max_weights_rand_sval", L::parameter, false, "largest singular value of the null",
+         "weights_rand_svals"},
+        {"min_weights_rand_sval", L::parameter, false, "smallest singular value of the null",
+         "weights_rand_svals"},
         {"frob_norm", L::parameter, false, "sqrt(sum sigma_i^2)", "weights_svals"},
         {"nuclear_norm", L::parameter, false, "sum sigma_i", "weights_svals"},
         {"l2_norm", L::parameter, false, "sigma_max", "weights_svals"},
         {"stable_rank", L::parameter, false, "(frob_norm / (l2_norm + EPS))^2, EPS = 1e-16", "weights_svals"},
-        {"effective_rank", L::parameter, false, "exp(-sum p_i ln(p_i + EPS)), p_i = sigma_i / (sum sigma + EPS)", "weights_svals"},
+        {"effective_rank", L::parameter, false,
+         "exp(-sum p_i ln(p_i + EPS)), p_i = sigma_i / (sum sigma + EPS)", "weights_svals"},
         {"hard_rank", L::parameter, false, "#{lambda_i > rtol * lambda_max}, rtol = 1e-5", "esd"},
-        {"mp_esd_max", L::parameter, false, "min(lambda_+, esd_max); lambda_+ = s^2 (1 + 1/sqrt(Q))^2, s^2 = weights_std^2 or, when esd_rand exceeds that edge, (sum of esd_rand <= edge) / M", "esd, esd_rand, weights_std"},
+        {"mp_esd_max", L::parameter, false,
+         "min(lambda_+, esd_max); lambda_+ = s^2 (1 + 1/sqrt(Q))^2, s^2 = weights_std^2 or, when esd_rand "
+         "exceeds that edge, (sum of esd_rand <= edge) / M",
+         "esd, esd_rand, weights_std"},
         {"mp_esd_min", L::parameter, false, "s^2 (1 - 1/sqrt(Q))^2", "esd, esd_rand, weights_std"},
         {"mp_bulk_std", L::parameter, false, "s of the Marchenko-Pastur fit", "esd, esd_rand, weights_std"},
         {"mp_sval_max", L::parameter, false, "sqrt(mp_esd_max * N)", "mp_esd_max"},
-        {"mp_ks", L::parameter, false, "KS distance between eigenvalues inside (mp_esd_min, mp_esd_max) and the MP CDF conditioned on that window; 1 if empty", "esd, mp fit"},
+        {"mp_ks", L::parameter, false,
+         "KS distance between eigenvalues inside (mp_esd_min, mp_esd_max) and the MP CDF conditioned on that "
+         "window; 1 if empty",
+         "esd, mp fit"},
         {"mp_concentration", L::parameter, false, "#{lambda_- <= lambda_i <= lambda_+} / M", "esd, mp fit"},
-        {"mp_presence", L::parameter, false, "clip((lambda_+ - lambda_-) / (lambda_max - lambda_min + EPS), 0, 1)", "esd, mp fit"},
+        {"mp_presence", L::parameter, false,
+         "clip((lambda_+ - lambda_-) / (lambda_max - lambda_min + EPS), 0, 1)", "esd, mp fit"},
         {"mp_num_spikes", L::parameter, false, "#{lambda_i > mp_esd_max}", "esd, mp fit"},
         {"mp_soft_rank", L::parameter, false, "mp_esd_max / (esd_max + EPS)", "esd, mp fit"},
-        {"tw_esd_bound", L::parameter, false, "Johnstone soft edge mu + s F_TW1^-1(1 - p), p = 0.005", "mp_bulk_std, N, M"},
+        {"tw_esd_bound", L::parameter, false, "Johnstone soft edge mu + s F_TW1^-1(1 - p), p = 0.005",
+         "mp_bulk_std, N, M"},
         {"tw_num_spikes", L::parameter, false, "#{lambda_i > tw_esd_bound}", "esd, tw_esd_bound"},
-        {"pl_alpha", L::parameter, false, "power-law MLE 1 + n / sum ln(lambda_i / x_min) over the tail, x_min KS-optimal (powerlaw 1.5)", "esd"},
+        {"pl_alpha", L::parameter, false,
+         "power-law MLE 1 + n / sum ln(lambda_i / x_min) over the tail, x_min KS-optimal (powerlaw 1.5)",
+         "esd"},
         {"pl_esd_xmin", L::parameter, false, "KS-optimal x_min of the power-law fit", "esd"},
         {"pl_ks", L::parameter, false, "KS distance of the power-law fit at x_min", "esd"},
         {"pl_concentration", L::parameter, false, "#{lambda_i >= pl_esd_xmin} / M", "esd, power-law fit"},
-        {"pl_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min); NaN if the width is 0", "esd, power-law fit"},
+        {"pl_presence", L::parameter, false,
+         "(lambda_max - x_min) / (lambda_max - lambda_min); NaN if the width is 0", "esd, power-law fit"},
         {"pl_alpha_weighted", L::parameter, false, "pl_alpha * log10(esd_max)", "esd, power-law fit"},
-        {"pl_alpha_norm", L::parameter, false, "sum lambda_i^pl_alpha; NaN when not finite and positive", "esd, power-law fit"},
-        {"tpl_alpha", L::parameter, false, "truncated power law p ~ lambda^-alpha e^(-Lambda lambda): alpha (MLE, powerlaw 1.5)", "esd"},
+        {"pl_alpha_norm", L::parameter, false, "sum lambda_i^pl_alpha; NaN when not finite and positive",
+         "esd, power-law fit"},
+        {"tpl_alpha", L::parameter, false,
+         "truncated power law p ~ lambda^-alpha e^(-Lambda lambda): alpha (MLE, powerlaw 1.5)", "esd"},
         {"tpl_lambda", L::parameter, false, "truncated power law: Lambda", "esd"},
         {"tpl_esd_xmin", L::parameter, false, "x_min of the truncated power-law fit", "esd"},
         {"tpl_ks", L::parameter, false, "KS distance of the truncated power-law fit", "esd"},
         {"tpl_concentration", L::parameter, false, "#{lambda_i >= tpl_esd_xmin} / M", "esd, tpl fit"},
-        {"tpl_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min)", "esd, tpl fit"},
+        {"tpl_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min)",
+         "esd, tpl fit"},
         {"tpl_scale", L::parameter, false, "lambda_max * tpl_lambda", "esd, tpl fit"},
         {"tpl_alpha_norm", L::parameter, false, "sum lambda_i^tpl_alpha", "esd, tpl fit"},
-        {"expon_lambda", L::parameter, false, "exponential tail: Lambda = 1 / (mean of the tail - x_min)", "esd"},
+        {"expon_lambda", L::parameter, false, "exponential tail: Lambda = 1 / (mean of the tail - x_min)",
+         "esd"},
         {"expon_esd_xmin", L::parameter, false, "x_min of the exponential fit", "esd"},
         {"expon_ks", L::parameter, false, "KS distance of the exponential fit", "esd"},
-        {"expon_concentration", L::parameter, false, "#{lambda_i >= expon_esd_xmin} / M", "esd, exponential fit"},
-        {"expon_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min)", "esd, exponential fit"},
+        {"expon_concentration", L::parameter, false, "#{lambda_i >= expon_esd_xmin} / M",
+         "esd, exponential fit"},
+        {"expon_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min)",
+         "esd, exponential fit"},
         {"expon_scale", L::parameter, false, "lambda_max * expon_lambda", "esd, exponential fit"},
-        {"pl_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D); NaN with < 50 tail points", "esd, power-law fit", false},
+        {"pl_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D); NaN with < 50 tail points",
+         "esd, power-law fit", false},
         {"tpl_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D)", "esd, tpl fit", false},
-        {"expon_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D)", "esd, exponential fit", false},
-        {"w1_rand_distance", L::parameter, false, "W1(esd, esd_rand) / mean(esd); 0 if the mean <= 0", "esd, esd_rand"},
+        {"expon_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D)", "esd, exponential fit",
+         false},
+        {"w1_rand_distance", L::parameter, false, "W1(esd, esd_rand) / mean(esd); 0 if the mean <= 0",
+         "esd, esd_rand"},
         {"log_norm", L::in_model, false, "mean of log10(frob_norm^2) over measurable matrices", "frob_norm"},
         {"log_spectral_norm", L::in_model, false, "mean of log10(l2_norm^2)", "l2_norm"},
         {"param_norm", L::in_model, false, "sum of frob_norm^2 (NaN propagates)", "frob_norm"},
@@ -97,9 +123,12 @@ const std::vector<FieldInfo>& field_catalog() {
 
 std::string_view level_name(Level l) {
     switch (l) {
-    case Level::parameter: return "PARAMETER";
-    case Level::in_model: return "IN_MODEL";
-    default: return "CROSS_MODEL";
+        case Level::parameter:
+            return "PARAMETER";
+        case Level::in_model:
+            return "IN_MODEL";
+        default:
+            return "CROSS_MODEL";
     }
 }
 
@@ -114,19 +143,22 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
     const bool all = spec == "all";
     if (all || spec == "default" || spec.empty()) {
         for (const auto& f : field_catalog())
-            if (f.level == Level::parameter && !f.is_vector && (all || f.in_default)) out.emplace_back(f.name);
+            if (f.level == Level::parameter && !f.is_vector && (all || f.in_default))
+                out.emplace_back(f.name);
         return out;
     }
     std::size_t start = 0;
     while (start <= spec.size()) {
         const auto comma = spec.find(',', start);
-        const auto name = spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        const auto name =
+            spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
         if (!name.empty()) {
             const auto* f = find_field(name);
-            if (!f) throw InputError(fmt::format("--metrics: unknown field '{}' (see `diffract metrics`)", name));
+            if (!f)
+                throw InputError(fmt::format("--metrics: unknown field '{}' (see `diffract metrics`)", name));
             if (f->level != Level::parameter || f->is_vector)
-                throw InputError(fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix scalar", name,
-                                             level_name(f->level), f->is_vector ? "vector" : "scalar"));
+                throw InputError(fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix scalar",
+                                             name, level_name(f->level), f->is_vector ? "vector" : "scalar"));
             if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
         }
         if (comma == std::string_view::npos) break;
@@ -136,10 +168,11 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
 }
 
 std::string KernelConfig::key() const {
-    const char* route_name = route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
+    const char* route_name =
+        route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format("v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={}",
-                       precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
-                       p_value_bootstraps, p_value_seed);
+                       precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol,
+                       tw_p, p_value_bootstraps, p_value_seed);
 }
 
 }  // namespace diffract::analysis

@@ -11,7 +11,8 @@ std::string MatrixUnit::block_key() const {
 }
 
 double MatrixUnit::flops() const {
-    const double m = static_cast<double>(std::max(block.rows, block.cols)), n = static_cast<double>(std::min(block.rows, block.cols));
+    const double m = static_cast<double>(std::max(block.rows, block.cols)),
+                 n = static_cast<double>(std::min(block.rows, block.cols));
     return 4.0 * m * n * n + 8.0 * n * n * n;
 }
 
@@ -28,7 +29,8 @@ std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selec
         if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
         const auto r = model::classify_tensor(t.name);
         if (!selection.selects(t.name, r)) continue;
-        if (selection.selects_role(r.role)) out.push_back({&t, model::whole_matrix(ck.schema, t), r.layer, r.role, std::nullopt});
+        if (selection.selects_role(r.role))
+            out.push_back({&t, model::whole_matrix(ck.schema, t), r.layer, r.role, std::nullopt});
         if (!heads) continue;
         for (const auto& hb : model::head_blocks(ck.schema, t, r.role))
             if (selection.selects_role(hb.proj) || selection.selects_role(r.role))

@@ -25,7 +25,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 int parse_layer(const std::string& s) {
     int v = -1;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || v < 0) throw InputError(fmt::format("--layers: '{}' is not a layer index", s));
+    if (ec != std::errc() || p != s.data() + s.size() || v < 0)
+        throw InputError(fmt::format("--layers: '{}' is not a layer index", s));
     return v;
 }
 
@@ -44,7 +45,8 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
     if (!roles.empty() && !roles.count(r.role)) {
         // A fused qkv tensor is selected by any of its parts' roles.
         const bool fused_part = r.role == model::Role::attn_qkv &&
-                                (roles.count(model::Role::attn_q) || roles.count(model::Role::attn_k) || roles.count(model::Role::attn_v));
+                                (roles.count(model::Role::attn_q) || roles.count(model::Role::attn_k) ||
+                                 roles.count(model::Role::attn_v));
         if (!fused_part) return false;
     }
     if (match && !std::regex_search(name, *match)) return false;
@@ -52,11 +54,16 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
     return true;
 }
 
-Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match, const std::string& exclude) {
+Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match,
+                         const std::string& exclude) {
     Selection s;
     for (const auto& r : split_commas(roles)) {
         auto role = model::role_from_name(r);
-        if (!role) throw InputError(fmt::format("--roles: unknown role '{}' (expected attn_q, attn_k, attn_v, attn_o, attn_qkv, mlp_gate, mlp_up, mlp_down, mlp_gate_up, embed, lm_head, norm, other)", r));
+        if (!role)
+            throw InputError(
+                fmt::format("--roles: unknown role '{}' (expected attn_q, attn_k, attn_v, attn_o, attn_qkv, "
+                            "mlp_gate, mlp_up, mlp_down, mlp_gate_up, embed, lm_head, norm, other)",
+                            r));
         s.roles.insert(*role);
     }
     for (const auto& part : split_commas(layers)) {

@@ -17,11 +17,12 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     const fs::path target(path);
     std::error_code ec;
     if (!target.parent_path().empty()) fs::create_directories(target.parent_path(), ec);
-    const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp-{:08x}", target.filename().string(), std::random_device{}());
+    const fs::path tmp = target.parent_path() /
+                         fmt::format(".{}.tmp-{:08x}", target.filename().string(), std::random_device{}());
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) throw_input_error(path, "", "cannot create file");
-    const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size() && std::fflush(f) == 0 &&
-                    fsync(fileno(f)) == 0;
+    const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size() &&
+                    std::fflush(f) == 0 && fsync(fileno(f)) == 0;
     std::fclose(f);
     if (!ok) {
         fs::remove(tmp, ec);

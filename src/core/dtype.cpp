@@ -20,14 +20,22 @@ struct DTypeInfo {
 };
 
 constexpr std::array<DTypeInfo, 16> kDTypes{{
-    {DType::BOOL, "BOOL", 1, false},    {DType::U8, "U8", 1, false},
-    {DType::I8, "I8", 1, false},        {DType::U16, "U16", 2, false},
-    {DType::I16, "I16", 2, false},      {DType::U32, "U32", 4, false},
-    {DType::I32, "I32", 4, false},      {DType::U64, "U64", 8, false},
-    {DType::I64, "I64", 8, false},      {DType::F8_E4M3, "F8_E4M3", 1, true},
-    {DType::F8_E5M2, "F8_E5M2", 1, true}, {DType::F16, "F16", 2, true},
-    {DType::BF16, "BF16", 2, true},     {DType::F32, "F32", 4, true},
-    {DType::F64, "F64", 8, true},       {DType::Q8_0, "Q8_0", 34, true},
+    {DType::BOOL, "BOOL", 1, false},
+    {DType::U8, "U8", 1, false},
+    {DType::I8, "I8", 1, false},
+    {DType::U16, "U16", 2, false},
+    {DType::I16, "I16", 2, false},
+    {DType::U32, "U32", 4, false},
+    {DType::I32, "I32", 4, false},
+    {DType::U64, "U64", 8, false},
+    {DType::I64, "I64", 8, false},
+    {DType::F8_E4M3, "F8_E4M3", 1, true},
+    {DType::F8_E5M2, "F8_E5M2", 1, true},
+    {DType::F16, "F16", 2, true},
+    {DType::BF16, "BF16", 2, true},
+    {DType::F32, "F32", 4, true},
+    {DType::F64, "F64", 8, true},
+    {DType::Q8_0, "Q8_0", 34, true},
 }};
 
 const DTypeInfo& info(DType t) { return kDTypes[static_cast<std::size_t>(t)]; }
@@ -53,8 +61,7 @@ std::array<float, 256> make_f8_table(bool e4m3) {
         if (e4m3 && e == 15 && m == 7) {
             v = std::numeric_limits<float>::quiet_NaN();  // e4m3fn: no infinities, one NaN
         } else if (!e4m3 && e == 31) {
-            v = m == 0 ? std::numeric_limits<float>::infinity()
-                       : std::numeric_limits<float>::quiet_NaN();
+            v = m == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
         } else if (e == 0) {
             v = std::ldexp(static_cast<float>(m), 1 - bias - man_bits);
         } else {
@@ -96,30 +103,34 @@ std::uint8_t f32_to_f8(float f, bool e4m3) {
 template <typename Out>
 void convert_floats(const std::byte* src, DType t, std::size_t n, Out* dst) {
     switch (t) {
-    case DType::F32:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Out>(load_unaligned<float>(src + 4 * i));
-        return;
-    case DType::F64:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Out>(load_unaligned<double>(src + 8 * i));
-        return;
-    case DType::BF16:
-        // bf16 is the top half of an f32: a shift, which the compiler vectorises.
-        for (std::size_t i = 0; i < n; ++i) {
-            const auto h = load_unaligned<std::uint16_t>(src + 2 * i);
-            dst[i] = static_cast<Out>(std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16));
+        case DType::F32:
+            for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Out>(load_unaligned<float>(src + 4 * i));
+            return;
+        case DType::F64:
+            for (std::size_t i = 0; i < n; ++i)
+                dst[i] = static_cast<Out>(load_unaligned<double>(src + 8 * i));
+            return;
+        case DType::BF16:
+            // bf16 is the top half of an f32: a shift, which the compiler vectorises.
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto h = load_unaligned<std::uint16_t>(src + 2 * i);
+                dst[i] = static_cast<Out>(std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16));
+            }
+            return;
+        case DType::F16:
+            for (std::size_t i = 0; i < n; ++i)
+                dst[i] = static_cast<Out>(f16_to_f32(load_unaligned<std::uint16_t>(src + 2 * i)));
+            return;
+        case DType::F8_E4M3:
+        case DType::F8_E5M2: {
+            const auto& table = f8_table(t == DType::F8_E4M3);
+            for (std::size_t i = 0; i < n; ++i)
+                dst[i] = static_cast<Out>(table[static_cast<std::uint8_t>(src[i])]);
+            return;
         }
-        return;
-    case DType::F16:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Out>(f16_to_f32(load_unaligned<std::uint16_t>(src + 2 * i)));
-        return;
-    case DType::F8_E4M3:
-    case DType::F8_E5M2: {
-        const auto& table = f8_table(t == DType::F8_E4M3);
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Out>(table[static_cast<std::uint8_t>(src[i])]);
-        return;
-    }
-    default:
-        throw std::invalid_argument("convert: dtype " + std::string(dtype_name(t)) + " is not a plain floating type");
+        default:
+            throw std::invalid_argument("convert: dtype " + std::string(dtype_name(t)) +
+                                        " is not a plain floating type");
     }
 }
 
@@ -177,36 +188,43 @@ std::uint16_t f32_to_f16(float f) {
     return sign | static_cast<std::uint16_t>(r >> 13);
 }
 
-void convert_to_f32(const std::byte* src, DType t, std::size_t n, float* dst) { convert_floats(src, t, n, dst); }
-void convert_to_f64(const std::byte* src, DType t, std::size_t n, double* dst) { convert_floats(src, t, n, dst); }
+void convert_to_f32(const std::byte* src, DType t, std::size_t n, float* dst) {
+    convert_floats(src, t, n, dst);
+}
+void convert_to_f64(const std::byte* src, DType t, std::size_t n, double* dst) {
+    convert_floats(src, t, n, dst);
+}
 
 void convert_from_f32(const float* src, DType t, std::size_t n, std::byte* dst) {
     switch (t) {
-    case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F64:
-        for (std::size_t i = 0; i < n; ++i) {
-            const double d = src[i];
-            std::memcpy(dst + 8 * i, &d, 8);
-        }
-        return;
-    case DType::BF16:
-        for (std::size_t i = 0; i < n; ++i) {
-            const auto h = f32_to_bf16(src[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
-        }
-        return;
-    case DType::F16:
-        for (std::size_t i = 0; i < n; ++i) {
-            const auto h = f32_to_f16(src[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
-        }
-        return;
-    case DType::F8_E4M3:
-    case DType::F8_E5M2:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::byte>(f32_to_f8(src[i], t == DType::F8_E4M3));
-        return;
-    default:
-        throw std::invalid_argument("convert: cannot write dtype " + std::string(dtype_name(t)));
+        case DType::F32:
+            std::memcpy(dst, src, n * 4);
+            return;
+        case DType::F64:
+            for (std::size_t i = 0; i < n; ++i) {
+                const double d = src[i];
+                std::memcpy(dst + 8 * i, &d, 8);
+            }
+            return;
+        case DType::BF16:
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto h = f32_to_bf16(src[i]);
+                std::memcpy(dst + 2 * i, &h, 2);
+            }
+            return;
+        case DType::F16:
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto h = f32_to_f16(src[i]);
+                std::memcpy(dst + 2 * i, &h, 2);
+            }
+            return;
+        case DType::F8_E4M3:
+        case DType::F8_E5M2:
+            for (std::size_t i = 0; i < n; ++i)
+                dst[i] = static_cast<std::byte>(f32_to_f8(src[i], t == DType::F8_E4M3));
+            return;
+        default:
+            throw std::invalid_argument("convert: cannot write dtype " + std::string(dtype_name(t)));
     }
 }
 

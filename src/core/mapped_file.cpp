@@ -59,8 +59,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
 }
 
-std::shared_ptr<const MappedFile> MappedFile::from_memory(std::string label, std::shared_ptr<const void> owner,
-                                                         const std::byte* data, std::size_t size) {
+std::shared_ptr<const MappedFile> MappedFile::from_memory(std::string label,
+                                                          std::shared_ptr<const void> owner,
+                                                          const std::byte* data, std::size_t size) {
     auto f = std::shared_ptr<MappedFile>(new MappedFile(std::move(label), data, size));
     f->owner_ = owner ? std::move(owner) : std::make_shared<int>(0);  // never null: marks "not mapped"
     return f;

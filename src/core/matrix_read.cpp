@@ -17,27 +17,35 @@ std::int64_t stored_cols(const TensorInfo& t) {
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
     if (!dtype_is_float(t.dtype))
-        throw_input_error(t.path(), t.name, fmt::format("dtype {} is not a floating type and cannot be analysed", dtype_name(t.dtype)));
+        throw_input_error(
+            t.path(), t.name,
+            fmt::format("dtype {} is not a floating type and cannot be analysed", dtype_name(t.dtype)));
     const std::int64_t R = stored_rows(t), C = stored_cols(t);
     if (b.row0 < 0 || b.col0 < 0 || b.rows < 0 || b.cols < 0 || b.row0 + b.rows > R || b.col0 + b.cols > C)
-        throw_input_error(t.path(), t.name, fmt::format("block [{}:{}, {}:{}] outside the tensor {}", b.row0, b.row0 + b.rows, b.col0, b.col0 + b.cols, shape_string(t.shape)));
+        throw_input_error(t.path(), t.name,
+                          fmt::format("block [{}:{}, {}:{}] outside the tensor {}", b.row0, b.row0 + b.rows,
+                                      b.col0, b.col0 + b.cols, shape_string(t.shape)));
     const auto bytes = t.bytes();
     Matrix<T> out(b.logical_rows(), b.logical_cols());
     std::vector<T> row(static_cast<std::size_t>(b.cols));
     std::vector<float> dequant;
     const bool q8 = t.dtype == DType::Q8_0;
-    const std::size_t row_bytes = q8 ? static_cast<std::size_t>(C / 32 * 34) : static_cast<std::size_t>(C) * dtype_size(t.dtype);
+    const std::size_t row_bytes =
+        q8 ? static_cast<std::size_t>(C / 32 * 34) : static_cast<std::size_t>(C) * dtype_size(t.dtype);
     for (std::int64_t i = 0; i < b.rows; ++i) {
         const std::byte* src = bytes.data() + static_cast<std::size_t>(b.row0 + i) * row_bytes;
         T* dst = b.transposed ? row.data() : out.data.data() + i * b.cols;
         if (q8) {
             dequant.resize(static_cast<std::size_t>(C));
             formats::dequantize_q8_0(src, static_cast<std::size_t>(C), dequant.data());
-            for (std::int64_t j = 0; j < b.cols; ++j) dst[j] = static_cast<T>(dequant[static_cast<std::size_t>(b.col0 + j)]);
+            for (std::int64_t j = 0; j < b.cols; ++j)
+                dst[j] = static_cast<T>(dequant[static_cast<std::size_t>(b.col0 + j)]);
         } else {
             src += static_cast<std::size_t>(b.col0) * dtype_size(t.dtype);
-            if constexpr (std::is_same_v<T, float>) convert_to_f32(src, t.dtype, static_cast<std::size_t>(b.cols), dst);
-            else convert_to_f64(src, t.dtype, static_cast<std::size_t>(b.cols), dst);
+            if constexpr (std::is_same_v<T, float>)
+                convert_to_f32(src, t.dtype, static_cast<std::size_t>(b.cols), dst);
+            else
+                convert_to_f64(src, t.dtype, static_cast<std::size_t>(b.cols), dst);
         }
         if (b.transposed)
             for (std::int64_t j = 0; j < b.cols; ++j) out(j, i) = row[static_cast<std::size_t>(j)];

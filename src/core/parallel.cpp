@@ -21,7 +21,8 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
                const std::function<void(std::size_t)>& run) {
     std::vector<std::size_t> order(costs.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
     std::mutex mu;
     std::condition_variable cv;
     std::size_t next = 0;
@@ -66,7 +67,8 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
 }
 
 std::uint64_t physical_memory_bytes() {
-    return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+    return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+           static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 std::uint64_t parse_size(const std::string& text, const std::string& flag) {
@@ -79,14 +81,21 @@ std::uint64_t parse_size(const std::string& text, const std::string& flag) {
     }
     std::string unit = text.substr(pos);
     for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
-    else if (unit.ends_with("B")) unit.resize(unit.size() - 1);
+    if (unit.ends_with("IB"))
+        unit.resize(unit.size() - 2);
+    else if (unit.ends_with("B"))
+        unit.resize(unit.size() - 1);
     double mult = 1;
-    if (unit == "K") mult = 1024.0;
-    else if (unit == "M") mult = 1024.0 * 1024;
-    else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-    else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-    else if (!unit.empty()) throw InputError(fmt::format("{}: unknown size unit in '{}'", flag, text));
+    if (unit == "K")
+        mult = 1024.0;
+    else if (unit == "M")
+        mult = 1024.0 * 1024;
+    else if (unit == "G")
+        mult = 1024.0 * 1024 * 1024;
+    else if (unit == "T")
+        mult = 1024.0 * 1024 * 1024 * 1024;
+    else if (!unit.empty())
+        throw InputError(fmt::format("{}: unknown size unit in '{}'", flag, text));
     if (v <= 0) throw InputError(fmt::format("{}: size must be positive, found '{}'", flag, text));
     return static_cast<std::uint64_t>(v * mult);
 }

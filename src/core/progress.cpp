@@ -7,8 +7,11 @@
 namespace diffract {
 
 Progress::Progress(std::string label, std::size_t total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled && isatty(STDERR_FILENO)),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(enabled && isatty(STDERR_FILENO)),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 Progress::~Progress() { finish(); }
 

@@ -32,7 +32,8 @@ nlohmann::json read_config(const fs::path& dir) {
 
 void append_file(Checkpoint& ck, SafetensorsFile&& f, std::set<std::string>& seen) {
     for (auto& t : f.tensors) {
-        if (!seen.insert(t.name).second) throw_input_error(f.file->path(), t.name, "tensor appears in more than one file");
+        if (!seen.insert(t.name).second)
+            throw_input_error(f.file->path(), t.name, "tensor appears in more than one file");
         ck.tensors.push_back(std::move(t));
     }
 }
@@ -47,17 +48,22 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
         const fs::path shard_path = dir / shard;
         std::error_code ec;
         if (!fs::is_regular_file(shard_path, ec))
-            throw_input_error(index_path.string(), *names.begin(), fmt::format("weight_map names shard '{}', which does not exist", shard));
+            throw_input_error(index_path.string(), *names.begin(),
+                              fmt::format("weight_map names shard '{}', which does not exist", shard));
         auto f = open_safetensors(shard_path.string());
         std::set<std::string> found;
         for (const auto& t : f.tensors) {
             found.insert(t.name);
             if (!names.count(t.name))
-                throw_input_error(shard_path.string(), t.name, fmt::format("tensor is in this shard but the index maps it elsewhere ({})",
-                                                                           index.weight_map.count(t.name) ? index.weight_map.at(t.name) : "absent from weight_map"));
+                throw_input_error(shard_path.string(), t.name,
+                                  fmt::format("tensor is in this shard but the index maps it elsewhere ({})",
+                                              index.weight_map.count(t.name) ? index.weight_map.at(t.name)
+                                                                             : "absent from weight_map"));
         }
         for (const auto& n : names)
-            if (!found.count(n)) throw_input_error(shard_path.string(), n, "index maps the tensor to this shard but the shard does not hold it");
+            if (!found.count(n))
+                throw_input_error(shard_path.string(), n,
+                                  "index maps the tensor to this shard but the shard does not hold it");
         append_file(ck, std::move(f), seen);
     }
 }
@@ -132,7 +138,9 @@ Checkpoint open_checkpoint(std::string_view spec) {
                 std::vector<fs::path> ggufs;
                 for (const auto& e : fs::directory_iterator(p))
                     if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
-                if (ggufs.size() != 1) throw_input_error(ck.path, "", "directory holds no .safetensors file (and not exactly one .gguf)");
+                if (ggufs.size() != 1)
+                    throw_input_error(ck.path, "",
+                                      "directory holds no .safetensors file (and not exactly one .gguf)");
                 open_gguf_file(ck, ggufs.front().string());
             } else {
                 std::set<std::string> seen;
@@ -147,8 +155,14 @@ Checkpoint open_checkpoint(std::string_view spec) {
         std::set<std::string> seen;
         append_file(ck, open_safetensors(ck.path), seen);
     }
-    ck.schema = model::schema_from_config(ck.config, ck.format == "gguf" ? ck.path : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path() : fs::path(ck.path)) / "config.json").string());
-    if (ck.format == "gguf") ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
+    ck.schema = model::schema_from_config(
+        ck.config, ck.format == "gguf" ? ck.path
+                                       : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path()
+                                                                          : fs::path(ck.path)) /
+                                          "config.json")
+                                             .string());
+    if (ck.format == "gguf")
+        ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
     return ck;
 }
 

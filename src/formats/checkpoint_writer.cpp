@@ -38,12 +38,15 @@ fs::path absolute_normal(const std::string& p) {
     return ec ? fs::absolute(p).lexically_normal() : c;
 }
 
-std::string safetensors_header(const std::vector<const TensorSpec*>& specs, const std::map<std::string, std::string>& metadata) {
+std::string safetensors_header(const std::vector<const TensorSpec*>& specs,
+                               const std::map<std::string, std::string>& metadata) {
     nlohmann::ordered_json h = nlohmann::ordered_json::object();
     if (!metadata.empty()) h["__metadata__"] = metadata;
     std::uint64_t offset = 0;
     for (const auto* s : specs) {
-        h[s->name] = {{"dtype", dtype_name(s->dtype)}, {"shape", s->shape}, {"data_offsets", {offset, offset + s->nbytes()}}};
+        h[s->name] = {{"dtype", dtype_name(s->dtype)},
+                      {"shape", s->shape},
+                      {"data_offsets", {offset, offset + s->nbytes()}}};
         offset += s->nbytes();
     }
     std::string text = h.dump();
@@ -51,13 +54,14 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& specs, cons
     return text;
 }
 
-void write_shard(const std::string& path, const std::vector<const TensorSpec*>& specs, const TensorProducer& produce,
-                 const std::map<std::string, std::string>& metadata) {
+void write_shard(const std::string& path, const std::vector<const TensorSpec*>& specs,
+                 const TensorProducer& produce, const std::map<std::string, std::string>& metadata) {
     std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
     if (!f) throw_input_error(path, "", "cannot create file");
     const std::string header = safetensors_header(specs, metadata);
     std::uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+        len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
     write_all(f.get(), len, 8, path);
     write_all(f.get(), header.data(), header.size(), path);
     std::vector<std::byte> buffer;
@@ -78,8 +82,9 @@ std::uint64_t TensorSpec::nbytes() const {
 }
 
 bool is_companion_file(const std::string& f) {
-    if (f == "config.json" || f == "generation_config.json" || f == "special_tokens_map.json" || f == "vocab.json" ||
-        f == "merges.txt" || f == "added_tokens.json" || f == "vocab.txt" || f == "chat_template.jinja")
+    if (f == "config.json" || f == "generation_config.json" || f == "special_tokens_map.json" ||
+        f == "vocab.json" || f == "merges.txt" || f == "added_tokens.json" || f == "vocab.txt" ||
+        f == "chat_template.jinja")
         return true;
     return f.starts_with("tokenizer") || f.ends_with(".model") || f.ends_with(".tiktoken");
 }
@@ -88,15 +93,18 @@ void write_directory_atomically(const std::string& out_dir, const std::vector<st
                                 const std::function<void(const std::string&)>& fill) {
     const fs::path target = absolute_normal(out_dir);
     std::error_code ec;
-    if (fs::exists(target, ec)) throw_input_error(out_dir, "", "output already exists; refusing to overwrite it");
+    if (fs::exists(target, ec))
+        throw_input_error(out_dir, "", "output already exists; refusing to overwrite it");
     for (const auto& in : inputs) {
         const fs::path ip = absolute_normal(in);
         if (path_within(target, ip) || path_within(ip, target))
-            throw_input_error(out_dir, "", fmt::format("output would overwrite or contain an input ({})", in));
+            throw_input_error(out_dir, "",
+                              fmt::format("output would overwrite or contain an input ({})", in));
     }
     fs::create_directories(target.parent_path(), ec);
     std::random_device rd;
-    const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp-{:08x}", target.filename().string(), rd());
+    const fs::path tmp =
+        target.parent_path() / fmt::format(".{}.tmp-{:08x}", target.filename().string(), rd());
     fs::create_directory(tmp, ec);
     if (ec) throw_input_error(tmp.string(), "", "cannot create temporary directory: " + ec.message());
     try {
@@ -108,8 +116,8 @@ void write_directory_atomically(const std::string& out_dir, const std::vector<st
     }
 }
 
-void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors, const TensorProducer& produce,
-                      const WriteOptions& options) {
+void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
+                      const TensorProducer& produce, const WriteOptions& options) {
     // Plan shards: consecutive tensors until the size cap (a tensor larger than the cap gets its own).
     std::vector<std::vector<const TensorSpec*>> shards(1);
     std::uint64_t current = 0;
@@ -125,13 +133,15 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         if (!options.copy_files_from.empty()) {
             for (const auto& e : fs::directory_iterator(options.copy_files_from)) {
                 const auto name = e.path().filename().string();
-                if (e.is_regular_file() && is_companion_file(name)) fs::copy_file(e.path(), fs::path(tmp) / name);
+                if (e.is_regular_file() && is_companion_file(name))
+                    fs::copy_file(e.path(), fs::path(tmp) / name);
             }
         }
         if (!options.config.is_null()) {
             std::ofstream(fs::path(tmp) / "config.json", std::ios::trunc) << options.config.dump(2) << "\n";
         }
-        for (const auto& [name, contents] : options.extra_files) std::ofstream(fs::path(tmp) / name) << contents;
+        for (const auto& [name, contents] : options.extra_files)
+            std::ofstream(fs::path(tmp) / name) << contents;
         if (shards.size() == 1) {
             write_shard((fs::path(tmp) / "model.safetensors").string(), shards[0], produce, options.metadata);
             return;

@@ -33,28 +33,38 @@ std::string resolve_hf_cache(std::string_view model_id) {
     const auto at = model_id.find('@');
     const std::string id(model_id.substr(0, at));
     const std::string revision = at == std::string_view::npos ? "main" : std::string(model_id.substr(at + 1));
-    if (revision.empty() || revision.find('/') != std::string::npos || revision.find("..") != std::string::npos)
+    if (revision.empty() || revision.find('/') != std::string::npos ||
+        revision.find("..") != std::string::npos)
         throw_input_error(std::string(model_id), "", "invalid revision");
     std::string folder = "models--";
     for (char c : id) {
-        if (c == '/') folder.append("--");
-        else folder.push_back(c);
+        if (c == '/')
+            folder.append("--");
+        else
+            folder.push_back(c);
     }
     const fs::path root = hf_cache_root();
     const fs::path repo = root / folder;
     std::error_code ec;
     if (!fs::is_directory(repo, ec))
-        throw_input_error(std::string(model_id), "", fmt::format("model is not in the Hugging Face cache (looked in {}; no network access is attempted)", repo.string()));
+        throw_input_error(
+            std::string(model_id), "",
+            fmt::format(
+                "model is not in the Hugging Face cache (looked in {}; no network access is attempted)",
+                repo.string()));
     std::string commit = revision;
     const fs::path ref = repo / "refs" / revision;
     if (fs::is_regular_file(ref, ec)) {
         std::ifstream in(ref);
         std::getline(in, commit);
-        while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r' || commit.back() == ' ')) commit.pop_back();
+        while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r' || commit.back() == ' '))
+            commit.pop_back();
     }
     const fs::path snapshot = repo / "snapshots" / commit;
     if (commit.empty() || commit.find('/') != std::string::npos || !fs::is_directory(snapshot, ec))
-        throw_input_error(std::string(model_id), "", fmt::format("revision '{}' is not in the Hugging Face cache ({})", revision, (repo / "snapshots").string()));
+        throw_input_error(std::string(model_id), "",
+                          fmt::format("revision '{}' is not in the Hugging Face cache ({})", revision,
+                                      (repo / "snapshots").string()));
     return snapshot.string();
 }
 

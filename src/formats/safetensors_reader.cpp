@@ -43,7 +43,8 @@ SafetensorsEntry parse_entry(const std::string& label, const std::string& name, 
         e.shape.push_back(static_cast<std::int64_t>(dim));
     }
     std::uint64_t expected_bytes = 0;
-    if (mul_overflows(numel, dtype_size(e.dtype), &expected_bytes)) fail(fmt::format("shape {} overflows", sh->dump()));
+    if (mul_overflows(numel, dtype_size(e.dtype), &expected_bytes))
+        fail(fmt::format("shape {} overflows", sh->dump()));
 
     const auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -61,14 +62,18 @@ SafetensorsEntry parse_entry(const std::string& label, const std::string& name, 
 }  // namespace
 
 SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::string& label) {
-    if (file.size() < 8) throw_input_error(label, "", fmt::format("file too short for a safetensors header ({} bytes)", file.size()));
+    if (file.size() < 8)
+        throw_input_error(label, "",
+                          fmt::format("file too short for a safetensors header ({} bytes)", file.size()));
     SafetensorsHeader h;
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(file[i]);  // little-endian
     if (n > kSafetensorsMaxHeader)
         throw_input_error(label, "", fmt::format("header length {} exceeds the 100 MB limit", n));
     if (n > file.size() - 8)
-        throw_input_error(label, "", fmt::format("header length {} runs past the end of the file ({} bytes)", n, file.size()));
+        throw_input_error(
+            label, "",
+            fmt::format("header length {} runs past the end of the file ({} bytes)", n, file.size()));
     h.header_size = n;
     const auto* text = reinterpret_cast<const char*>(file.data() + 8);
 
@@ -96,7 +101,9 @@ SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::
         if (it.key() == "__metadata__") {
             if (!it->is_object()) throw_input_error(label, "", "__metadata__ is not an object");
             for (auto m = it->begin(); m != it->end(); ++m) {
-                if (!m->is_string()) throw_input_error(label, "", fmt::format("__metadata__ value of '{}' is not a string", m.key()));
+                if (!m->is_string())
+                    throw_input_error(label, "",
+                                      fmt::format("__metadata__ value of '{}' is not a string", m.key()));
                 h.metadata[m.key()] = m->get<std::string>();
             }
             continue;
@@ -109,13 +116,24 @@ SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::
     std::uint64_t cursor = 0;
     for (const auto& t : h.tensors) {
         if (t.end > data_size)
-            throw_input_error(label, t.name, fmt::format("data_offsets [{}, {}] run past the data section ({} bytes)", t.begin, t.end, data_size));
-        if (t.begin < cursor) throw_input_error(label, t.name, fmt::format("data overlaps the previous tensor (begin {} < {})", t.begin, cursor));
-        if (t.begin > cursor) throw_input_error(label, t.name, fmt::format("hole in the data section (expected begin {}, found {})", cursor, t.begin));
+            throw_input_error(label, t.name,
+                              fmt::format("data_offsets [{}, {}] run past the data section ({} bytes)",
+                                          t.begin, t.end, data_size));
+        if (t.begin < cursor)
+            throw_input_error(
+                label, t.name,
+                fmt::format("data overlaps the previous tensor (begin {} < {})", t.begin, cursor));
+        if (t.begin > cursor)
+            throw_input_error(
+                label, t.name,
+                fmt::format("hole in the data section (expected begin {}, found {})", cursor, t.begin));
         cursor = t.end;
     }
     if (cursor != data_size)
-        throw_input_error(label, "", fmt::format("data section size does not match the tensors (expected {} bytes, found {})", cursor, data_size));
+        throw_input_error(
+            label, "",
+            fmt::format("data section size does not match the tensors (expected {} bytes, found {})", cursor,
+                        data_size));
     return h;
 }
 

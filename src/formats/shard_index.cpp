@@ -21,10 +21,13 @@ ShardIndex parse_shard_index(std::span<const std::byte> bytes, const std::string
     if (wm == j.end() || !wm->is_object()) throw_input_error(label, "", "index has no 'weight_map' object");
     ShardIndex idx;
     for (auto it = wm->begin(); it != wm->end(); ++it) {
-        if (!it->is_string()) throw_input_error(label, it.key(), "weight_map value is not a file name string");
+        if (!it->is_string())
+            throw_input_error(label, it.key(), "weight_map value is not a file name string");
         auto file = it->get<std::string>();
-        if (file.empty() || file.find('/') != std::string::npos || file.find('\\') != std::string::npos || file == "." || file == "..")
-            throw_input_error(label, it.key(), fmt::format("weight_map names '{}', not a file in the model directory", file));
+        if (file.empty() || file.find('/') != std::string::npos || file.find('\\') != std::string::npos ||
+            file == "." || file == "..")
+            throw_input_error(label, it.key(),
+                              fmt::format("weight_map names '{}', not a file in the model directory", file));
         idx.weight_map[it.key()] = std::move(file);
     }
     if (idx.weight_map.empty()) throw_input_error(label, "", "weight_map is empty");

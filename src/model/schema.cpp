@@ -12,8 +12,8 @@ namespace diffract::model {
 namespace {
 
 constexpr std::array<std::string_view, 13> kRoleNames{
-    "attn_q", "attn_k", "attn_v", "attn_o", "attn_qkv", "mlp_gate", "mlp_up",
-    "mlp_down", "mlp_gate_up", "embed", "lm_head", "norm", "other"};
+    "attn_q",   "attn_k",      "attn_v", "attn_o",  "attn_qkv", "mlp_gate", "mlp_up",
+    "mlp_down", "mlp_gate_up", "embed",  "lm_head", "norm",     "other"};
 
 std::vector<std::string_view> split_dots(std::string_view s) {
     std::vector<std::string_view> out;
@@ -48,7 +48,8 @@ bool has_pair(const std::vector<std::string_view>& comps, std::string_view a, st
 
 std::string lower(std::string_view s) {
     std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return out;
 }
 
@@ -58,7 +59,8 @@ Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
         if (l.find("norm") != std::string::npos || l.starts_with("ln_") || l == "ln") return Role::norm;
     }
     // Fused projections first: their names contain the separate ones' substrings.
-    if (has(c, "qkv_proj") || has(c, "c_attn") || has(c, "query_key_value") || has(c, "attn_qkv") || has(c, "Wqkv"))
+    if (has(c, "qkv_proj") || has(c, "c_attn") || has(c, "query_key_value") || has(c, "attn_qkv") ||
+        has(c, "Wqkv"))
         return Role::attn_qkv;
     if (has(c, "gate_up_proj")) return Role::mlp_gate_up;
     if (has(c, "q_proj") || has(c, "query") || has(c, "attn_q") || has(c, "wq")) return Role::attn_q;
@@ -103,13 +105,15 @@ std::optional<Role> role_from_name(std::string_view name) {
 }
 
 bool role_is_attention(Role r) {
-    return r == Role::attn_q || r == Role::attn_k || r == Role::attn_v || r == Role::attn_o || r == Role::attn_qkv;
+    return r == Role::attn_q || r == Role::attn_k || r == Role::attn_v || r == Role::attn_o ||
+           r == Role::attn_qkv;
 }
 
 TensorRole classify_tensor(std::string_view name) {
     const auto comps = split_dots(name);
     TensorRole out;
-    static constexpr std::array<std::string_view, 6> kContainers{"layers", "layer", "h", "blocks", "blk", "block"};
+    static constexpr std::array<std::string_view, 6> kContainers{"layers", "layer", "h",
+                                                                 "blocks", "blk",   "block"};
     for (std::size_t i = 0; i + 1 < comps.size(); ++i) {
         if (std::find(kContainers.begin(), kContainers.end(), comps[i]) != kContainers.end()) {
             if (auto v = parse_int(comps[i + 1])) {
@@ -131,15 +135,16 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         return s;
     }
     std::string model_type = config.value("model_type", std::string());
-    if (auto a = config.find("architectures"); a != config.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+    if (auto a = config.find("architectures");
+        a != config.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
         s.architecture = (*a)[0].get<std::string>();
     else if (!model_type.empty())
         s.architecture = model_type;
     const std::string mt = lower(model_type.empty() ? s.architecture : model_type);
 
     static constexpr std::array<std::string_view, 14> kLlamaLike{
-        "llama", "mistral", "mixtral", "qwen2", "qwen3", "olmo", "olmo2", "gemma", "gemma2", "gemma3",
-        "granite", "stablelm", "internlm2", "deepseek"};
+        "llama", "mistral", "mixtral", "qwen2",   "qwen3",    "olmo",      "olmo2",
+        "gemma", "gemma2",  "gemma3",  "granite", "stablelm", "internlm2", "deepseek"};
     if (std::find(kLlamaLike.begin(), kLlamaLike.end(), mt) != kLlamaLike.end() || mt.starts_with("olmo") ||
         mt.starts_with("qwen") || mt.starts_with("llama") || mt.starts_with("gemma"))
         s.family = "llama";
@@ -153,7 +158,8 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         s.family = "bert";
 
     if (s.family == "unknown") {
-        s.warnings.push_back(fmt::format("architecture '{}' is not recognised: attention heads are not split", s.architecture));
+        s.warnings.push_back(fmt::format("architecture '{}' is not recognised: attention heads are not split",
+                                         s.architecture));
         return s;
     }
     HeadGeometry g;
@@ -168,7 +174,9 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
     }
     if (g.head_dim == 0 && g.hidden > 0) {
         if (g.hidden % g.n_heads != 0)
-            throw_input_error(label, "", fmt::format("hidden_size {} is not divisible by num_attention_heads {}", g.hidden, g.n_heads));
+            throw_input_error(label, "",
+                              fmt::format("hidden_size {} is not divisible by num_attention_heads {}",
+                                          g.hidden, g.n_heads));
         g.head_dim = g.hidden / g.n_heads;
     }
     if (g.head_dim <= 0) {
@@ -176,7 +184,9 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         return s;
     }
     if (g.n_kv_heads <= 0 || g.n_heads % g.n_kv_heads != 0)
-        throw_input_error(label, "", fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", g.n_heads, g.n_kv_heads));
+        throw_input_error(label, "",
+                          fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                                      g.n_heads, g.n_kv_heads));
     s.heads = g;
     return s;
 }
@@ -188,7 +198,8 @@ MatrixBlock whole_matrix(const ModelSchema& schema, const TensorInfo& t) {
     for (std::size_t i = 1; i < t.shape.size(); ++i) b.cols *= t.shape[i];
     // Conv1D weights are [in, out]; embeddings and 1-D tensors are not Conv1D.
     const auto role = classify_tensor(t.name).role;
-    b.transposed = schema.conv1d_transposed && t.shape.size() == 2 && role != Role::embed && role != Role::lm_head;
+    b.transposed =
+        schema.conv1d_transposed && t.shape.size() == 2 && role != Role::embed && role != Role::lm_head;
     return b;
 }
 
@@ -202,15 +213,19 @@ std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& 
     const std::int64_t out_dim = whole.transposed ? whole.cols : whole.rows;
     const std::int64_t in_dim = whole.transposed ? whole.rows : whole.cols;
     auto mismatch = [&](std::int64_t expected, std::int64_t found, const char* what) {
-        throw_input_error(t.path(), t.name,
-                          fmt::format("head geometry does not divide the projection: {} (expected {}, found {})", what, expected, found));
+        throw_input_error(
+            t.path(), t.name,
+            fmt::format("head geometry does not divide the projection: {} (expected {}, found {})", what,
+                        expected, found));
     };
     // Block over logical output rows [r0, r0+n) of the whole matrix, in stored coordinates.
     auto out_rows = [&](std::int64_t r0, std::int64_t n) {
         MatrixBlock b;
         b.transposed = whole.transposed;
-        if (whole.transposed) b.row0 = 0, b.rows = whole.rows, b.col0 = r0, b.cols = n;
-        else b.row0 = r0, b.rows = n, b.col0 = 0, b.cols = whole.cols;
+        if (whole.transposed)
+            b.row0 = 0, b.rows = whole.rows, b.col0 = r0, b.cols = n;
+        else
+            b.row0 = r0, b.rows = n, b.col0 = 0, b.cols = whole.cols;
         return b;
     };
     auto add_rows = [&](Role proj, int n, std::int64_t base, std::int64_t stride) {
@@ -218,41 +233,47 @@ std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& 
     };
     const std::int64_t q_rows = g.n_heads * d, kv_rows = g.n_kv_heads * d;
     switch (role) {
-    case Role::attn_q:
-        if (out_dim != q_rows) mismatch(q_rows, out_dim, "query rows = num_attention_heads x head_dim");
-        add_rows(Role::attn_q, g.n_heads, 0, d);
-        break;
-    case Role::attn_k:
-    case Role::attn_v:
-        if (out_dim != kv_rows) mismatch(kv_rows, out_dim, "key/value rows = num_key_value_heads x head_dim");
-        add_rows(role, g.n_kv_heads, 0, d);
-        break;
-    case Role::attn_o: {
-        if (in_dim != q_rows) mismatch(q_rows, in_dim, "output-projection columns = num_attention_heads x head_dim");
-        for (int h = 0; h < g.n_heads; ++h) {
-            MatrixBlock b;
-            b.transposed = whole.transposed;
-            if (whole.transposed) b.row0 = h * d, b.rows = d, b.col0 = 0, b.cols = whole.cols;
-            else b.row0 = 0, b.rows = whole.rows, b.col0 = h * d, b.cols = d;
-            out.push_back({h, Role::attn_o, b});
-        }
-        break;
-    }
-    case Role::attn_qkv:
-        if (out_dim != q_rows + 2 * kv_rows) mismatch(q_rows + 2 * kv_rows, out_dim, "fused qkv rows = (heads + 2 x kv heads) x head_dim");
-        if (schema.qkv_layout == QkvLayout::interleaved_per_head) {
-            if (g.n_kv_heads != g.n_heads) mismatch(g.n_heads, g.n_kv_heads, "interleaved qkv needs kv heads == heads");
-            add_rows(Role::attn_q, g.n_heads, 0, 3 * d);
-            add_rows(Role::attn_k, g.n_heads, d, 3 * d);
-            add_rows(Role::attn_v, g.n_heads, 2 * d, 3 * d);
-        } else {
+        case Role::attn_q:
+            if (out_dim != q_rows) mismatch(q_rows, out_dim, "query rows = num_attention_heads x head_dim");
             add_rows(Role::attn_q, g.n_heads, 0, d);
-            add_rows(Role::attn_k, g.n_kv_heads, q_rows, d);
-            add_rows(Role::attn_v, g.n_kv_heads, q_rows + kv_rows, d);
+            break;
+        case Role::attn_k:
+        case Role::attn_v:
+            if (out_dim != kv_rows)
+                mismatch(kv_rows, out_dim, "key/value rows = num_key_value_heads x head_dim");
+            add_rows(role, g.n_kv_heads, 0, d);
+            break;
+        case Role::attn_o: {
+            if (in_dim != q_rows)
+                mismatch(q_rows, in_dim, "output-projection columns = num_attention_heads x head_dim");
+            for (int h = 0; h < g.n_heads; ++h) {
+                MatrixBlock b;
+                b.transposed = whole.transposed;
+                if (whole.transposed)
+                    b.row0 = h * d, b.rows = d, b.col0 = 0, b.cols = whole.cols;
+                else
+                    b.row0 = 0, b.rows = whole.rows, b.col0 = h * d, b.cols = d;
+                out.push_back({h, Role::attn_o, b});
+            }
+            break;
         }
-        break;
-    default:
-        break;
+        case Role::attn_qkv:
+            if (out_dim != q_rows + 2 * kv_rows)
+                mismatch(q_rows + 2 * kv_rows, out_dim, "fused qkv rows = (heads + 2 x kv heads) x head_dim");
+            if (schema.qkv_layout == QkvLayout::interleaved_per_head) {
+                if (g.n_kv_heads != g.n_heads)
+                    mismatch(g.n_heads, g.n_kv_heads, "interleaved qkv needs kv heads == heads");
+                add_rows(Role::attn_q, g.n_heads, 0, 3 * d);
+                add_rows(Role::attn_k, g.n_heads, d, 3 * d);
+                add_rows(Role::attn_v, g.n_heads, 2 * d, 3 * d);
+            } else {
+                add_rows(Role::attn_q, g.n_heads, 0, d);
+                add_rows(Role::attn_k, g.n_kv_heads, q_rows, d);
+                add_rows(Role::attn_v, g.n_kv_heads, q_rows + kv_rows, d);
+            }
+            break;
+        default:
+            break;
     }
     return out;
 }

@@ -11,7 +11,8 @@ std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const 
     for (std::size_t i = 0; i < costs.size(); ++i)
         if (needed[i]) order.push_back(i);
     // Longest first, each to the least-loaded rank: within 4/3 of the optimal makespan.
-    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
     std::vector<double> load(static_cast<std::size_t>(d.size), 0.0);
     std::vector<std::size_t> mine;
     for (auto i : order) {

@@ -44,11 +44,16 @@ public:
     }
     ~Statement() { sqlite3_finalize(st_); }
     Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(st_, i, v)); }
-    Statement& bind(int i, const std::string& v) { return check(sqlite3_bind_text(st_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT)); }
-    Statement& bind(int i, double v) { return check(std::isnan(v) ? sqlite3_bind_null(st_, i) : sqlite3_bind_double(st_, i, v)); }
+    Statement& bind(int i, const std::string& v) {
+        return check(sqlite3_bind_text(st_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    }
+    Statement& bind(int i, double v) {
+        return check(std::isnan(v) ? sqlite3_bind_null(st_, i) : sqlite3_bind_double(st_, i, v));
+    }
     Statement& bind_null(int i) { return check(sqlite3_bind_null(st_, i)); }
     Statement& bind_blob(int i, const std::vector<double>& v) {
-        return check(sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size() * sizeof(double)), SQLITE_TRANSIENT));
+        return check(sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size() * sizeof(double)),
+                                       SQLITE_TRANSIENT));
     }
     bool step() {
         const int rc = sqlite3_step(st_);
@@ -77,7 +82,8 @@ public:
 
 private:
     Statement& check(int rc) {
-        if (rc != SQLITE_OK) throw std::runtime_error(fmt::format("sqlite bind failed: {}", sqlite3_errmsg(db_)));
+        if (rc != SQLITE_OK)
+            throw std::runtime_error(fmt::format("sqlite bind failed: {}", sqlite3_errmsg(db_)));
         return *this;
     }
     sqlite3* db_;
@@ -90,7 +96,9 @@ Store::Store(const std::string& path) : path_(path) {
     std::error_code ec;
     const auto parent = fs::path(path).parent_path();
     if (!parent.empty()) fs::create_directories(parent, ec);
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        nullptr) != SQLITE_OK) {
         const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
         sqlite3_close(db_);
         db_ = nullptr;
@@ -123,16 +131,21 @@ std::int64_t Store::model_id(const std::string& fp, const std::string& name, con
     return sel.int64(0);
 }
 
-std::optional<analysis::FieldValues> Store::get(const ResultKey& key, const std::vector<std::string>& fields) {
+std::optional<analysis::FieldValues> Store::get(const ResultKey& key,
+                                                const std::vector<std::string>& fields) {
     std::lock_guard lock(mu_);
-    Statement st(db_, "SELECT field, value, vec FROM results WHERE model=? AND other=? AND tensor=? AND block=? AND config=?");
+    Statement st(db_,
+                 "SELECT field, value, vec FROM results WHERE model=? AND other=? AND tensor=? AND block=? "
+                 "AND config=?");
     st.bind(1, key.model).bind(2, key.other).bind(3, key.tensor).bind(4, key.block).bind(5, key.config);
     analysis::FieldValues v;
     std::set<std::string> found;
     while (st.step()) {
         auto field = st.text(0);
-        if (!st.is_null(2)) v.vectors[field] = st.blob(2);
-        else v.scalars[field] = st.is_null(1) ? std::nan("") : st.real(1);
+        if (!st.is_null(2))
+            v.vectors[field] = st.blob(2);
+        else
+            v.scalars[field] = st.is_null(1) ? std::nan("") : st.real(1);
         found.insert(std::move(field));
     }
     for (const auto& f : fields)
@@ -140,13 +153,21 @@ std::optional<analysis::FieldValues> Store::get(const ResultKey& key, const std:
     return v;
 }
 
-void Store::put(const ResultKey& key, const analysis::FieldValues& values, const std::vector<std::string>& vector_fields) {
+void Store::put(const ResultKey& key, const analysis::FieldValues& values,
+                const std::vector<std::string>& vector_fields) {
     std::lock_guard lock(mu_);
     exec("BEGIN IMMEDIATE");
     try {
-        Statement st(db_, "INSERT OR REPLACE INTO results(model, other, tensor, block, field, config, value, vec) VALUES(?,?,?,?,?,?,?,?)");
+        Statement st(db_,
+                     "INSERT OR REPLACE INTO results(model, other, tensor, block, field, config, value, vec) "
+                     "VALUES(?,?,?,?,?,?,?,?)");
         auto common = [&](const std::string& field) {
-            st.bind(1, key.model).bind(2, key.other).bind(3, key.tensor).bind(4, key.block).bind(5, field).bind(6, key.config);
+            st.bind(1, key.model)
+                .bind(2, key.other)
+                .bind(3, key.tensor)
+                .bind(4, key.block)
+                .bind(5, field)
+                .bind(6, key.config);
         };
         for (const auto& [field, value] : values.scalars) {
             common(field);
@@ -169,7 +190,9 @@ void Store::put(const ResultKey& key, const analysis::FieldValues& values, const
 
 std::vector<ModelEntry> Store::models() {
     std::lock_guard lock(mu_);
-    Statement st(db_, "SELECT m.id, m.fingerprint, m.name, m.path, (SELECT COUNT(*) FROM results r WHERE r.model = m.id) FROM models m ORDER BY m.id");
+    Statement st(db_,
+                 "SELECT m.id, m.fingerprint, m.name, m.path, (SELECT COUNT(*) FROM results r WHERE r.model "
+                 "= m.id) FROM models m ORDER BY m.id");
     std::vector<ModelEntry> out;
     while (st.step()) out.push_back({st.int64(0), st.text(1), st.text(2), st.text(3), st.int64(4)});
     return out;
@@ -209,7 +232,8 @@ std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const s
     exec("BEGIN IMMEDIATE");
     for (const auto& f : analysis::dependents_of(fields)) {
         Statement del(db_, model.empty() ? "DELETE FROM results WHERE field = ?"
-                                         : "DELETE FROM results WHERE field = ? AND model IN (SELECT id FROM models WHERE name = ? OR fingerprint LIKE ? || '%')");
+                                         : "DELETE FROM results WHERE field = ? AND model IN (SELECT id FROM "
+                                           "models WHERE name = ? OR fingerprint LIKE ? || '%')");
         del.bind(1, f);
         if (!model.empty()) del.bind(2, model).bind(3, model);
         del.step();
@@ -225,7 +249,9 @@ std::int64_t Store::merge_from(const std::string& other_path) {
     Statement attach(db_, "ATTACH DATABASE ? AS other_store");
     attach.bind(1, other_path).step();
     exec("BEGIN IMMEDIATE");
-    exec("INSERT OR IGNORE INTO models(fingerprint, name, path) SELECT fingerprint, name, path FROM other_store.models");
+    exec(
+        "INSERT OR IGNORE INTO models(fingerprint, name, path) SELECT fingerprint, name, path FROM "
+        "other_store.models");
     // Ids differ between stores: translate through the fingerprints.
     exec(R"sql(INSERT OR IGNORE INTO results(model, other, tensor, block, field, config, value, vec)
       SELECT m.id, COALESCE(mo.id, 0), r.tensor, r.block, r.field, r.config, r.value, r.vec
@@ -242,11 +268,13 @@ std::int64_t Store::merge_from(const std::string& other_path) {
 
 void Store::for_each_result(const std::function<void(const ResultRow&)>& visit) {
     std::lock_guard lock(mu_);
-    Statement st(db_, R"sql(SELECT m.name, COALESCE(o.name, ''), r.tensor, r.block, r.field, r.config, r.value, r.vec
+    Statement st(
+        db_, R"sql(SELECT m.name, COALESCE(o.name, ''), r.tensor, r.block, r.field, r.config, r.value, r.vec
       FROM results r JOIN models m ON m.id = r.model LEFT JOIN models o ON o.id = r.other
       ORDER BY m.id, r.other, r.tensor, r.block, r.field, r.config)sql");
     while (st.step()) {
-        ResultRow row{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), std::nullopt, {}};
+        ResultRow row{st.text(0), st.text(1), st.text(2),   st.text(3),
+                      st.text(4), st.text(5), std::nullopt, {}};
         if (!st.is_null(6)) row.value = st.real(6);
         if (!st.is_null(7)) row.vec = st.blob(7);
         visit(row);
@@ -269,7 +297,8 @@ std::string fingerprint(const formats::Checkpoint& ck) {
         mix(dt.data(), dt.size());
         for (auto d : t.shape) mix(&d, sizeof(d));
         const auto bytes = t.bytes();
-        for (std::size_t off = 0; off < bytes.size(); off += kStride) mix(bytes.data() + off, std::min(kSample, bytes.size() - off));
+        for (std::size_t off = 0; off < bytes.size(); off += kStride)
+            mix(bytes.data() + off, std::min(kSample, bytes.size() - off));
         if (bytes.size() >= kSample) mix(bytes.data() + bytes.size() - kSample, kSample);
     }
     return fmt::format("{:016x}{:016x}", h1, h2);

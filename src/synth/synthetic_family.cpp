@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/random_impl.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
-#include "core/random_impl.hpp"
 
 namespace fs = std::filesystem;
 
@@ -41,7 +41,8 @@ Plan plan_heads(const FamilyOptions& o) {
         p.generic.push_back(g);
         next = static_cast<std::size_t>(o.generic_heads_per_layer);
         for (std::size_t d = 0; d < o.domains.size(); ++d) {
-            std::vector<int> hs(perm.begin() + static_cast<long>(next), perm.begin() + static_cast<long>(next) + o.domain_heads_per_layer);
+            std::vector<int> hs(perm.begin() + static_cast<long>(next),
+                                perm.begin() + static_cast<long>(next) + o.domain_heads_per_layer);
             std::sort(hs.begin(), hs.end());
             p.domain[d][static_cast<std::size_t>(l)] = hs;
             next += static_cast<std::size_t>(o.domain_heads_per_layer);
@@ -71,7 +72,8 @@ void add_gaussian(std::vector<float>& w, std::int64_t cols, const Block& b, doub
     const double k = s > 0 ? target_norm / std::sqrt(s) : 0;
     for (std::int64_t i = 0; i < b.nr; ++i)
         for (std::int64_t j = 0; j < b.nc; ++j)
-            w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)] += static_cast<float>(k * e[static_cast<std::size_t>(i * b.nc + j)]);
+            w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)] +=
+                static_cast<float>(k * e[static_cast<std::size_t>(i * b.nc + j)]);
 }
 
 // A random d×d orthogonal matrix (modified Gram-Schmidt of a Gaussian matrix), row-major.
@@ -107,7 +109,8 @@ std::vector<double> unit_vector(std::int64_t n, Rng& rng) {
 void rotate_block(std::vector<float>& w, std::int64_t cols, const Block& b, Rng& rng) {
     Matrix<double> m(b.nr, b.nc);
     for (std::int64_t i = 0; i < b.nr; ++i)
-        for (std::int64_t j = 0; j < b.nc; ++j) m(i, j) = w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)];
+        for (std::int64_t j = 0; j < b.nc; ++j)
+            m(i, j) = w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)];
     const bool rows_small = b.nr <= b.nc;
     const std::int64_t small = rows_small ? b.nr : b.nc;
     const auto q = random_orthogonal(small, rng);
@@ -122,7 +125,8 @@ void rotate_block(std::vector<float>& w, std::int64_t cols, const Block& b, Rng&
         for (std::int64_t i = 0; i < b.nr; ++i)
             for (std::int64_t j = 0; j < b.nc; ++j) {
                 double s = 0;
-                for (std::int64_t k = 0; k < b.nc; ++k) s += m(i, k) * q[static_cast<std::size_t>(j * small + k)];
+                for (std::int64_t k = 0; k < b.nc; ++k)
+                    s += m(i, k) * q[static_cast<std::size_t>(j * small + k)];
                 out(i, j) = s;
             }
     }
@@ -144,13 +148,15 @@ void rotate_block(std::vector<float>& w, std::int64_t cols, const Block& b, Rng&
         }
     }
     for (std::int64_t i = 0; i < b.nr; ++i)
-        for (std::int64_t j = 0; j < b.nc; ++j) w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)] = static_cast<float>(out(i, j));
+        for (std::int64_t j = 0; j < b.nc; ++j)
+            w[static_cast<std::size_t>((b.r0 + i) * cols + b.c0 + j)] = static_cast<float>(out(i, j));
 }
 
 struct TensorDef {
     formats::TensorSpec spec;
     int layer = -1;
-    char proj = 0;  // 'q','k','v','o' for attention projections, 'm' for MLP, 'n' for norms, 'e' other matrices
+    char proj =
+        0;  // 'q','k','v','o' for attention projections, 'm' for MLP, 'n' for norms, 'e' other matrices
 };
 
 std::vector<TensorDef> tensor_defs(const FamilyOptions& o) {
@@ -193,14 +199,16 @@ std::vector<float> base_tensor(const FamilyOptions& o, const TensorDef& def) {
     for (auto& v : w) v = static_cast<float>(sd * rng.normal());
     if (def.proj == 'm') {
         // Planted outliers well above the Marchenko-Pastur edge sd (sqrt(rows) + sqrt(cols)).
-        const double edge = sd * (std::sqrt(static_cast<double>(rows)) + std::sqrt(static_cast<double>(cols)));
+        const double edge =
+            sd * (std::sqrt(static_cast<double>(rows)) + std::sqrt(static_cast<double>(cols)));
         for (int s = 0; s < o.spikes; ++s) {
             const auto u = unit_vector(rows, rng);
             const auto v = unit_vector(cols, rng);
             const double strength = (3.0 + s) * edge;
             for (std::int64_t i = 0; i < rows; ++i)
                 for (std::int64_t j = 0; j < cols; ++j)
-                    w[static_cast<std::size_t>(i * cols + j)] += static_cast<float>(strength * u[static_cast<std::size_t>(i)] * v[static_cast<std::size_t>(j)]);
+                    w[static_cast<std::size_t>(i * cols + j)] += static_cast<float>(
+                        strength * u[static_cast<std::size_t>(i)] * v[static_cast<std::size_t>(j)]);
         }
     }
     return w;
@@ -211,10 +219,13 @@ Block head_block(const FamilyOptions& o, const TensorDef& def, int h) {
     const std::int64_t d = o.hidden / o.heads;
     const int group = o.heads / o.kv_heads;
     switch (def.proj) {
-    case 'q': return {h * d, d, 0, o.hidden};
-    case 'k':
-    case 'v': return {(h / group) * d, d, 0, o.hidden};
-    default: return {0, o.hidden, h * d, d};  // 'o'
+        case 'q':
+            return {h * d, d, 0, o.hidden};
+        case 'k':
+        case 'v':
+            return {(h / group) * d, d, 0, o.hidden};
+        default:
+            return {0, o.hidden, h * d, d};  // 'o'
     }
 }
 
@@ -264,7 +275,8 @@ nlohmann::json olmo2_config(const FamilyOptions& o) {
             {"attention_bias", false},
             {"hidden_act", "silu"},
             {"tie_word_embeddings", false},
-            {"torch_dtype", o.dtype == DType::BF16 ? "bfloat16" : (o.dtype == DType::F16 ? "float16" : "float32")}};
+            {"torch_dtype",
+             o.dtype == DType::BF16 ? "bfloat16" : (o.dtype == DType::F16 ? "float16" : "float32")}};
 }
 
 nlohmann::json pairs(const std::vector<std::vector<int>>& per_layer) {
@@ -280,7 +292,8 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options) {
     FamilyOptions o = options;
     if (o.kv_heads == 0) o.kv_heads = o.heads;
     if (o.heads <= 0 || o.kv_heads <= 0 || o.hidden % o.heads != 0 || o.heads % o.kv_heads != 0)
-        throw InputError(fmt::format("synthetic family: hidden {} / heads {} / kv heads {} do not divide", o.hidden, o.heads, o.kv_heads));
+        throw InputError(fmt::format("synthetic family: hidden {} / heads {} / kv heads {} do not divide",
+                                     o.hidden, o.heads, o.kv_heads));
     if (o.generic_heads_per_layer + o.domain_heads_per_layer * static_cast<int>(o.domains.size()) > o.heads)
         throw InputError("synthetic family: more planted heads per layer than heads");
     const Plan plan = plan_heads(o);
@@ -290,30 +303,45 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options) {
 
     formats::write_directory_atomically(out_dir, {}, [&](const std::string& tmp) {
         std::vector<std::pair<std::string, int>> models{{"pretrained", -2}};
-        for (std::size_t i = 0; i < o.domains.size(); ++i) models.emplace_back(o.domains[i], static_cast<int>(i));
+        for (std::size_t i = 0; i < o.domains.size(); ++i)
+            models.emplace_back(o.domains[i], static_cast<int>(i));
         models.emplace_back(o.reference, -1);
         for (const auto& [name, index] : models) {
             if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), name) == o.only.end()) continue;
             formats::WriteOptions wo;
             wo.config = olmo2_config(o);
-            wo.extra_files["generation_config.json"] = R"({"_from_model_config": true, "bos_token_id": 0, "eos_token_id": 1})";
+            wo.extra_files["generation_config.json"] =
+                R"({"_from_model_config": true, "bos_token_id": 0, "eos_token_id": 1})";
             if (o.max_shard_bytes > 0) wo.max_shard_bytes = o.max_shard_bytes;
             formats::write_checkpoint((fs::path(tmp) / name).string(), specs,
-                [&, model_name = name, model_index = index](const formats::TensorSpec& spec, std::span<std::byte> out) {
-                    const auto& def = *std::find_if(defs.begin(), defs.end(), [&](const TensorDef& d) { return d.spec.name == spec.name; });
-                    auto w = base_tensor(o, def);
-                    if (model_index != -2) apply_cpt(o, plan, model_index, model_name, def, w);
-                    convert_from_f32(w.data(), spec.dtype, w.size(), out.data());
-                },
-                wo);
+                                      [&, model_name = name, model_index = index](
+                                          const formats::TensorSpec& spec, std::span<std::byte> out) {
+                                          const auto& def = *std::find_if(
+                                              defs.begin(), defs.end(),
+                                              [&](const TensorDef& d) { return d.spec.name == spec.name; });
+                                          auto w = base_tensor(o, def);
+                                          if (model_index != -2)
+                                              apply_cpt(o, plan, model_index, model_name, def, w);
+                                          convert_from_f32(w.data(), spec.dtype, w.size(), out.data());
+                                      },
+                                      wo);
         }
-        nlohmann::json planted = {
-            {"layers", o.layers}, {"heads", o.heads}, {"kv_heads", o.kv_heads}, {"hidden", o.hidden},
-            {"head_dim", o.hidden / o.heads}, {"pretrained", "pretrained"}, {"domains", o.domains},
-            {"reference", o.reference}, {"generic_heads", pairs(plan.generic)}, {"generic_scale", o.generic_scale},
-            {"noise", o.noise}, {"mlp_spikes", o.spikes}, {"seed", o.seed},
-            {"rotated_blocks", o.kv_heads == o.heads ? "q,k,v,o" : "q,o"}};
-        for (std::size_t i = 0; i < o.domains.size(); ++i) planted["domain_heads"][o.domains[i]] = pairs(plan.domain[i]);
+        nlohmann::json planted = {{"layers", o.layers},
+                                  {"heads", o.heads},
+                                  {"kv_heads", o.kv_heads},
+                                  {"hidden", o.hidden},
+                                  {"head_dim", o.hidden / o.heads},
+                                  {"pretrained", "pretrained"},
+                                  {"domains", o.domains},
+                                  {"reference", o.reference},
+                                  {"generic_heads", pairs(plan.generic)},
+                                  {"generic_scale", o.generic_scale},
+                                  {"noise", o.noise},
+                                  {"mlp_spikes", o.spikes},
+                                  {"seed", o.seed},
+                                  {"rotated_blocks", o.kv_heads == o.heads ? "q,k,v,o" : "q,o"}};
+        for (std::size_t i = 0; i < o.domains.size(); ++i)
+            planted["domain_heads"][o.domains[i]] = pairs(plan.domain[i]);
         std::ofstream(fs::path(tmp) / "planted.json") << planted.dump(2) << "\n";
     });
 }

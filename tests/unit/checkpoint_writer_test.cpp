@@ -14,8 +14,9 @@ using namespace diffract::formats;
 namespace {
 
 struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("diffract_writer_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::path path = fs::temp_directory_path() /
+                    ("diffract_writer_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                     "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     TempDir() { fs::remove_all(path), fs::create_directories(path); }
     ~TempDir() { fs::remove_all(path); }
 };

@@ -10,7 +10,8 @@
 using namespace diffract;
 
 TEST(DType, NamesRoundTrip) {
-    for (auto name : {"BOOL", "U8", "I8", "I16", "I32", "I64", "F8_E4M3", "F8_E5M2", "F16", "BF16", "F32", "F64"}) {
+    for (auto name :
+         {"BOOL", "U8", "I8", "I16", "I32", "I64", "F8_E4M3", "F8_E5M2", "F16", "BF16", "F32", "F64"}) {
         auto t = dtype_from_name(name);
         ASSERT_TRUE(t.has_value()) << name;
         EXPECT_EQ(dtype_name(*t), name);
@@ -32,7 +33,8 @@ TEST(DType, Bf16RoundsToNearestEven) {
     EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
     // 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6 (even).
     EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
-    EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20))), 1.0f + std::ldexp(1.0f, -7));
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20))),
+              1.0f + std::ldexp(1.0f, -7));
 }
 
 TEST(DType, F16RoundTripsEveryPattern) {

@@ -65,8 +65,11 @@ TEST(Schema, ClassifiesHfAndGgufNames) {
 }
 
 TEST(Schema, ReadsHeadGeometryFromConfig) {
-    const auto s = schema_from_config({{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"hidden_size", 64},
-                                       {"num_attention_heads", 8}, {"num_key_value_heads", 2}});
+    const auto s = schema_from_config({{"architectures", {"Olmo2ForCausalLM"}},
+                                       {"model_type", "olmo2"},
+                                       {"hidden_size", 64},
+                                       {"num_attention_heads", 8},
+                                       {"num_key_value_heads", 2}});
     EXPECT_EQ(s.family, "llama");
     ASSERT_TRUE(s.heads.has_value());
     EXPECT_EQ(s.heads->head_dim, 8);
@@ -75,11 +78,16 @@ TEST(Schema, ReadsHeadGeometryFromConfig) {
     const auto unknown = schema_from_config({{"model_type", "mystery"}});
     EXPECT_FALSE(unknown.heads.has_value());
     EXPECT_FALSE(unknown.warnings.empty());
-    EXPECT_THROW(schema_from_config({{"model_type", "llama"}, {"hidden_size", 10}, {"num_attention_heads", 3}}), InputError);
+    EXPECT_THROW(
+        schema_from_config({{"model_type", "llama"}, {"hidden_size", 10}, {"num_attention_heads", 3}}),
+        InputError);
 }
 
 TEST(Schema, SplitsSeparateProjectionsWithGqa) {
-    const auto s = schema_from_config({{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 8}, {"num_key_value_heads", 2}});
+    const auto s = schema_from_config({{"model_type", "llama"},
+                                       {"hidden_size", 64},
+                                       {"num_attention_heads", 8},
+                                       {"num_key_value_heads", 2}});
     const auto q = head_blocks(s, tensor("model.layers.0.self_attn.q_proj.weight", {64, 64}), Role::attn_q);
     ASSERT_EQ(q.size(), 8u);
     EXPECT_EQ(q[3].block.row0, 24);
@@ -93,17 +101,22 @@ TEST(Schema, SplitsSeparateProjectionsWithGqa) {
     EXPECT_EQ(o[2].block.cols, 8);
     EXPECT_EQ(o[2].block.rows, 64);
     // The config says 8 heads of 8 rows: a 60-row projection does not divide.
-    EXPECT_THROW(head_blocks(s, tensor("model.layers.0.self_attn.q_proj.weight", {60, 64}), Role::attn_q), InputError);
+    EXPECT_THROW(head_blocks(s, tensor("model.layers.0.self_attn.q_proj.weight", {60, 64}), Role::attn_q),
+                 InputError);
 }
 
 TEST(Schema, SplitsFusedLayouts) {
-    const auto phi = schema_from_config({{"model_type", "phi3"}, {"hidden_size", 32}, {"num_attention_heads", 4}});
-    const auto qkv = head_blocks(phi, tensor("model.layers.0.self_attn.qkv_proj.weight", {96, 32}), Role::attn_qkv);
+    const auto phi =
+        schema_from_config({{"model_type", "phi3"}, {"hidden_size", 32}, {"num_attention_heads", 4}});
+    const auto qkv =
+        head_blocks(phi, tensor("model.layers.0.self_attn.qkv_proj.weight", {96, 32}), Role::attn_qkv);
     ASSERT_EQ(qkv.size(), 12u);
     EXPECT_EQ(qkv[4].proj, Role::attn_k);
     EXPECT_EQ(qkv[4].block.row0, 32);  // k rows follow all q rows
-    const auto neox = schema_from_config({{"model_type", "gpt_neox"}, {"hidden_size", 32}, {"num_attention_heads", 4}});
-    const auto inter = head_blocks(neox, tensor("gpt_neox.layers.0.attention.query_key_value.weight", {96, 32}), Role::attn_qkv);
+    const auto neox =
+        schema_from_config({{"model_type", "gpt_neox"}, {"hidden_size", 32}, {"num_attention_heads", 4}});
+    const auto inter = head_blocks(
+        neox, tensor("gpt_neox.layers.0.attention.query_key_value.weight", {96, 32}), Role::attn_qkv);
     ASSERT_EQ(inter.size(), 12u);
     EXPECT_EQ(inter[1].block.row0, 24);  // q of head 1: rows [3d, 4d)
     EXPECT_EQ(inter[4].block.row0, 8);   // k of head 0: rows [d, 2d)

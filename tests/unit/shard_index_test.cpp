@@ -26,7 +26,8 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST(ShardIndex, ParsesWeightMap) {
-    const std::string text = R"({"metadata":{"total_size":8},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})";
+    const std::string text =
+        R"({"metadata":{"total_size":8},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})";
     std::vector<std::byte> bytes(text.size());
     std::memcpy(bytes.data(), text.data(), text.size());
     const auto idx = formats::parse_shard_index(bytes, "index.json");
@@ -42,6 +43,7 @@ TEST(ShardIndex, RejectsEachDefect) {
     EXPECT_NE(error_of(R"({"weight_map":{"a":3}})").find("tensor 'a'"), std::string::npos);
     const auto escape = error_of(R"({"weight_map":{"a":"../secret.safetensors"}})");
     EXPECT_NE(escape.find("not a file in the model directory"), std::string::npos) << escape;
-    EXPECT_NE(error_of(R"({"weight_map":{"a":"/etc/passwd"}})").find("not a file in the model directory"), std::string::npos);
+    EXPECT_NE(error_of(R"({"weight_map":{"a":"/etc/passwd"}})").find("not a file in the model directory"),
+              std::string::npos);
     EXPECT_NE(error_of(R"({"weight_map":{"a":".."}})").find("index.json: tensor 'a'"), std::string::npos);
 }

@@ -59,7 +59,8 @@ TEST(SvdCpu, GramRouteMatchesGesddAcrossSlabs) {
         const auto gram_f = backend->singular_values(wf, linalg::SvdRoute::gram);
         const auto ref_f = backend->singular_values(Matrix<double>{[&] {
                                                         Matrix<double> d(r, c);
-                                                        for (std::size_t i = 0; i < d.data.size(); ++i) d.data[i] = wf.data[i];
+                                                        for (std::size_t i = 0; i < d.data.size(); ++i)
+                                                            d.data[i] = wf.data[i];
                                                         return d;
                                                     }()},
                                                     linalg::SvdRoute::gesdd);

@@ -42,7 +42,7 @@ enum class Precision { f32, f64 };
 struct KernelConfig {
     Precision precision = Precision::f64;
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;
-    std::int64_t rand_seed = 42;       // permutation null seed (-1: unseeded)
+    std::int64_t rand_seed = 42;  // permutation null seed (-1: unseeded)
     double hard_rank_rtol = 1e-5;
     double tw_p = 0.005;
     int p_value_bootstraps = 100;
@@ -59,8 +59,8 @@ struct FieldValues {
 
 // Computes the requested fields (and whatever they depend on) for one matrix.
 template <typename T>
-FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields, const KernelConfig& config,
-                           linalg::Backend& backend);
+FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
+                           const KernelConfig& config, linalg::Backend& backend);
 
 // The IN_MODEL aggregates over the whole-matrix rows of one model (NaN where undefined).
 std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& matrices);

@@ -13,8 +13,21 @@
 namespace diffract {
 
 enum class DType : std::uint8_t {
-    BOOL, U8, I8, U16, I16, U32, I32, U64, I64,
-    F8_E4M3, F8_E5M2, F16, BF16, F32, F64,
+    BOOL,
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+    I64,
+    F8_E4M3,
+    F8_E5M2,
+    F16,
+    BF16,
+    F32,
+    F64,
     Q8_0,  // GGUF: blocks of 32 int8 with one f16 scale (34 bytes per block)
 };
 

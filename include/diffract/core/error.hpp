@@ -20,7 +20,6 @@ public:
 // "<source>: tensor '<tensor>': <what>" with the parts that are empty left out.
 std::string error_context(std::string_view source, std::string_view tensor, std::string_view what);
 
-[[noreturn]] void throw_input_error(std::string_view source, std::string_view tensor,
-                                    std::string_view what);
+[[noreturn]] void throw_input_error(std::string_view source, std::string_view tensor, std::string_view what);
 
 }  // namespace diffract

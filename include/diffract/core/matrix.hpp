@@ -16,7 +16,9 @@ struct Matrix {
     Matrix() = default;
     Matrix(std::int64_t r, std::int64_t c) : rows(r), cols(c), data(static_cast<std::size_t>(r * c)) {}
     T& operator()(std::int64_t i, std::int64_t j) { return data[static_cast<std::size_t>(i * cols + j)]; }
-    const T& operator()(std::int64_t i, std::int64_t j) const { return data[static_cast<std::size_t>(i * cols + j)]; }
+    const T& operator()(std::int64_t i, std::int64_t j) const {
+        return data[static_cast<std::size_t>(i * cols + j)];
+    }
 };
 
 // A rectangular block of a stored 2-D tensor (N-D tensors are viewed as shape[0] × rest), in stored

@@ -20,11 +20,11 @@
 namespace diffract::formats {
 
 struct Checkpoint {
-    std::string name;    // display name: NAME= if given, else the directory's (or file's) base name
-    std::string path;    // resolved file or directory
-    std::string format;  // "safetensors" | "gguf"
+    std::string name;       // display name: NAME= if given, else the directory's (or file's) base name
+    std::string path;       // resolved file or directory
+    std::string format;     // "safetensors" | "gguf"
     nlohmann::json config;  // config.json; for GGUF, head geometry mapped to HF keys; null if none
-    std::vector<TensorInfo> tensors;  // in file order, shard by shard
+    std::vector<TensorInfo> tensors;                       // in file order, shard by shard
     std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
     model::ModelSchema schema;
 

@@ -35,7 +35,7 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-    std::uint64_t header_size = 0;  // N
+    std::uint64_t header_size = 0;          // N
     std::vector<SafetensorsEntry> tensors;  // in data order
     std::map<std::string, std::string> metadata;
     std::uint64_t data_start() const { return 8 + header_size; }

@@ -23,9 +23,19 @@
 namespace diffract::model {
 
 enum class Role {
-    attn_q, attn_k, attn_v, attn_o, attn_qkv,
-    mlp_gate, mlp_up, mlp_down, mlp_gate_up,  // mlp_gate_up: Phi-3's fused [gate; up]
-    embed, lm_head, norm, other,
+    attn_q,
+    attn_k,
+    attn_v,
+    attn_o,
+    attn_qkv,
+    mlp_gate,
+    mlp_up,
+    mlp_down,
+    mlp_gate_up,  // mlp_gate_up: Phi-3's fused [gate; up]
+    embed,
+    lm_head,
+    norm,
+    other,
 };
 
 std::string_view role_name(Role r);
@@ -67,7 +77,7 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
 
 // One head's slice of an attention projection.
 struct HeadBlock {
-    int head = 0;   // query-head index for Q and O; KV-head index for K and V
+    int head = 0;              // query-head index for Q and O; KV-head index for K and V
     Role proj = Role::attn_q;  // attn_q | attn_k | attn_v | attn_o
     MatrixBlock block;
 };

@@ -29,7 +29,7 @@ struct ResultKey {
     std::int64_t model = 0;
     std::int64_t other = 0;  // cross-model results: the other (base) model; 0 otherwise
     std::string tensor;
-    std::string block;       // "" for the whole matrix, "attn_q:3" for head 3's query block, ...
+    std::string block;  // "" for the whole matrix, "attn_q:3" for head 3's query block, ...
     std::string config;
 };
 
@@ -60,7 +60,8 @@ public:
     // The stored values of `fields` for `key`, or nullopt unless every one is present.
     std::optional<analysis::FieldValues> get(const ResultKey& key, const std::vector<std::string>& fields);
     // Stores every value (scalars and the vectors named in `vector_fields`) in one transaction.
-    void put(const ResultKey& key, const analysis::FieldValues& values, const std::vector<std::string>& vector_fields);
+    void put(const ResultKey& key, const analysis::FieldValues& values,
+             const std::vector<std::string>& vector_fields);
 
     std::vector<ModelEntry> models();
     std::map<std::string, std::int64_t> field_counts();

@@ -43,16 +43,35 @@ const std::vector<Kernel>& kernels() {
         {"weights_std", {}, {"weights_std"}},
         {"svd", {}, {"weights_svals", "weights_lsvs", "weights_rsvs"}},
         {"rand_svd", {}, {"weights_rand_svals"}},
-        {"esd", {"weights_svals", "greater_dim"}, {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"}},
-        {"esd_rand", {"weights_rand_svals", "greater_dim"}, {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval"}},
-        {"norms", {"weights_svals"}, {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"}},
+        {"esd",
+         {"weights_svals", "greater_dim"},
+         {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"}},
+        {"esd_rand",
+         {"weights_rand_svals", "greater_dim"},
+         {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval"}},
+        {"norms",
+         {"weights_svals"},
+         {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"}},
         {"hard_rank", {"esd"}, {"hard_rank"}},
-        {"marchenko_pastur", {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
-         {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration", "mp_presence", "mp_num_spikes", "mp_soft_rank"}},
-        {"tracy_widom", {"esd", "mp_bulk_std", "greater_dim", "lower_dim"}, {"tw_esd_bound", "tw_num_spikes"}},
-        {"power_law", {"esd"}, {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted", "pl_alpha_norm"}},
-        {"truncated_power_law", {"esd"}, {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence", "tpl_scale", "tpl_alpha_norm"}},
-        {"exponential", {"esd"}, {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence", "expon_scale"}},
+        {"marchenko_pastur",
+         {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
+         {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration",
+          "mp_presence", "mp_num_spikes", "mp_soft_rank"}},
+        {"tracy_widom",
+         {"esd", "mp_bulk_std", "greater_dim", "lower_dim"},
+         {"tw_esd_bound", "tw_num_spikes"}},
+        {"power_law",
+         {"esd"},
+         {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted",
+          "pl_alpha_norm"}},
+        {"truncated_power_law",
+         {"esd"},
+         {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence",
+          "tpl_scale", "tpl_alpha_norm"}},
+        {"exponential",
+         {"esd"},
+         {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence",
+          "expon_scale"}},
         {"pl_p_value", {"esd"}, {"pl_p_value"}},
         {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
         {"expon_p_value", {"esd"}, {"expon_p_value"}},
@@ -99,7 +118,8 @@ double presence(const std::vector<double>& esd, double xmin) {
 
 double concentration(const std::vector<double>& esd, double xmin) {
     if (esd.empty() || std::isnan(xmin)) return kNaN;
-    return static_cast<double>(esd.end() - std::lower_bound(esd.begin(), esd.end(), xmin)) / static_cast<double>(esd.size());
+    return static_cast<double>(esd.end() - std::lower_bound(esd.begin(), esd.end(), xmin)) /
+           static_cast<double>(esd.size());
 }
 
 // sum lambda^alpha; NaN when lambda_max > 0 but the sum is not finite and positive.
@@ -121,7 +141,8 @@ std::vector<double> squared_over(const std::vector<double>& svals, double n) {
 template <typename T>
 Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
     Matrix<T> p = w;
-    Rng rng(seed < 0 ? std::random_device{}() : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand"));
+    Rng rng(seed < 0 ? std::random_device{}()
+                     : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand"));
     for (std::size_t i = p.data.size(); i > 1; --i) std::swap(p.data[i - 1], p.data[rng.below(i)]);
     return p;
 }
@@ -142,7 +163,8 @@ template <typename T>
 void run_kernel(std::string_view name, Context<T>& c) {
     const auto& cfg = c.config;
     if (name == "shape") {
-        const double N = static_cast<double>(std::max(c.w.rows, c.w.cols)), M = static_cast<double>(std::min(c.w.rows, c.w.cols));
+        const double N = static_cast<double>(std::max(c.w.rows, c.w.cols)),
+                     M = static_cast<double>(std::min(c.w.rows, c.w.cols));
         c.s("greater_dim") = N;
         c.s("lower_dim") = M;
         c.s("aspect_ratio") = M > 0 ? N / M : kNaN;
@@ -167,8 +189,10 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const std::string p = rand ? "esd_rand" : "esd";
         c.s(p + "_max") = e.empty() ? kNaN : e.back();
         c.s(p + "_min") = e.empty() ? kNaN : e.front();
-        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") = sv.empty() ? kNaN : *std::max_element(sv.begin(), sv.end());
-        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") = sv.empty() ? kNaN : *std::min_element(sv.begin(), sv.end());
+        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") =
+            sv.empty() ? kNaN : *std::max_element(sv.begin(), sv.end());
+        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") =
+            sv.empty() ? kNaN : *std::min_element(sv.begin(), sv.end());
     } else if (name == "norms") {
         const auto& sv = c.v("weights_svals");
         double ss = 0, sum = 0, mx = 0;
@@ -190,7 +214,8 @@ void run_kernel(std::string_view name, Context<T>& c) {
     } else if (name == "marchenko_pastur") {
         const auto& e = c.v("esd");
         const double Q = c.s("aspect_ratio");
-        const auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q, static_cast<std::size_t>(c.s("lower_dim")));
+        const auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q,
+                                              static_cast<std::size_t>(c.s("lower_dim")));
         c.s("mp_esd_max") = fit.esd_max;
         c.s("mp_esd_min") = fit.esd_min;
         c.s("mp_bulk_std") = fit.bulk_std;
@@ -198,15 +223,17 @@ void run_kernel(std::string_view name, Context<T>& c) {
         c.s("mp_ks") = mp_ks_distance(e, fit, Q);
         bool any_nan = std::isnan(fit.esd_max) || std::isnan(fit.esd_min);
         for (double l : e) any_nan = any_nan || std::isnan(l);
-        const double inside = static_cast<double>(std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; }));
+        const double inside = static_cast<double>(std::count_if(
+            e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; }));
         c.s("mp_concentration") = any_nan || e.empty() ? kNaN : inside / static_cast<double>(e.size());
         const double width = e.empty() ? 0 : e.back() - e.front();
         c.s("mp_presence") = std::clamp((fit.esd_max - fit.esd_min) / (width + kEps), 0.0, 1.0);
         c.s("mp_num_spikes") = count_above(e, fit.esd_max);
         c.s("mp_soft_rank") = fit.esd_max / ((e.empty() ? kNaN : e.back()) + kEps);
     } else if (name == "tracy_widom") {
-        const double bound = tw_esd_bound(static_cast<std::size_t>(c.s("greater_dim")), static_cast<std::size_t>(c.s("lower_dim")),
-                                          c.s("mp_bulk_std"), cfg.tw_p);
+        const double bound =
+            tw_esd_bound(static_cast<std::size_t>(c.s("greater_dim")),
+                         static_cast<std::size_t>(c.s("lower_dim")), c.s("mp_bulk_std"), cfg.tw_p);
         c.s("tw_esd_bound") = bound;
         c.s("tw_num_spikes") = count_above(c.v("esd"), bound);
     } else if (name == "power_law") {
@@ -229,11 +256,13 @@ void run_kernel(std::string_view name, Context<T>& c) {
     } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
         const auto& e = c.v("esd");
         const int kind = name == "pl_p_value" ? 0 : (name == "tpl_p_value" ? 1 : 2);
-        const TailFit f = kind == 0 ? fit_power_law(e) : (kind == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
+        const TailFit f =
+            kind == 0 ? fit_power_law(e) : (kind == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
         c.s(std::string(name)) = tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed);
     } else if (name == "w1_rand") {
         const auto& e = c.v("esd");
-        const double mean = e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
+        const double mean =
+            e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
         c.s("w1_rand_distance") = mean <= 0 ? 0.0 : wasserstein1(e, c.v("esd_rand")) / mean;
     } else {
         throw std::logic_error(fmt::format("kernel '{}' has no implementation", name));
@@ -263,8 +292,10 @@ std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {
     while (grew) {
         grew = false;
         for (const auto& k : kernels()) {
-            const bool touched = std::any_of(k.inputs.begin(), k.inputs.end(), [&](auto f) { return out.count(std::string(f)); }) ||
-                                 std::any_of(k.outputs.begin(), k.outputs.end(), [&](auto f) { return out.count(std::string(f)); });
+            const bool touched = std::any_of(k.inputs.begin(), k.inputs.end(),
+                                             [&](auto f) { return out.count(std::string(f)); }) ||
+                                 std::any_of(k.outputs.begin(), k.outputs.end(),
+                                             [&](auto f) { return out.count(std::string(f)); });
             if (!touched) continue;
             for (auto f : k.outputs) grew |= out.insert(std::string(f)).second;
         }
@@ -273,18 +304,22 @@ std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {
 }
 
 template <typename T>
-FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields, const KernelConfig& config,
-                           linalg::Backend& backend) {
+FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
+                           const KernelConfig& config, linalg::Backend& backend) {
     const auto needed = needed_kernels(fields);
     Context<T> c{w, config, backend};
-    c.want_vectors = std::any_of(fields.begin(), fields.end(), [](const std::string& f) { return f == "weights_lsvs" || f == "weights_rsvs"; });
+    c.want_vectors = std::any_of(fields.begin(), fields.end(), [](const std::string& f) {
+        return f == "weights_lsvs" || f == "weights_rsvs";
+    });
     for (const auto& k : kernels())
         if (needed.count(k.name)) run_kernel(k.name, c);
     return std::move(c.values);
 }
 
-template FieldValues compute_fields<float>(const Matrix<float>&, const std::vector<std::string>&, const KernelConfig&, linalg::Backend&);
-template FieldValues compute_fields<double>(const Matrix<double>&, const std::vector<std::string>&, const KernelConfig&, linalg::Backend&);
+template FieldValues compute_fields<float>(const Matrix<float>&, const std::vector<std::string>&,
+                                           const KernelConfig&, linalg::Backend&);
+template FieldValues compute_fields<double>(const Matrix<double>&, const std::vector<std::string>&,
+                                            const KernelConfig&, linalg::Backend&);
 
 std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& matrices) {
     auto collect = [&](const char* field) {

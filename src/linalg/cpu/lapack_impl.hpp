@@ -3,27 +3,32 @@
 #pragma once
 
 extern "C" {
-void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u, const int* ldu,
-             float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
+             const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,
+             int* info);
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
-             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info);
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
-             const int* lwork, int* iwork, const int* liwork, int* info);
-void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha, const double* a,
-            const int* lda, const double* beta, double* c, const int* ldc);
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
-            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
+             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork,
+             int* info);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
+void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* beta, double* c, const int* ldc);
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+            const float* beta, float* c, const int* ldc);
 void openblas_set_num_threads(int n);
 }
 
 namespace diffract::linalg::lapack {
 
 inline void gesdd(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
-                  const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info) {
+                  const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,
+                  int* info) {
     sgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info);
 }
-inline void gesdd(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
-                  const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info) {
+inline void gesdd(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+                  double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+                  int* iwork, int* info) {
     dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info);
 }
 

@@ -13,7 +13,8 @@ namespace diffract::linalg {
 namespace {
 
 int checked_int(std::int64_t v, const char* what) {
-    if (v > std::numeric_limits<int>::max()) throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
+    if (v > std::numeric_limits<int>::max())
+        throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
     return static_cast<int>(v);
 }
 
@@ -28,27 +29,36 @@ Svd gesdd(const Matrix<T>& w, bool vectors) {
     if (k == 0) return out;
     std::vector<T> a(w.data.begin(), w.data.end());  // gesdd destroys its input
     std::vector<T> s(static_cast<std::size_t>(k));
-    std::vector<T> u(vectors ? static_cast<std::size_t>(lm) * k : 1), vt(vectors ? static_cast<std::size_t>(k) * ln : 1);
+    std::vector<T> u(vectors ? static_cast<std::size_t>(lm) * k : 1),
+        vt(vectors ? static_cast<std::size_t>(k) * ln : 1);
     std::vector<int> iwork(8 * static_cast<std::size_t>(k));
     const char* jobz = vectors ? "S" : "N";
     const int lda = lm, ldu = vectors ? lm : 1, ldvt = vectors ? k : 1;
     int info = 0, lwork = -1;
     T query = 0;
-    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, &query, &lwork, iwork.data(), &info);
+    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, &query, &lwork,
+                  iwork.data(), &info);
     lwork = static_cast<int>(query) + 1;
     std::vector<T> work(static_cast<std::size_t>(lwork));
-    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, work.data(), &lwork, iwork.data(), &info);
-    if (info != 0) throw std::runtime_error(fmt::format("LAPACK gesdd failed on a {}x{} matrix (info {})", w.rows, w.cols, info));
+    lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, work.data(),
+                  &lwork, iwork.data(), &info);
+    if (info != 0)
+        throw std::runtime_error(
+            fmt::format("LAPACK gesdd failed on a {}x{} matrix (info {})", w.rows, w.cols, info));
     // LAPACK returns descending values; we store ascending: component c of ours is k-1-c of LAPACK's.
     out.s.resize(static_cast<std::size_t>(k));
-    for (int c = 0; c < k; ++c) out.s[static_cast<std::size_t>(c)] = static_cast<double>(s[static_cast<std::size_t>(k - 1 - c)]);
+    for (int c = 0; c < k; ++c)
+        out.s[static_cast<std::size_t>(c)] = static_cast<double>(s[static_cast<std::size_t>(k - 1 - c)]);
     if (vectors) {
         out.u = Matrix<double>(w.rows, k);  // W's U = V' : V'[i, c] = vt[c + i * k]
         out.v = Matrix<double>(w.cols, k);  // W's V = U' : U'[j, c] = u[j + c * lm]
         for (int c = 0; c < k; ++c) {
             const int src = k - 1 - c;
-            for (std::int64_t i = 0; i < w.rows; ++i) out.u(i, c) = static_cast<double>(vt[static_cast<std::size_t>(src + i * k)]);
-            for (std::int64_t j = 0; j < w.cols; ++j) out.v(j, c) = static_cast<double>(u[static_cast<std::size_t>(j + static_cast<std::int64_t>(src) * lm)]);
+            for (std::int64_t i = 0; i < w.rows; ++i)
+                out.u(i, c) = static_cast<double>(vt[static_cast<std::size_t>(src + i * k)]);
+            for (std::int64_t j = 0; j < w.cols; ++j)
+                out.v(j, c) =
+                    static_cast<double>(u[static_cast<std::size_t>(j + static_cast<std::int64_t>(src) * lm)]);
         }
     }
     return out;
@@ -86,7 +96,8 @@ std::vector<double> gram_values(const Matrix<T>& w) {
             // W Wᵀ = Σ_s B_s B_sᵀ: syrk 'N' with ld m.
             slab.resize(static_cast<std::size_t>(m) * len);
             for (std::int64_t i = 0; i < m; ++i)
-                for (int j = 0; j < len; ++j) slab[static_cast<std::size_t>(j * m + i)] = static_cast<double>(w(i, start + j));
+                for (int j = 0; j < len; ++j)
+                    slab[static_cast<std::size_t>(j * m + i)] = static_cast<double>(w(i, start + j));
             dsyrk_("L", "N", &k, &len, &one, slab.data(), &k, &beta, g.data(), &k);
         }
     }
@@ -99,7 +110,9 @@ std::vector<double> gram_values(const Matrix<T>& w) {
     std::vector<double> work(static_cast<std::size_t>(lwork));
     std::vector<int> iwork(static_cast<std::size_t>(liwork));
     dsyevd_("N", "L", &k, g.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
-    if (info != 0) throw std::runtime_error(fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
+    if (info != 0)
+        throw std::runtime_error(
+            fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
     return lambda;  // ascending
 }
 
@@ -109,7 +122,8 @@ std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
     if (route == SvdRoute::gesdd) return gesdd(w, false).s;
     auto lambda = gram_values(w);
     const double top = lambda.back();
-    if (top > 0 && lambda.front() < kGramConditionGuard * top && route == SvdRoute::auto_route) return gesdd(w, false).s;
+    if (top > 0 && lambda.front() < kGramConditionGuard * top && route == SvdRoute::auto_route)
+        return gesdd(w, false).s;
     std::vector<double> s(lambda.size());
     for (std::size_t i = 0; i < s.size(); ++i) s[i] = std::sqrt(std::max(lambda[i], 0.0));
     return s;
@@ -129,7 +143,8 @@ public:
         for (int rep = 0; rep < 3; ++rep) {
             const auto t = std::chrono::steady_clock::now();
             sgemm_("N", "N", &n, &n, &n, &one, a.data(), &n, b.data(), &n, &zero, c.data(), &n);
-            best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+            best =
+                std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
         }
         return 2.0 * n * n * n / best / 1e9;
     }

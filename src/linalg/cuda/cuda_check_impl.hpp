@@ -12,13 +12,18 @@
 namespace diffract::linalg::cuda {
 
 inline void check(cudaError_t e, const char* call) {
-    if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA: ") + call + ": " + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        throw std::runtime_error(std::string("CUDA: ") + call + ": " + cudaGetErrorString(e));
 }
 inline void check(cublasStatus_t s, const char* call) {
-    if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLAS: ") + call + ": status " + std::to_string(static_cast<int>(s)));
+    if (s != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("cuBLAS: ") + call + ": status " +
+                                 std::to_string(static_cast<int>(s)));
 }
 inline void check(cusolverStatus_t s, const char* call) {
-    if (s != CUSOLVER_STATUS_SUCCESS) throw std::runtime_error(std::string("cuSOLVER: ") + call + ": status " + std::to_string(static_cast<int>(s)));
+    if (s != CUSOLVER_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("cuSOLVER: ") + call + ": status " +
+                                 std::to_string(static_cast<int>(s)));
 }
 
 }  // namespace diffract::linalg::cuda

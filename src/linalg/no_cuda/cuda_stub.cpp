@@ -6,7 +6,8 @@
 namespace diffract::linalg {
 
 std::unique_ptr<Backend> make_cuda_backend() {
-    throw InputError("--device cuda: this diffract was built without CUDA (configure with -DDIFFRACT_CUDA=ON)");
+    throw InputError(
+        "--device cuda: this diffract was built without CUDA (configure with -DDIFFRACT_CUDA=ON)");
 }
 
 }  // namespace diffract::linalg

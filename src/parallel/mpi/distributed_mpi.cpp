@@ -20,7 +20,8 @@ void check(int rc, const char* call) {
 }  // namespace
 
 void distributed_init(int* argc, char*** argv) {
-    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+    const bool launched =
+        std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
     if (!launched) return;
     int provided = 0;
     check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
@@ -60,10 +61,14 @@ std::vector<std::string> gather_bytes(const std::string& mine) {
         for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
         all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
     }
-    check(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Gatherv");
+    check(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0,
+                      MPI_COMM_WORLD),
+          "MPI_Gatherv");
     std::vector<std::string> out;
     if (state.rank == 0)
-        for (std::size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])));
+        for (std::size_t r = 0; r < sizes.size(); ++r)
+            out.push_back(
+                all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])));
     return out;
 }
 
