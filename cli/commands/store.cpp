@@ -7,6 +7,7 @@
 #include "commands/commands.hpp"
 #include "diffract/analysis/analyze.hpp"
 #include "diffract/core/atomic_file.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/store/store.hpp"
 
@@ -22,13 +23,6 @@ struct StoreArgs {
     std::string out;
 };
 
-std::string csv_escape(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string out = "\"";
-    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return out + "\"";
-}
-
 int run_export(const StoreArgs& a) {
     if (a.format != "csv" && a.format != "jsonl")
         throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
@@ -40,8 +34,8 @@ int run_export(const StoreArgs& a) {
             for (std::size_t i = 0; i < r.vec.size(); ++i)
                 vec += (i ? " " : "") + analysis::format_value(r.vec[i]);
             out +=
-                fmt::format("{},{},{},{},{},{},{},{}\n", csv_escape(r.model), csv_escape(r.other),
-                            csv_escape(r.tensor), r.block, r.field, csv_escape(r.config),
+                fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(r.model), csv_field(r.other),
+                            csv_field(r.tensor), r.block, r.field, csv_field(r.config),
                             r.vec.empty() ? analysis::format_value(r.value.value_or(std::nan(""))) : "", vec);
         } else {
             nlohmann::ordered_json j = {{"model", r.model}, {"other", r.other}, {"tensor", r.tensor},

@@ -13,6 +13,7 @@
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/cancel.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/distributed.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
@@ -188,7 +189,7 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
     for (const auto& f : r.fields) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{}", row.model, row.tensor,
+        csv += fmt::format("{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.tensor),
                            row.layer ? std::to_string(*row.layer) : "", row.role,
                            row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
         for (const auto& f : r.fields) csv += "," + format_value(row.values.at(f));
@@ -200,7 +201,7 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
         if (f.level == Level::in_model) agg_fields.emplace_back(f.name), agg += "," + std::string(f.name);
     agg += "\n";
     for (const auto& [model, values] : r.aggregates) {
-        agg += model;
+        agg += csv_field(model);
         for (const auto& f : agg_fields) agg += "," + format_value(values.at(f));
         agg += "\n";
     }

@@ -13,6 +13,7 @@
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/atomic_file.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
@@ -110,13 +111,6 @@ void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_
     out.scalars["avg_max_" + side + "_agreement"] = mean(best);
     out.vectors[side + "_agreement"] = std::move(diag);
     out.vectors["max_" + side + "_agreement"] = std::move(best);
-}
-
-std::string csv_escape(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string out = "\"";
-    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return out + "\"";
 }
 
 // The logical sub-matrix of `whole` (the logical matrix of block `wb`) covering block `b` of the same
@@ -568,8 +562,8 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
     for (const auto& f : compare_fields()) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{},{}", csv_escape(row.model), csv_escape(row.base),
-                           csv_escape(row.tensor), row.layer ? std::to_string(*row.layer) : "", row.role,
+        csv += fmt::format("{},{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.base),
+                           csv_field(row.tensor), row.layer ? std::to_string(*row.layer) : "", row.role,
                            row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
         for (const auto& f : compare_fields()) {
             auto it = row.values.find(f);
@@ -584,7 +578,7 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
         "norm,"
         "importance,agreement,pl_ks,scale_scope,order,seed,rank\n";
     for (const auto& h : r.heads) {
-        heads += fmt::format("{},{},{},{},{},{},{}", csv_escape(h.model), csv_escape(h.reference), h.layer,
+        heads += fmt::format("{},{},{},{},{},{},{}", csv_field(h.model), csv_field(h.reference), h.layer,
                              h.head, h.kv_head, h.kv_group_size, format_value(h.ranked.update_norm));
         for (double v : h.domain.block_norm) heads += "," + format_value(v);
         heads += "," + format_value(h.ranked.ref_update_norm);
@@ -601,8 +595,8 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
     if (r.allow_partial) {
         std::string skipped = "model,tensor,block,reason\n";
         for (const auto& s : r.skipped)
-            skipped += fmt::format("{},{},{},{}\n", csv_escape(s.model), csv_escape(s.tensor), s.block,
-                                   csv_escape(s.reason));
+            skipped += fmt::format("{},{},{},{}\n", csv_field(s.model), csv_field(s.tensor), s.block,
+                                   csv_field(s.reason));
         write_file_atomically((dir / "skipped.csv").string(), skipped);
     }
 }
