@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -113,11 +115,20 @@ Store::Store(const std::string& path) : path_(path) {
 Store::~Store() { sqlite3_close(db_); }
 
 void Store::exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    // The busy handler does not cover every wait: SQLite answers SQLITE_BUSY at once where waiting could
+    // deadlock (a journal-mode switch or schema creation racing another process opening the same new
+    // store). Those statements are retried here, within the same two-minute bound.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (true) {
+        char* err = nullptr;
+        const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+        if (rc == SQLITE_OK) return;
         std::string msg = err ? err : "unknown error";
         sqlite3_free(err);
-        throw_input_error(path_, "", "results store: " + msg);
+        const bool busy = (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_LOCKED;
+        if (!busy || std::chrono::steady_clock::now() > deadline)
+            throw_input_error(path_, "", "results store: " + msg);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }
 
