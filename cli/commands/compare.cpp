@@ -5,6 +5,7 @@
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/analysis/compare.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 
 namespace diffract::cli {
@@ -48,15 +49,21 @@ int run_compare(const CompareArgs& a) {
     o.allow_partial = a.allow_partial;
     o.run = analysis::parse_run_options(a.run);
     const auto result = analysis::compare(o);
+    if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
     analysis::write_compare_csvs(result, a.out);
     if (!a.run.quiet)
-        fmt::print(
-            stderr,
-            "compare: {} rows ({} computed, {} reused from {}), {} heads{} -> {}/compare.csv, {}/heads.csv\n",
-            result.rows.size(), result.computed, result.reused,
-            o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path, result.heads.size(),
-            result.skipped.empty() ? "" : fmt::format(", {} skipped", result.skipped.size()), a.out, a.out);
+        fmt::print(stderr,
+                   "compare: {} rows ({} computed{}, {} reused from {}), {} heads{} -> {}/compare.csv, "
+                   "{}/heads.csv\n",
+                   result.rows.size(), result.computed,
+                   o.route == linalg::SvdRoute::auto_route && result.computed > 0
+                       ? fmt::format(", {} on the whole-matrix fallback", result.whole_route)
+                       : "",
+                   result.reused, o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path,
+                   result.heads.size(),
+                   result.skipped.empty() ? "" : fmt::format(", {} skipped", result.skipped.size()), a.out,
+                   a.out);
     return 0;
 }
 

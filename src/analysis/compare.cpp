@@ -14,15 +14,14 @@
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/csv_field.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
+#include "diffract/linalg/gram_pair.hpp"
 #include "diffract/store/store.hpp"
-
-extern "C" void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
-                       const double* beta, double* c, const int* ldc);
+#include "field_values_io_impl.hpp"
 
 namespace diffract::analysis {
 namespace {
@@ -30,21 +29,15 @@ namespace {
 constexpr double kEps = 1e-16;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-int checked_int(std::int64_t v) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(fmt::format("dimension {} exceeds BLAS's 32-bit index", v));
-    return static_cast<int>(v);
-}
-
-// |Aᵀ B| for row-major A, B (m × k): k × k row-major. The column-major views of A and B are Aᵀ and
-// Bᵀ (k × m); C_cm = Bᵀ·(Aᵀ)ᵀ = BᵀA, read row-major that is AᵀB.
+// |Aᵀ B| for row-major A, B (d × k): k × k row-major, O(i, j) = |a_i · b_j| (a = the base's vectors).
+// A row-major d × k matrix is, column-major, its k × d transpose: Aᵀ · (Bᵀ)ᵀ = AᵀB, column-major.
 Matrix<double> abs_overlap(const Matrix<double>& a, const Matrix<double>& b) {
-    const int k = checked_int(a.cols), m = checked_int(a.rows);
-    Matrix<double> o(a.cols, a.cols);
+    const std::int64_t k = a.cols;
+    Matrix<double> o(k, k);
     if (k == 0) return o;
-    const double one = 1.0, zero = 0.0;
-    dgemm_("N", "T", &k, &k, &m, &one, b.data.data(), &k, a.data.data(), &k, &zero, o.data.data(), &k);
-    for (auto& v : o.data) v = std::abs(v);
+    const auto c = linalg::multiply(a.data, false, b.data, true, k, k, a.rows);
+    for (std::int64_t i = 0; i < k; ++i)
+        for (std::int64_t j = 0; j < k; ++j) o(i, j) = std::abs(c[static_cast<std::size_t>(i + j * k)]);
     return o;
 }
 
@@ -72,13 +65,13 @@ double two_sample_ks(std::vector<double> a, std::vector<double> b) {
     return d;
 }
 
-// The agreement fields of one side (l: U, d = rows; r: V, d = cols).
-void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_vecs, std::int64_t d,
-                   int top_k, const std::string& side, FieldValues& out) {
-    const auto k = static_cast<std::size_t>(base_vecs.cols);
+// The agreement fields of one side (l: U, d = rows; r: V, d = cols) from its overlap matrix
+// O(i, j) = |base_i · model_j| (k × k, components ascending).
+void add_agreement(const Matrix<double>& o, std::int64_t d, int top_k, const std::string& side,
+                   FieldValues& out) {
+    const auto k = static_cast<std::size_t>(o.cols);
     std::vector<double> diag(k), best(k);
     if (k > 0) {
-        const auto o = abs_overlap(base_vecs, model_vecs);
         for (std::size_t i = 0; i < k; ++i) {
             const auto r = static_cast<std::int64_t>(i);
             diag[i] = o(r, r);
@@ -113,15 +106,46 @@ void add_agreement(const Matrix<double>& base_vecs, const Matrix<double>& model_
     out.vectors["max_" + side + "_agreement"] = std::move(best);
 }
 
-// The logical sub-matrix of `whole` (the logical matrix of block `wb`) covering block `b` of the same
-// tensor (stored coordinates).
-template <typename T>
-Matrix<T> slice(const Matrix<T>& whole, const MatrixBlock& wb, const MatrixBlock& b) {
-    const std::int64_t r0 = b.row0 - wb.row0, c0 = b.col0 - wb.col0;
-    const std::int64_t lr0 = b.transposed ? c0 : r0, lc0 = b.transposed ? r0 : c0;
-    Matrix<T> out(b.logical_rows(), b.logical_cols());
-    for (std::int64_t i = 0; i < out.rows; ++i) std::copy_n(&whole(lr0 + i, lc0), out.cols, &out(i, 0));
+// The spectral-invariance and agreement fields from the two spectra (ascending) and the overlaps of
+// both sides.
+FieldValues compare_spectra(const std::vector<double>& sb, const std::vector<double>& sm,
+                            const Matrix<double>& l_overlap, const Matrix<double>& r_overlap,
+                            std::int64_t rows, std::int64_t cols, int top_k) {
+    FieldValues out;
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < sb.size(); ++i) {
+        const double d = sm[i] - sb[i];
+        num += d * d, den += sb[i] * sb[i];
+    }
+    out.scalars["rel_sval_change"] = den > 0 ? std::sqrt(num) / std::sqrt(den) : (num > 0 ? kNaN : 0.0);
+    const double n_greater = static_cast<double>(std::max(rows, cols));
+    std::vector<double> esd_base(sb.size()), esd_model(sm.size());
+    for (std::size_t i = 0; i < sb.size(); ++i) esd_base[i] = sb[i] * sb[i] / n_greater;
+    for (std::size_t i = 0; i < sm.size(); ++i) esd_model[i] = sm[i] * sm[i] / n_greater;
+    out.scalars["pl_ks"] = fit_power_law(esd_model).ks;
+    out.scalars["esd_ks"] = two_sample_ks(std::move(esd_base), std::move(esd_model));
+    const int t = std::max(1, top_k);
+    add_agreement(l_overlap, rows, t, "l", out);
+    add_agreement(r_overlap, cols, t, "r", out);
+    out.scalars["top_k"] = static_cast<double>(std::min<std::size_t>(static_cast<std::size_t>(t), sb.size()));
     return out;
+}
+
+// The delta fields from ‖D‖_F and D's singular values (ascending).
+void add_delta_values(double frob, const std::vector<double>& s, double base_frob_norm, FieldValues& out) {
+    const double l2 = s.empty() ? 0.0 : s.back();
+    double sum = 0;
+    for (double v : s) sum += v;
+    double entropy = 0;
+    for (double v : s) {
+        const double p = v / (sum + kEps);
+        entropy -= p * std::log(p + kEps);
+    }
+    out.scalars["delta_frob_norm"] = frob;
+    out.scalars["rel_delta_frob_norm"] = base_frob_norm > 0 ? frob / base_frob_norm : (frob > 0 ? kNaN : 0.0);
+    out.scalars["delta_l2_norm"] = l2;
+    out.scalars["delta_stable_rank"] = std::pow(frob / (l2 + kEps), 2);
+    out.scalars["delta_effective_rank"] = std::exp(entropy);
 }
 
 std::string geometry_string(const model::HeadGeometry& g) {
@@ -175,25 +199,8 @@ FieldValues compare_factorizations(const linalg::Svd& base, const linalg::Svd& m
                                    std::int64_t cols, int top_k) {
     if (base.s.size() != model.s.size() || base.u.rows != model.u.rows || base.v.rows != model.v.rows)
         throw std::invalid_argument("compare_factorizations: factorizations of different shapes");
-    FieldValues out;
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < base.s.size(); ++i) {
-        const double d = model.s[i] - base.s[i];
-        num += d * d, den += base.s[i] * base.s[i];
-    }
-    out.scalars["rel_sval_change"] = den > 0 ? std::sqrt(num) / std::sqrt(den) : (num > 0 ? kNaN : 0.0);
-    const double n_greater = static_cast<double>(std::max(rows, cols));
-    std::vector<double> esd_base(base.s.size()), esd_model(model.s.size());
-    for (std::size_t i = 0; i < base.s.size(); ++i) esd_base[i] = base.s[i] * base.s[i] / n_greater;
-    for (std::size_t i = 0; i < model.s.size(); ++i) esd_model[i] = model.s[i] * model.s[i] / n_greater;
-    out.scalars["pl_ks"] = fit_power_law(esd_model).ks;
-    out.scalars["esd_ks"] = two_sample_ks(std::move(esd_base), std::move(esd_model));
-    const int t = std::max(1, top_k);
-    add_agreement(base.u, model.u, rows, t, "l", out);
-    add_agreement(base.v, model.v, cols, t, "r", out);
-    out.scalars["top_k"] =
-        static_cast<double>(std::min<std::size_t>(static_cast<std::size_t>(t), base.s.size()));
-    return out;
+    return compare_spectra(base.s, model.s, abs_overlap(base.u, model.u), abs_overlap(base.v, model.v), rows,
+                           cols, top_k);
 }
 
 template <typename T>
@@ -201,21 +208,7 @@ void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Bac
                       linalg::SvdRoute route, FieldValues& out) {
     double s2 = 0;
     for (T v : delta.data) s2 += static_cast<double>(v) * static_cast<double>(v);
-    const double frob = std::sqrt(s2);
-    const auto s = backend.singular_values(delta, route);
-    const double l2 = s.empty() ? 0.0 : s.back();
-    double sum = 0;
-    for (double v : s) sum += v;
-    double entropy = 0;
-    for (double v : s) {
-        const double p = v / (sum + kEps);
-        entropy -= p * std::log(p + kEps);
-    }
-    out.scalars["delta_frob_norm"] = frob;
-    out.scalars["rel_delta_frob_norm"] = base_frob_norm > 0 ? frob / base_frob_norm : (frob > 0 ? kNaN : 0.0);
-    out.scalars["delta_l2_norm"] = l2;
-    out.scalars["delta_stable_rank"] = std::pow(frob / (l2 + kEps), 2);
-    out.scalars["delta_effective_rank"] = std::exp(entropy);
+    add_delta_values(std::sqrt(s2), backend.singular_values(delta, route), base_frob_norm, out);
 }
 
 template <typename T>
@@ -247,7 +240,8 @@ template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double
 std::string CompareOptions::config_key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
-    return fmt::format("compare-v1;precision={};top_k={};delta_route={}",
+    // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
+    return fmt::format("compare-v2;precision={};top_k={};route={}",
                        precision == Precision::f32 ? "f32" : "f64", top_k, route_name);
 }
 
@@ -261,82 +255,187 @@ struct TensorJob {
     std::vector<char> heads_ok;               // per model: head blocks compared
 };
 
+// A unit's orientation for streaming: the Gram side is the shorter logical side (k); slabs run
+// along the longer one. `short_side_rows`: the logical rows are the short side.
+struct Orientation {
+    bool short_side_rows = false;
+    std::int64_t k = 0, length = 0;
+};
+
+Orientation orientation(const MatrixBlock& b) {
+    const bool rows_short = b.logical_rows() < b.logical_cols();
+    return {rows_short, rows_short ? b.logical_rows() : b.logical_cols(),
+            rows_short ? b.logical_cols() : b.logical_rows()};
+}
+
+// The sub-block of `b` covering logical long-side indices [start, start + len).
+MatrixBlock long_side_slab(const MatrixBlock& b, const Orientation& o, std::int64_t start, std::int64_t len) {
+    MatrixBlock s = b;
+    // The long side is stored rows when (long side = logical rows) matches (logical rows = stored rows).
+    if (o.short_side_rows == b.transposed)
+        s.row0 += start, s.rows = len;
+    else
+        s.col0 += start, s.cols = len;
+    return s;
+}
+
+// Long-side length of a slab of about `values` values (0: 2M, 16 MB in f64) per matrix.
+std::int64_t slab_length(std::int64_t k, std::int64_t values = 0) {
+    const std::int64_t target = values > 0 ? values : std::int64_t{1} << 21;
+    return std::max<std::int64_t>(1, target / std::max<std::int64_t>(k, 1));
+}
+
+// The base's side of a unit on the Gram route: σ², the short-side vectors (column-major k × k).
+struct GramFactors {
+    std::vector<double> lambda, vectors;
+    double sq_norm = 0;
+    bool trusted = false;  // λ_min ≥ kGramVectorGuard·λ_max (or the route is forced)
+};
+
+GramFactors factor_gram(std::vector<double>&& gram, std::int64_t k, double sq_norm, bool forced) {
+    GramFactors f;
+    f.vectors = std::move(gram);
+    f.lambda = linalg::symmetric_eigen(f.vectors, k, true);
+    f.sq_norm = sq_norm;
+    const double top = f.lambda.empty() ? 0.0 : f.lambda.back();
+    f.trusted = forced || (top > 0 && f.lambda.front() >= linalg::kGramVectorGuard * top);
+    return f;
+}
+
+std::vector<double> sqrt_clamped(const std::vector<double>& lambda) {
+    std::vector<double> s(lambda.size());
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = std::sqrt(std::max(lambda[i], 0.0));
+    return s;
+}
+
+// Column-major k × k C → row-major |C| (overlap rows = the base's components).
+Matrix<double> abs_rows(const std::vector<double>& c, std::int64_t k) {
+    Matrix<double> o(k, k);
+    for (std::int64_t i = 0; i < k; ++i)
+        for (std::int64_t j = 0; j < k; ++j) o(i, j) = std::abs(c[static_cast<std::size_t>(i + j * k)]);
+    return o;
+}
+
+// Per job and unit, what the models share: the base's factorization on either route.
+struct BaseCache {
+    std::optional<GramFactors> gram;
+    std::optional<linalg::Svd> svd;
+};
+
 struct Context {
     const CompareOptions& o;
     const formats::Checkpoint& base;
     const std::vector<formats::Checkpoint>& models;
-    std::int64_t base_id;
-    const std::vector<std::int64_t>& ids;
-    store::Store& db;
-    std::string config;
 };
 
+// Which route computed a unit travels with its values (not a CSV column): 1 = whole matrices.
+constexpr const char* kWholeRouteField = "whole_route";
+
+// The whole-matrix route: both matrices read whole, thin SVDs for the vectors, the delta's values by
+// `route`. Used for --svd-route gesdd and when the Gram route's vectors are not trusted.
 template <typename T>
-void run_job(const Context& c, const TensorJob& job, const std::vector<std::vector<char>>& need,
-             std::vector<std::vector<std::optional<std::map<std::string, double>>>>& out,
-             linalg::Backend& backend, std::size_t& computed) {
-    const MatrixBlock wb = model::whole_matrix(c.base.schema, *job.tensor);
-    const Matrix<T> bw = read_matrix<T>(*job.tensor, wb);
-    const std::size_t n_units = job.units.size();
-    std::vector<std::optional<linalg::Svd>> base_svd(n_units);
-    for (std::size_t m = 0; m < c.models.size(); ++m) {
-        if (std::none_of(need[m].begin(), need[m].end(), [](char x) { return x != 0; })) continue;
-        const TensorInfo& mt = *job.in_model[m];
-        Matrix<T> mw = read_matrix<T>(mt, model::whole_matrix(c.models[m].schema, mt));
-        std::vector<FieldValues> fv(n_units);
-        for (std::size_t u = 0; u < n_units; ++u) {
-            if (!need[m][u]) continue;
-            const auto& unit = job.units[u];
-            Matrix<T> bs, ms;
-            if (unit.head) bs = slice(bw, wb, unit.block), ms = slice(mw, wb, unit.block);
-            const Matrix<T>& bm = unit.head ? bs : bw;
-            const Matrix<T>& mm = unit.head ? ms : mw;
-            if (!base_svd[u]) base_svd[u] = backend.svd(bm);
-            // An identical matrix (a model compared with itself, an untouched tensor) shares the base's
-            // factorization: agreement exactly 1, no SVD spent.
-            linalg::Svd own;
-            const bool same = bm.data == mm.data;
-            if (!same) own = backend.svd(mm);
-            fv[u] =
-                compare_factorizations(*base_svd[u], same ? *base_svd[u] : own, bm.rows, bm.cols, c.o.top_k);
-        }
-        for (std::size_t i = 0; i < mw.data.size(); ++i) mw.data[i] -= bw.data[i];  // mw is now the delta
-        for (std::size_t u = 0; u < n_units; ++u) {
-            if (!need[m][u]) continue;
-            const auto& unit = job.units[u];
-            Matrix<T> ds;
-            if (unit.head) ds = slice(mw, wb, unit.block);
-            double f2 = 0;
-            for (double v : base_svd[u]->s) f2 += v * v;
-            add_delta_fields(unit.head ? ds : mw, std::sqrt(f2), backend, c.o.route, fv[u]);
-            c.db.put({c.ids[m], c.base_id, job.tensor->name, unit.block_key(), c.config}, fv[u],
-                     compare_vector_fields());
-            out[m][u] = std::move(fv[u].scalars);
-            ++computed;
-        }
-        mt.file->dont_need(mt.offset, mt.nbytes);
-    }
-    job.tensor->file->dont_need(job.tensor->offset, job.tensor->nbytes);
+FieldValues compare_whole(const Context& c, const MatrixUnit& unit, const TensorInfo& mt, BaseCache& cache,
+                          linalg::Backend& backend, linalg::SvdRoute delta_route) {
+    const Matrix<T> bw = read_matrix<T>(*unit.tensor, unit.block);
+    Matrix<T> mw = read_matrix<T>(mt, unit.block);
+    if (!cache.svd) cache.svd = backend.svd(bw);
+    // An identical matrix (a model compared with itself, an untouched tensor) shares the base's
+    // factorization: agreement exactly 1, no SVD spent.
+    const bool same = bw.data == mw.data;
+    linalg::Svd own;
+    if (!same) own = backend.svd(mw);
+    auto fv = compare_factorizations(*cache.svd, same ? *cache.svd : own, bw.rows, bw.cols, c.o.top_k);
+    fv.scalars[kWholeRouteField] = 1.0;
+    for (std::size_t i = 0; i < mw.data.size(); ++i) mw.data[i] -= bw.data[i];  // mw is now the delta
+    double f2 = 0;
+    for (double v : cache.svd->s) f2 += v * v;
+    add_delta_fields(mw, std::sqrt(f2), backend, delta_route, fv);
+    return fv;
 }
 
-// Peak working memory of a job: the two whole matrices, the base's factorizations (whole and heads),
-// and the larger of one model SVD in flight (LAPACK's copies and workspace plus the f64 result) and
-// the delta's Gram route (an f64 copy).
-std::uint64_t job_bytes(const TensorJob& job, bool f64) {
-    std::uint64_t m = 0, n = 0;
-    for (const auto& u : job.units)
-        if (!u.head)
-            m = static_cast<std::uint64_t>(u.block.logical_rows()),
-            n = static_cast<std::uint64_t>(u.block.logical_cols());
-    if (m == 0) {  // heads only: the whole tensor is still read
-        m = static_cast<std::uint64_t>(stored_rows(*job.tensor)),
-        n = static_cast<std::uint64_t>(stored_cols(*job.tensor));
+// The Gram route (gram_pair.hpp): both matrices streamed slab by slab, never held whole. Falls back
+// to compare_whole when a factorization's vectors are not trusted (route auto).
+template <typename T>
+FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const TensorInfo& mt, BaseCache& cache,
+                             linalg::Backend& backend) {
+    const bool forced = c.o.route == linalg::SvdRoute::gram;
+    const Orientation ori = orientation(unit.block);
+    const std::int64_t k = ori.k;
+    linalg::GramPair pair(k, !cache.gram);
+    const std::int64_t step = slab_length(k, c.o.slab_values);
+    for (std::int64_t start = 0; start < ori.length; start += step) {
+        const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
+        pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab), ori.short_side_rows);
     }
+    if (!cache.gram) cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced);
+    const GramFactors& b = *cache.gram;
+    std::optional<GramFactors> own;
+    if (!pair.identical()) own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced);
+    const GramFactors& m = own ? *own : b;
+    if (!b.trusted || !m.trusted)
+        return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+
+    const auto sb = sqrt_clamped(b.lambda), sm = sqrt_clamped(m.lambda);
+    // Short side: V_bᵀ V_m. Long side: (V_bᵀ (BᵀM) V_m)_ij / (σ_b,i σ_m,j).
+    const auto short_overlap = linalg::multiply(b.vectors, true, m.vectors, false, k, k, k);
+    auto long_overlap = linalg::multiply(
+        b.vectors, true, linalg::multiply(pair.cross(), false, m.vectors, false, k, k, k), false, k, k, k);
+    for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t i = 0; i < k; ++i) {
+            const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
+            auto& x = long_overlap[static_cast<std::size_t>(i + j * k)];
+            x = scale > 0 ? x / scale : 0.0;
+        }
+    const auto short_rows = abs_rows(short_overlap, k), long_rows = abs_rows(long_overlap, k);
+    const std::int64_t rows = unit.block.logical_rows(), cols = unit.block.logical_cols();
+    auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.o.top_k)
+                                  : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.o.top_k);
+    add_delta_values(std::sqrt(pair.delta_sq_norm()),
+                     sqrt_clamped(linalg::symmetric_eigen(pair.delta_gram(), k, false)), std::sqrt(b.sq_norm),
+                     fv);
+    return fv;
+}
+
+template <typename T>
+FieldValues compare_unit(const Context& c, const MatrixUnit& unit, const TensorInfo& mt, BaseCache& cache,
+                         linalg::Backend& backend) {
+    auto fv = c.o.route == linalg::SvdRoute::gesdd
+                  ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
+                  : compare_streamed<T>(c, unit, mt, cache, backend);
+    fv.scalars.try_emplace(kWholeRouteField, 0.0);
+    return fv;
+}
+
+// Peak working memory of one unit on the whole-matrix route: the two matrices, the base's
+// factorization, and one model SVD in flight (LAPACK's copies and workspace plus the f64 result).
+std::uint64_t whole_bytes(const MatrixBlock& b, bool f64) {
+    const auto m = static_cast<std::uint64_t>(b.logical_rows()),
+               n = static_cast<std::uint64_t>(b.logical_cols());
     const std::uint64_t s = f64 ? 8 : 4, k = std::min(m, n);
     const std::uint64_t held = 2 * s * m * n + 16 * (m + n) * k;
-    const std::uint64_t svd = s * (m * n + (m + n) * k + 4 * k * k) + 8 * ((m + n) * k + k * k);
-    const std::uint64_t gram = 8 * (m * n + k * k);
-    return held + std::max(svd, gram);
+    return held + s * (m * n + (m + n) * k + 4 * k * k) + 8 * ((m + n) * k + k * k);
+}
+
+// On the Gram route: four k × k products, two factorizations and the overlap products (about ten
+// k × k f64 matrices), syevd's workspace, and three slabs.
+std::uint64_t streamed_bytes(const MatrixBlock& b) {
+    const auto k = static_cast<std::uint64_t>(orientation(b).k);
+    return 8 * (12 * k * k + 3 * static_cast<std::uint64_t>(slab_length(orientation(b).k)) * k);
+}
+
+// A job's reservation: its largest unit (units run one after another). On the auto route the
+// whole-matrix fallback is reserved too when it fits the budget at all; a tall matrix whose fallback
+// cannot fit is reserved at its streamed size (its vectors are trusted in practice: see docs/compare.md).
+std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, std::uint64_t budget) {
+    std::uint64_t most = 0;
+    for (const auto& u : job.units) {
+        const std::uint64_t whole = whole_bytes(u.block, f64), streamed = streamed_bytes(u.block);
+        std::uint64_t b = streamed;
+        if (route == linalg::SvdRoute::gesdd || (route == linalg::SvdRoute::auto_route && whole <= budget))
+            b = std::max(b, whole);
+        most = std::max(most, b);
+    }
+    return most;
 }
 
 }  // namespace
@@ -359,10 +458,14 @@ CompareResult compare(const CompareOptions& o) {
         throw InputError("compare: give at least one model (or --reference) to compare with the base");
     const std::size_t n_models = models.size();
 
-    store::Store db(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
-    const std::int64_t base_id = db.model_id(store::fingerprint(base), base.name, base.path);
+    // Under MPI only rank 0 touches the store; the other ranks compute their share and send it.
+    const auto& dist = distributed();
+    std::optional<store::Store> db;
+    if (dist.is_root()) db.emplace(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
+    const std::int64_t base_id = db ? db->model_id(store::fingerprint(base), base.name, base.path) : 0;
     std::vector<std::int64_t> ids;
-    for (const auto& ck : models) ids.push_back(db.model_id(store::fingerprint(ck), ck.name, ck.path));
+    for (const auto& ck : models)
+        ids.push_back(db ? db->model_id(store::fingerprint(ck), ck.name, ck.path) : 0);
 
     // The plan, over the base, grouped by tensor (plan_matrices lists a tensor's units together).
     std::vector<TensorJob> jobs;
@@ -431,68 +534,114 @@ CompareResult compare(const CompareOptions& o) {
     }
 
     const bool f64 = o.precision == Precision::f64;
-    std::vector<TaskCost> costs;
-    for (const auto& job : jobs) {
-        double flops = 0;
-        for (const auto& u : job.units) flops += u.flops();
-        costs.push_back({flops * static_cast<double>(n_models + 1), job_bytes(job, f64)});
-    }
-    // results[job][model][unit]: the scalar fields, or empty when not compared.
-    std::vector<std::vector<std::vector<std::optional<std::map<std::string, double>>>>> results(jobs.size());
-    const Context ctx{o, base, models, base_id, ids, db, o.config_key()};
-    const int threads = o.run.resolved_threads();
-    linalg::set_blas_threads(1);  // deterministic sums whatever the thread count (see analyze.cpp)
-    std::mutex count_mu;
-    Progress progress("compare", jobs.size(), o.run.progress);
-    run_tasks(costs, threads, o.run.resolved_max_memory(), [&](std::size_t i) {
-        thread_local auto backend = linalg::make_backend(o.run.device);
-        const auto& job = jobs[i];
-        auto& res = results[i];
-        res.assign(n_models, std::vector<std::optional<std::map<std::string, double>>>(job.units.size()));
-        std::vector<std::vector<char>> need(n_models, std::vector<char>(job.units.size(), 0));
-        bool any = false;
-        std::size_t reused = 0, computed = 0;
+    const std::uint64_t budget = o.run.resolved_max_memory();
+    const std::string config = o.config_key();
+    // Results are indexed flat: slot(job, model, unit).
+    std::vector<std::size_t> first_slot(jobs.size() + 1, 0);
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+        first_slot[j + 1] = first_slot[j] + n_models * jobs[j].units.size();
+    auto slot = [&](std::size_t j, std::size_t m, std::size_t u) {
+        return first_slot[j] + m * jobs[j].units.size() + u;
+    };
+    auto key_of = [&](std::size_t j, std::size_t m, std::size_t u) {
+        return store::ResultKey{ids[m], base_id, jobs[j].tensor->name, jobs[j].units[u].block_key(), config};
+    };
+    // compared[slot]: 0 = not compared (skipped), 1 = to compute, 2 = reused from the store.
+    std::string compared(first_slot.back(), 0);
+    std::vector<std::optional<FieldValues>> values(first_slot.back());
+    for (std::size_t j = 0; j < jobs.size(); ++j)
         for (std::size_t m = 0; m < n_models; ++m) {
-            if (!job.in_model[m]) continue;
-            for (std::size_t u = 0; u < job.units.size(); ++u) {
-                const auto& unit = job.units[u];
-                if (unit.head && !job.heads_ok[m]) continue;
-                const store::ResultKey key{ids[m], base_id, job.tensor->name, unit.block_key(), ctx.config};
-                if (auto hit = db.get(key, compare_fields())) {
-                    res[m][u] = std::move(hit->scalars);
-                    ++reused;
-                } else {
-                    need[m][u] = 1;
-                    any = true;
+            if (!jobs[j].in_model[m]) continue;
+            for (std::size_t u = 0; u < jobs[j].units.size(); ++u) {
+                if (jobs[j].units[u].head && !jobs[j].heads_ok[m]) continue;
+                compared[slot(j, m, u)] = 1;
+                if (!db) continue;
+                if (auto hit = db->get(key_of(j, m, u), compare_fields())) {
+                    values[slot(j, m, u)] = std::move(*hit);
+                    compared[slot(j, m, u)] = 2;
+                    ++result.reused;
                 }
             }
         }
-        if (any) {
-            if (f64)
-                run_job<double>(ctx, job, need, res, *backend, computed);
-            else
-                run_job<float>(ctx, job, need, res, *backend, computed);
+    // Every rank learns what is left and takes its share, longest first.
+    broadcast_bytes(compared);
+    std::vector<TaskCost> costs;
+    std::vector<char> needed(jobs.size(), 0);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+        double flops = 0;
+        for (const auto& u : jobs[j].units) flops += u.flops();
+        costs.push_back(
+            {flops * static_cast<double>(n_models + 1), job_bytes(jobs[j], f64, o.route, budget)});
+        for (std::size_t i = first_slot[j]; i < first_slot[j + 1]; ++i) needed[j] |= compared[i] == 1;
+    }
+    const auto mine = assign_tasks(costs, needed);
+    std::vector<TaskCost> my_costs;
+    for (auto j : mine) my_costs.push_back(costs[j]);
+
+    const Context ctx{o, base, models};
+    linalg::set_blas_threads(1);  // deterministic sums whatever the thread or rank count (see analyze.cpp)
+    std::mutex count_mu;
+    Progress progress("compare", mine.size(), o.run.progress && dist.is_root());
+    run_tasks(my_costs, o.run.resolved_threads(), budget, [&](std::size_t t) {
+        thread_local auto backend = linalg::make_backend(o.run.device);
+        const std::size_t j = mine[t];
+        const auto& job = jobs[j];
+        std::vector<BaseCache> cache(job.units.size());
+        for (std::size_t m = 0; m < n_models; ++m) {
+            bool any = false;
+            for (std::size_t u = 0; u < job.units.size(); ++u) {
+                if (compared[slot(j, m, u)] != 1) continue;
+                any = true;
+                const auto& unit = job.units[u];
+                auto fv = f64 ? compare_unit<double>(ctx, unit, *job.in_model[m], cache[u], *backend)
+                              : compare_unit<float>(ctx, unit, *job.in_model[m], cache[u], *backend);
+                if (db) db->put(key_of(j, m, u), fv, compare_vector_fields());
+                values[slot(j, m, u)] = std::move(fv);
+                std::lock_guard lock(count_mu);
+                ++result.computed;
+            }
+            // This model's pages are no longer needed by this thread: keep resident memory small.
+            if (any) job.in_model[m]->file->dont_need(job.in_model[m]->offset, job.in_model[m]->nbytes);
         }
-        {
-            std::lock_guard lock(count_mu);
-            result.reused += reused;
-            result.computed += computed;
-        }
+        job.tensor->file->dont_need(job.tensor->offset, job.tensor->nbytes);
         progress.advance();
     });
     progress.finish();
+
+    // Rank 0 gathers the other ranks' results into the store.
+    std::string payload;
+    if (!dist.is_root())
+        for (auto j : mine)
+            for (std::size_t i = first_slot[j]; i < first_slot[j + 1]; ++i)
+                if (compared[i] == 1) payload += serialize_field_values(i, *values[i]);
+    for (const auto& bytes : gather_bytes(payload)) {
+        for (auto& [i, v] : parse_field_values(bytes)) {
+            const auto j = static_cast<std::size_t>(
+                std::upper_bound(first_slot.begin(), first_slot.end(), i) - first_slot.begin() - 1);
+            const std::size_t m = (i - first_slot[j]) / jobs[j].units.size(),
+                              u = (i - first_slot[j]) % jobs[j].units.size();
+            db->put(key_of(j, m, u), v, compare_vector_fields());
+            values[i] = std::move(v);
+            ++result.computed;
+        }
+    }
+    if (!dist.is_root()) return result;
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (compared[i] == 1 && values[i]->scalars.at(kWholeRouteField) != 0) ++result.whole_route;
 
     std::vector<std::size_t> row_model;  // the model index of each row
     for (std::size_t m = 0; m < n_models; ++m)
         for (std::size_t j = 0; j < jobs.size(); ++j)
             for (std::size_t u = 0; u < jobs[j].units.size(); ++u) {
-                if (!results[j][m][u]) continue;
+                auto& v = values[slot(j, m, u)];
+                if (!v) continue;
+                v->scalars.erase(kWholeRouteField);
                 row_model.push_back(m);
                 const auto& unit = jobs[j].units[u];
                 result.rows.push_back({models[m].name, base.name, unit.tensor->name, unit.layer,
                                        std::string(model::role_name(unit.role)), unit.head,
                                        unit.block.logical_rows(), unit.block.logical_cols(),
-                                       std::move(*results[j][m][u])});
+                                       std::move(v->scalars)});
             }
 
     // Per head: the Q, K, V, O block norms (GQA: K/V from the query head's kv group).

@@ -1,10 +1,12 @@
 // `compare`: every selected matrix (and head block) of one or more models against a base model
 // (CROSS_MODEL level of metrics.md), and the per-head update norms, importance score and ranking.
 //
-// One pass over the files: each tensor of every model is read once, as a whole matrix; head blocks
-// are sliced from it in memory. Per matrix and model: one thin SVD (backend.svd) for the vectors, the
-// singular values of the delta W − W_base (backend.singular_values). Results persist in the store,
-// keyed by (model, base, tensor, block, compare configuration): a re-run reads nothing it has.
+// A job is one tensor of the base (its whole matrix and head blocks) against every model. By default
+// both matrices are streamed through their Gram products (linalg/gram_pair.hpp), so no matrix is held
+// whole; --svd-route gesdd (and the fallback for ill-conditioned vectors) factorises whole matrices
+// with backend.svd. Results persist in the store, keyed by (model, base, tensor, block, compare
+// configuration): a re-run reads nothing it has. Under MPI the jobs are split across ranks and rank 0
+// gathers the results (docs/compare.md).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,9 @@ struct CompareOptions {
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;  // singular values of the delta
     bool heads = true;
     bool allow_partial = false;
+    // Values per streamed slab on the Gram route (0: about 2M, 16 MB in f64). Tests make it small to
+    // cross many slab boundaries; results do not depend on it beyond rounding.
+    std::int64_t slab_values = 0;
     HeadRankOptions ranking;
     RunOptions run;
     std::string config_key() const;
@@ -97,6 +102,7 @@ struct CompareResult {
     HeadRankOptions ranking;
     bool allow_partial = false;
     std::size_t computed = 0, reused = 0;  // (model, matrix) pairs
+    std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
 };
 
 // Throws InputError on the first mismatch between a model and the base (different shape, missing or

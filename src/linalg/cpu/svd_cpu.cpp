@@ -7,6 +7,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/linalg/gram_pair.hpp"
 #include "lapack_impl.hpp"
 
 namespace diffract::linalg {
@@ -101,19 +102,7 @@ std::vector<double> gram_values(const Matrix<T>& w) {
             dsyrk_("L", "N", &k, &len, &one, slab.data(), &k, &beta, g.data(), &k);
         }
     }
-    std::vector<double> lambda(static_cast<std::size_t>(k));
-    int info = 0, lwork = -1, liwork = -1, iquery = 0;
-    double query = 0;
-    dsyevd_("N", "L", &k, g.data(), &k, lambda.data(), &query, &lwork, &iquery, &liwork, &info);
-    lwork = static_cast<int>(query) + 1;
-    liwork = iquery + 1;
-    std::vector<double> work(static_cast<std::size_t>(lwork));
-    std::vector<int> iwork(static_cast<std::size_t>(liwork));
-    dsyevd_("N", "L", &k, g.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
-    if (info != 0)
-        throw std::runtime_error(
-            fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
-    return lambda;  // ascending
+    return symmetric_eigen(g, k, false);  // ascending
 }
 
 template <typename T>

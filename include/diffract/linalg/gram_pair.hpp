@@ -1,0 +1,59 @@
+// Two same-shape matrices B (a base) and M (a model) compared through their Gram matrices, so that
+// neither is ever held whole: both are streamed in slabs along their longer side and only k × k
+// products are kept (k = the shorter side). From them:
+//   BᵀB, MᵀM → σ and the short-side singular vectors of B and of M (eigen-decompositions);
+//   BᵀM      → the long-side overlaps, since u_i = X v_i / σ_i gives
+//              u_b,iᵀ u_m,j = (V_bᵀ BᵀM V_m)_ij / (σ_b,i σ_m,j);
+//   DᵀD      → σ of the delta D = M − B.
+// For an embedding matrix (100k × 4k) this replaces two 3 GB factors by four 134 MB products.
+//
+// Accuracy: λ carries an absolute error ~ε64·λ_max, so the vectors of components with
+// λ_i < kGramVectorGuard·λ_max are not trusted; callers check `well_conditioned` and fall back to a
+// whole-matrix SVD (see compare.cpp). CPU BLAS/LAPACK whatever the backend (the k × k work is small).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "diffract/core/matrix.hpp"
+
+namespace diffract::linalg {
+
+// The vectors are trusted when λ_min / λ_max ≥ this: the long-side overlap of the smallest
+// component then errs by ≲ ε64·k / kGramVectorGuard (≈ 1e-9 for k = 4096).
+inline constexpr double kGramVectorGuard = 1e-6;
+
+class GramPair {
+public:
+    explicit GramPair(std::int64_t k, bool with_base = true);
+    std::int64_t k() const { return k_; }
+    // One slab of both matrices: `len` rows of the long side, each of k values. `short_side_rows`:
+    // the slab is stored k × len (row-major), i.e. the long side is the matrices' columns.
+    void add(const Matrix<double>& base_slab, const Matrix<double>& model_slab, bool short_side_rows);
+    bool identical() const { return identical_; }  // every slab so far equal
+    double base_sq_norm() const { return b2_; }
+    double model_sq_norm() const { return m2_; }
+    double delta_sq_norm() const { return d2_; }
+    // Column-major k × k: BᵀB (lower triangle; only with_base), MᵀM (lower), BᵀM (full), DᵀD (lower).
+    std::vector<double>& base_gram() { return bb_; }
+    std::vector<double>& model_gram() { return mm_; }
+    const std::vector<double>& cross() const { return bm_; }
+    std::vector<double>& delta_gram() { return dd_; }
+
+private:
+    std::int64_t k_;
+    bool with_base_, first_ = true, identical_ = true;
+    double b2_ = 0, m2_ = 0, d2_ = 0;
+    std::vector<double> bb_, mm_, bm_, dd_, delta_;
+};
+
+// Eigenvalues (ascending) of the symmetric column-major k × k matrix `a` (lower triangle used);
+// with `vectors`, `a` is overwritten by the eigenvectors (column c pairs with value c).
+std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors);
+
+// C = op(A) · op(B), m × n, every matrix column-major; op(X) = Xᵀ when its flag is set, and
+// `inner` is the shared dimension (f64 BLAS gemm).
+std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+                             bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t inner);
+
+}  // namespace diffract::linalg

@@ -1,0 +1,86 @@
+#include "diffract/linalg/gram_pair.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lapack_impl.hpp"
+
+namespace diffract::linalg {
+namespace {
+
+int blas_int(std::int64_t v) {
+    if (v > std::numeric_limits<int>::max())
+        throw std::runtime_error(fmt::format("dimension {} exceeds BLAS's 32-bit index", v));
+    return static_cast<int>(v);
+}
+
+}  // namespace
+
+GramPair::GramPair(std::int64_t k, bool with_base) : k_(k), with_base_(with_base) {
+    const auto n = static_cast<std::size_t>(k * k);
+    if (with_base_) bb_.assign(n, 0.0);
+    mm_.assign(n, 0.0), bm_.assign(n, 0.0), dd_.assign(n, 0.0);
+}
+
+void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_side_rows) {
+    if (b.rows != m.rows || b.cols != m.cols || (short_side_rows ? b.rows : b.cols) != k_)
+        throw std::invalid_argument("GramPair::add: slab shapes differ");
+    const std::int64_t len64 = short_side_rows ? b.cols : b.rows;
+    if (len64 == 0) return;
+    const int k = blas_int(k_), len = blas_int(len64);
+    // Row-major len × k is, column-major, Xᵀ with ld k (syrk 'N'); row-major k × len is X with
+    // ld len (syrk 'T'). Either way the products are XᵀX and X_bᵀ X_m.
+    const char* trans = short_side_rows ? "T" : "N";
+    const int ld = short_side_rows ? len : k;
+    const double one = 1.0, beta = first_ ? 0.0 : 1.0;
+    delta_.resize(m.data.size());
+    for (std::size_t i = 0; i < m.data.size(); ++i) {
+        const double x = b.data[i], y = m.data[i], d = y - x;
+        b2_ += x * x, m2_ += y * y, d2_ += d * d;
+        delta_[i] = d;
+        identical_ = identical_ && x == y;
+    }
+    if (with_base_) dsyrk_("L", trans, &k, &len, &one, b.data.data(), &ld, &beta, bb_.data(), &k);
+    dsyrk_("L", trans, &k, &len, &one, m.data.data(), &ld, &beta, mm_.data(), &k);
+    dsyrk_("L", trans, &k, &len, &one, delta_.data(), &ld, &beta, dd_.data(), &k);
+    if (short_side_rows)
+        dgemm_("T", "N", &k, &k, &len, &one, b.data.data(), &ld, m.data.data(), &ld, &beta, bm_.data(), &k);
+    else
+        dgemm_("N", "T", &k, &k, &len, &one, b.data.data(), &ld, m.data.data(), &ld, &beta, bm_.data(), &k);
+    first_ = false;
+}
+
+std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bool vectors) {
+    const int k = blas_int(k64);
+    std::vector<double> lambda(static_cast<std::size_t>(k));
+    if (k == 0) return lambda;
+    const char* jobz = vectors ? "V" : "N";
+    int info = 0, lwork = -1, liwork = -1, iquery = 0;
+    double query = 0;
+    dsyevd_(jobz, "L", &k, a.data(), &k, lambda.data(), &query, &lwork, &iquery, &liwork, &info);
+    lwork = static_cast<int>(query) + 1;
+    liwork = iquery + 1;
+    std::vector<double> work(static_cast<std::size_t>(lwork));
+    std::vector<int> iwork(static_cast<std::size_t>(liwork));
+    dsyevd_(jobz, "L", &k, a.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
+    if (info != 0)
+        throw std::runtime_error(
+            fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
+    return lambda;  // ascending
+}
+
+std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+                             bool transpose_b, std::int64_t m64, std::int64_t n64, std::int64_t inner64) {
+    const int m = blas_int(m64), n = blas_int(n64), inner = blas_int(inner64);
+    std::vector<double> c(static_cast<std::size_t>(m64 * n64));
+    if (m == 0 || n == 0 || inner == 0) return c;
+    const int lda = transpose_a ? inner : m, ldb = transpose_b ? n : inner;
+    const double one = 1.0, zero = 0.0;
+    dgemm_(transpose_a ? "T" : "N", transpose_b ? "T" : "N", &m, &n, &inner, &one, a.data(), &lda, b.data(),
+           &ldb, &zero, c.data(), &m);
+    return c;
+}
+
+}  // namespace diffract::linalg

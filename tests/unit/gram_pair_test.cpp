@@ -1,0 +1,201 @@
+// The Gram route of compare (gram_pair.hpp, compare.cpp): products accumulated over slabs equal the
+// products of the whole matrices, and compare's fields on that route equal the whole-matrix LAPACK
+// route (gesdd) on Llama-style and GPT-2 Conv1D (transposed) tensors, tall and wide, across many slabs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <unistd.h>
+
+#include "diffract/analysis/compare.hpp"
+#include "diffract/formats/memory_checkpoint.hpp"
+#include "diffract/linalg/gram_pair.hpp"
+
+using namespace diffract;
+
+namespace {
+
+Matrix<double> random_matrix(std::int64_t r, std::int64_t c, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> n(0.0, 1.0);
+    Matrix<double> m(r, c);
+    for (auto& v : m.data) v = n(rng);
+    return m;
+}
+
+// Column-major (AᵀB)(i, j) for row-major A, B (len × k).
+double product_entry(const Matrix<double>& a, const Matrix<double>& b, std::int64_t i, std::int64_t j) {
+    double s = 0;
+    for (std::int64_t r = 0; r < a.rows; ++r) s += a(r, i) * b(r, j);
+    return s;
+}
+
+Matrix<double> rows_of(const Matrix<double>& m, std::int64_t start, std::int64_t len) {
+    Matrix<double> out(len, m.cols);
+    std::copy_n(&m(start, 0), len * m.cols, out.data.data());
+    return out;
+}
+
+Matrix<double> transpose(const Matrix<double>& m) {
+    Matrix<double> t(m.cols, m.rows);
+    for (std::int64_t i = 0; i < m.rows; ++i)
+        for (std::int64_t j = 0; j < m.cols; ++j) t(j, i) = m(i, j);
+    return t;
+}
+
+}  // namespace
+
+TEST(GramPair, SlabsSumToTheWholeProductsInBothLayouts) {
+    const auto b = random_matrix(53, 7, 1), m = random_matrix(53, 7, 2);
+    for (bool short_side_rows : {false, true}) {
+        linalg::GramPair pair(7);
+        for (std::int64_t start = 0; start < 53; start += 10) {
+            const auto len = std::min<std::int64_t>(10, 53 - start);
+            auto bs = rows_of(b, start, len), ms = rows_of(m, start, len);
+            if (short_side_rows) bs = transpose(bs), ms = transpose(ms);  // stored k × len
+            pair.add(bs, ms, short_side_rows);
+        }
+        double b2 = 0, d2 = 0;
+        for (std::size_t i = 0; i < b.data.size(); ++i)
+            b2 += b.data[i] * b.data[i], d2 += (m.data[i] - b.data[i]) * (m.data[i] - b.data[i]);
+        EXPECT_NEAR(pair.base_sq_norm(), b2, 1e-12 * b2);
+        EXPECT_NEAR(pair.delta_sq_norm(), d2, 1e-12 * d2);
+        EXPECT_FALSE(pair.identical());
+        Matrix<double> d(53, 7);
+        for (std::size_t i = 0; i < d.data.size(); ++i) d.data[i] = m.data[i] - b.data[i];
+        for (std::int64_t i = 0; i < 7; ++i)
+            for (std::int64_t j = 0; j <= i; ++j) {  // lower triangles of the symmetric ones
+                const auto at = static_cast<std::size_t>(i + j * 7);
+                EXPECT_NEAR(pair.base_gram()[at], product_entry(b, b, i, j), 1e-12 * 53);
+                EXPECT_NEAR(pair.model_gram()[at], product_entry(m, m, i, j), 1e-12 * 53);
+                EXPECT_NEAR(pair.delta_gram()[at], product_entry(d, d, i, j), 1e-12 * 53);
+            }
+        for (std::int64_t i = 0; i < 7; ++i)
+            for (std::int64_t j = 0; j < 7; ++j)
+                EXPECT_NEAR(pair.cross()[static_cast<std::size_t>(i + j * 7)], product_entry(b, m, i, j),
+                            1e-12 * 53);
+    }
+}
+
+TEST(GramPair, SymmetricEigenOfAKnownMatrix) {
+    // [[2, 1], [1, 2]]: eigenvalues 1 and 3, vectors (1, −1)/√2 and (1, 1)/√2.
+    std::vector<double> a = {2, 1, 1, 2};
+    const auto lambda = linalg::symmetric_eigen(a, 2, true);
+    ASSERT_EQ(lambda.size(), 2u);
+    EXPECT_NEAR(lambda[0], 1.0, 1e-14);
+    EXPECT_NEAR(lambda[1], 3.0, 1e-14);
+    EXPECT_NEAR(std::abs(a[2]), std::sqrt(0.5), 1e-14);  // column 1 = (1, 1)/√2
+    EXPECT_NEAR(a[2], a[3], 1e-14);
+    EXPECT_NEAR(a[0], -a[1], 1e-14);
+}
+
+namespace {
+
+formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::int64_t c,
+                                std::vector<float> data) {
+    auto owner = std::make_shared<std::vector<float>>(std::move(data));
+    formats::MemoryTensor t;
+    t.name = name, t.dtype = DType::F32, t.shape = {r, c};
+    t.data = reinterpret_cast<const std::byte*>(owner->data());
+    t.nbytes = owner->size() * sizeof(float);
+    t.owner = owner;
+    return t;
+}
+
+// A base of the given tensors and a model = base + 0.05·noise (full-rank updates; well conditioned
+// enough for the Gram route's guard on the tall and wide matrices, not necessarily on the square ones).
+std::pair<formats::Checkpoint, formats::Checkpoint> family(
+    const std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>>& shapes,
+    const nlohmann::json& config) {
+    std::vector<formats::MemoryTensor> base, model;
+    std::uint64_t seed = 10;
+    for (const auto& [name, shape] : shapes) {
+        const auto w = random_matrix(shape.first, shape.second, ++seed),
+                   e = random_matrix(shape.first, shape.second, ++seed);
+        std::vector<float> bw(w.data.begin(), w.data.end()), mw(bw.size());
+        for (std::size_t i = 0; i < mw.size(); ++i) mw[i] = static_cast<float>(w.data[i] + 0.05 * e.data[i]);
+        base.push_back(tensor_of(name, shape.first, shape.second, bw));
+        model.push_back(tensor_of(name, shape.first, shape.second, mw));
+    }
+    return {formats::memory_checkpoint("base", base, config),
+            formats::memory_checkpoint("model", model, config)};
+}
+
+std::map<std::string, analysis::CompareRow> rows_by_key(const analysis::CompareResult& r) {
+    std::map<std::string, analysis::CompareRow> out;
+    for (const auto& row : r.rows) out[row.tensor + "/" + (row.head ? std::to_string(*row.head) : "")] = row;
+    return out;
+}
+
+void expect_routes_agree(const formats::Checkpoint& base_ck, const formats::Checkpoint& model_ck) {
+    const formats::ScopedRegistration base(base_ck), model(model_ck);
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("diffract_gram_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    auto run = [&](linalg::SvdRoute route, const std::string& store) {
+        analysis::CompareOptions o;
+        o.base = base.spec(), o.models = {model.spec()};
+        o.route = route;
+        o.slab_values = 300;  // dozens of slabs per matrix
+        o.run.store_path = (dir / store).string();
+        o.run.progress = false;
+        o.run.threads = 1;
+        return analysis::compare(o);
+    };
+    const auto lapack_result = run(linalg::SvdRoute::gesdd, "gesdd.sqlite");
+    EXPECT_EQ(lapack_result.whole_route, lapack_result.rows.size());
+    const auto lapack = rows_by_key(lapack_result);
+    for (auto route : {linalg::SvdRoute::gram, linalg::SvdRoute::auto_route}) {
+        const auto result = run(route, route == linalg::SvdRoute::gram ? "gram.sqlite" : "auto.sqlite");
+        // Forced: nothing falls back. Auto: the tall and wide matrices stay on the Gram route.
+        if (route == linalg::SvdRoute::gram)
+            EXPECT_EQ(result.whole_route, 0u);
+        else
+            EXPECT_LT(result.whole_route + 3, result.rows.size());
+        const auto gram = rows_by_key(result);
+        ASSERT_EQ(gram.size(), lapack.size());
+        for (const auto& [key, row] : lapack) {
+            const auto& other = gram.at(key);
+            for (const auto& [field, v] : row.values) {
+                const double w = other.values.at(field);
+                // Norms and agreements are O(1)-scaled or compared relatively; 1e-8 is far above the
+                // ε64·k/λ-ratio error of the Gram route on these matrices and far below any real change.
+                EXPECT_NEAR(w, v, 1e-8 * std::max(1.0, std::abs(v))) << key << " " << field;
+            }
+        }
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(CompareGramRoute, MatchesLapackOnLlamaTensors) {
+    const nlohmann::json config = {{"model_type", "llama"},
+                                   {"hidden_size", 32},
+                                   {"num_attention_heads", 4},
+                                   {"num_key_value_heads", 4},
+                                   {"num_hidden_layers", 1}};
+    const auto [b, m] = family({{"model.embed_tokens.weight", {700, 32}},
+                                {"model.layers.0.self_attn.q_proj.weight", {32, 32}},
+                                {"model.layers.0.mlp.up_proj.weight", {96, 32}},
+                                {"model.layers.0.mlp.down_proj.weight", {32, 96}}},
+                               config);
+    expect_routes_agree(b, m);
+}
+
+TEST(CompareGramRoute, MatchesLapackOnGpt2Conv1DTensors) {
+    // Conv1D weights are stored [in, out]: the logical matrix is the transpose, so slabs of the long
+    // side run along stored columns for c_fc and along stored rows for c_proj.
+    const nlohmann::json config = {{"model_type", "gpt2"}, {"n_embd", 32}, {"n_head", 4}, {"n_layer", 1}};
+    const auto [b, m] = family({{"transformer.wte.weight", {700, 32}},
+                                {"transformer.h.0.attn.c_attn.weight", {32, 96}},
+                                {"transformer.h.0.attn.c_proj.weight", {32, 32}},
+                                {"transformer.h.0.mlp.c_fc.weight", {32, 128}},
+                                {"transformer.h.0.mlp.c_proj.weight", {128, 32}}},
+                               config);
+    expect_routes_agree(b, m);
+}
