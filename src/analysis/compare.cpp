@@ -366,6 +366,9 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
     for (std::int64_t start = 0; start < ori.length; start += step) {
         const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
         pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab), ori.short_side_rows);
+        // Unmap what was read (it stays in the page cache): resident memory stays at the k × k products.
+        unit.tensor->file->dont_need(unit.tensor->offset, unit.tensor->nbytes);
+        mt.file->dont_need(mt.offset, mt.nbytes);
     }
     if (!cache.gram) cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced);
     const GramFactors& b = *cache.gram;

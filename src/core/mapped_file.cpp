@@ -72,6 +72,11 @@ void MappedFile::will_need(std::size_t offset, std::size_t length) const {
     advise(data_, size_, offset, length, MADV_WILLNEED);
 }
 
+void MappedFile::expect_random_access(std::size_t offset, std::size_t length, bool random) const {
+    if (owner_) return;
+    advise(data_, size_, offset, length, random ? MADV_RANDOM : MADV_NORMAL);
+}
+
 void MappedFile::dont_need(std::size_t offset, std::size_t length) const {
     if (owner_) return;
     advise(data_, size_, offset, length, MADV_DONTNEED);

@@ -308,9 +308,13 @@ std::string fingerprint(const formats::Checkpoint& ck) {
         mix(dt.data(), dt.size());
         for (auto d : t.shape) mix(&d, sizeof(d));
         const auto bytes = t.bytes();
+        // Page in only the sampled pages, and leave none of them mapped afterwards.
+        t.file->expect_random_access(t.offset, t.nbytes, true);
         for (std::size_t off = 0; off < bytes.size(); off += kStride)
             mix(bytes.data() + off, std::min(kSample, bytes.size() - off));
         if (bytes.size() >= kSample) mix(bytes.data() + bytes.size() - kSample, kSample);
+        t.file->dont_need(t.offset, t.nbytes);
+        t.file->expect_random_access(t.offset, t.nbytes, false);
     }
     return fmt::format("{:016x}{:016x}", h1, h2);
 }

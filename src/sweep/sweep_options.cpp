@@ -57,7 +57,7 @@ RewindSweep rewind_sweep(const SweepOptions& o) {
     w.orders.clear();
     std::istringstream in(o.orders);
     for (std::string order; std::getline(in, order, ',');)
-        if (!order.empty()) w.orders.push_back(analysis::parse_head_order(order));
+        if (!order.empty()) w.orders.push_back(analysis::parse_head_order(order, "--orders"));
     if (w.orders.empty()) throw InputError("--orders: expected at least one ordering");
     if (o.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", o.seeds));
     w.seeds = o.seeds;

@@ -222,5 +222,11 @@ TEST(HeadRanking, AlternativeOrders) {
     }
     EXPECT_TRUE(differs);
     EXPECT_THROW(parse_head_order("bogus"), InputError);
+    try {
+        parse_head_order("bogus", "--orders");  // the sweep's flag is named in its error
+        ADD_FAILURE();
+    } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("--orders: ", 0), 0u) << e.what();
+    }
     EXPECT_EQ(parse_scale_scope("layer"), ScaleScope::layer);
 }

@@ -29,6 +29,10 @@ public:
     // keeps resident memory small when a large model is streamed matrix by matrix).
     void will_need(std::size_t offset, std::size_t length) const;
     void dont_need(std::size_t offset, std::size_t length) const;
+    // Sparse reads ahead (fingerprint samples): without this a fault reads `read_ahead_kb` around it
+    // (8 MB on some disks), so sampling every MiB would read the whole file. `false` restores the
+    // default readahead for the sequential reads of tensors.
+    void expect_random_access(std::size_t offset, std::size_t length, bool random) const;
 
 private:
     MappedFile(std::string path, const std::byte* data, std::size_t size);
