@@ -422,8 +422,10 @@ std::uint64_t whole_bytes(const MatrixBlock& b, bool f64) {
 // On the Gram route: four k × k products, two factorizations and the overlap products (about ten
 // k × k f64 matrices), syevd's workspace, and three slabs.
 std::uint64_t streamed_bytes(const MatrixBlock& b) {
-    const auto k = static_cast<std::uint64_t>(orientation(b).k);
-    return 8 * (12 * k * k + 3 * static_cast<std::uint64_t>(slab_length(orientation(b).k)) * k);
+    const auto o = orientation(b);
+    const auto k = static_cast<std::uint64_t>(o.k);
+    const auto slab = static_cast<std::uint64_t>(std::min(slab_length(o.k), o.length));
+    return 8 * (12 * k * k + 3 * slab * k);
 }
 
 // A job's reservation: its largest unit (units run one after another). On the auto route the
