@@ -9,18 +9,13 @@
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
 
+#include "random_matrix.hpp"
+
 using namespace diffract;
+using diffract::test_data::random_matrix;
 using namespace diffract::analysis;
 
 namespace {
-
-Matrix<double> random_matrix(std::int64_t r, std::int64_t c, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> n(0.0, 1.0);
-    Matrix<double> m(r, c);
-    for (auto& v : m.data) v = n(rng);
-    return m;
-}
 
 // A random d × d orthogonal matrix (Gram-Schmidt).
 Matrix<double> random_orthogonal(std::int64_t d, std::uint64_t seed) {

@@ -15,17 +15,12 @@
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 
+#include "random_matrix.hpp"
+
 using namespace diffract;
+using diffract::test_data::random_matrix;
 
 namespace {
-
-Matrix<double> random_matrix(std::int64_t r, std::int64_t c, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> n(0.0, 1.0);
-    Matrix<double> m(r, c);
-    for (auto& v : m.data) v = n(rng);
-    return m;
-}
 
 // Column-major (AᵀB)(i, j) for row-major A, B (len × k).
 double product_entry(const Matrix<double>& a, const Matrix<double>& b, std::int64_t i, std::int64_t j) {
