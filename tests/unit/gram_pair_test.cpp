@@ -103,14 +103,20 @@ formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::in
 
 // A base of the given tensors and a model = base + 0.05·noise (full-rank updates; well conditioned
 // enough for the Gram route's guard on the tall and wide matrices, not necessarily on the square ones).
+// `low_rank`: base tensors of rank 2 (W = A·B), which the Gram route's guard must refuse.
 std::pair<formats::Checkpoint, formats::Checkpoint> family(
     const std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>>& shapes,
-    const nlohmann::json& config) {
+    const nlohmann::json& config, bool low_rank = false) {
     std::vector<formats::MemoryTensor> base, model;
     std::uint64_t seed = 10;
     for (const auto& [name, shape] : shapes) {
-        const auto w = random_matrix(shape.first, shape.second, ++seed),
-                   e = random_matrix(shape.first, shape.second, ++seed);
+        auto w = random_matrix(shape.first, shape.second, ++seed);
+        const auto e = random_matrix(shape.first, shape.second, ++seed);
+        if (low_rank) {
+            const auto a = random_matrix(shape.first, 2, ++seed), b = random_matrix(2, shape.second, ++seed);
+            for (std::int64_t i = 0; i < w.rows; ++i)
+                for (std::int64_t j = 0; j < w.cols; ++j) w(i, j) = a(i, 0) * b(0, j) + a(i, 1) * b(1, j);
+        }
         std::vector<float> bw(w.data.begin(), w.data.end()), mw(bw.size());
         for (std::size_t i = 0; i < mw.size(); ++i) mw[i] = static_cast<float>(w.data[i] + 0.05 * e.data[i]);
         base.push_back(tensor_of(name, shape.first, shape.second, bw));
@@ -126,7 +132,10 @@ std::map<std::string, analysis::CompareRow> rows_by_key(const analysis::CompareR
     return out;
 }
 
-void expect_routes_agree(const formats::Checkpoint& base_ck, const formats::Checkpoint& model_ck) {
+// Every field of the Gram route (forced, and auto) equals the whole-matrix route. With `low_rank`
+// only auto is compared, and it must have fallen back for every unit.
+void expect_routes_agree(const formats::Checkpoint& base_ck, const formats::Checkpoint& model_ck,
+                         bool low_rank = false) {
     const formats::ScopedRegistration base(base_ck), model(model_ck);
     const auto dir =
         std::filesystem::temp_directory_path() / ("diffract_gram_test_" + std::to_string(::getpid()));
@@ -145,12 +154,13 @@ void expect_routes_agree(const formats::Checkpoint& base_ck, const formats::Chec
     EXPECT_EQ(lapack_result.whole_route, lapack_result.rows.size());
     const auto lapack = rows_by_key(lapack_result);
     for (auto route : {linalg::SvdRoute::gram, linalg::SvdRoute::auto_route}) {
+        if (low_rank && route == linalg::SvdRoute::gram) continue;  // null-space vectors are arbitrary
         const auto result = run(route, route == linalg::SvdRoute::gram ? "gram.sqlite" : "auto.sqlite");
         // Forced: nothing falls back. Auto: the tall and wide matrices stay on the Gram route.
         if (route == linalg::SvdRoute::gram)
             EXPECT_EQ(result.whole_route, 0u);
         else
-            EXPECT_LT(result.whole_route + 3, result.rows.size());
+            EXPECT_EQ(result.whole_route, low_rank ? result.rows.size() : 0u);
         const auto gram = rows_by_key(result);
         ASSERT_EQ(gram.size(), lapack.size());
         for (const auto& [key, row] : lapack) {
@@ -193,4 +203,18 @@ TEST(CompareGramRoute, MatchesLapackOnGpt2Conv1DTensors) {
                                 {"transformer.h.0.mlp.c_proj.weight", {128, 32}}},
                                config);
     expect_routes_agree(b, m);
+}
+
+TEST(CompareGramRoute, AutoFallsBackOnRankDeficientMatrices) {
+    // λ_min/λ_max of a rank-2 base is ~1e-16: its Gram vectors are refused and every unit (whole
+    // matrices and head blocks) is recomputed on the whole-matrix route, equal to --svd-route gesdd.
+    const nlohmann::json config = {{"model_type", "llama"},
+                                   {"hidden_size", 32},
+                                   {"num_attention_heads", 4},
+                                   {"num_key_value_heads", 4},
+                                   {"num_hidden_layers", 1}};
+    const auto [b, m] = family({{"model.layers.0.self_attn.k_proj.weight", {32, 32}},
+                                {"model.layers.0.mlp.up_proj.weight", {96, 32}}},
+                               config, /*low_rank=*/true);
+    expect_routes_agree(b, m, /*low_rank=*/true);
 }
