@@ -379,17 +379,24 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
         return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
 
     const auto sb = sqrt_clamped(b.lambda), sm = sqrt_clamped(m.lambda);
-    // Short side: V_bᵀ V_m. Long side: (V_bᵀ (BᵀM) V_m)_ij / (σ_b,i σ_m,j).
-    const auto short_overlap = linalg::multiply(b.vectors, true, m.vectors, false, k, k, k);
-    auto long_overlap = linalg::multiply(
-        b.vectors, true, linalg::multiply(pair.cross(), false, m.vectors, false, k, k, k), false, k, k, k);
-    for (std::int64_t j = 0; j < k; ++j)
-        for (std::int64_t i = 0; i < k; ++i) {
-            const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
-            auto& x = long_overlap[static_cast<std::size_t>(i + j * k)];
-            x = scale > 0 ? x / scale : 0.0;
-        }
-    const auto short_rows = abs_rows(short_overlap, k), long_rows = abs_rows(long_overlap, k);
+    Matrix<double> short_rows(k, k), long_rows(k, k);
+    if (pair.identical()) {
+        // The same matrix factorised once: both overlaps are exactly the identity.
+        for (std::int64_t i = 0; i < k; ++i) short_rows(i, i) = long_rows(i, i) = 1.0;
+    } else {
+        // Short side: V_bᵀ V_m. Long side: (V_bᵀ (BᵀM) V_m)_ij / (σ_b,i σ_m,j).
+        const auto short_overlap = linalg::multiply(b.vectors, true, m.vectors, false, k, k, k);
+        auto long_overlap = linalg::multiply(b.vectors, true,
+                                             linalg::multiply(pair.cross(), false, m.vectors, false, k, k, k),
+                                             false, k, k, k);
+        for (std::int64_t j = 0; j < k; ++j)
+            for (std::int64_t i = 0; i < k; ++i) {
+                const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
+                auto& x = long_overlap[static_cast<std::size_t>(i + j * k)];
+                x = scale > 0 ? x / scale : 0.0;
+            }
+        short_rows = abs_rows(short_overlap, k), long_rows = abs_rows(long_overlap, k);
+    }
     const std::int64_t rows = unit.block.logical_rows(), cols = unit.block.logical_cols();
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.o.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.o.top_k);
