@@ -22,8 +22,8 @@ namespace diffract::linalg {
 // The vectors are trusted when λ_min / λ_max ≥ this. Measured against numpy's f64 SVD (512² and
 // 1024² matrices with geometric spectra, a model = base + low-rank and noise updates): at a ratio of
 // 1e-9 the worst single overlap errs by 1.4e-8 to 2.4e-8 and the agreement means by 6e-11; at 1e-8,
-// 1.2e-9 and 1.6e-12; at 1e-10 the worst overlap errs by 1.7e-7. Square random matrices (ratio
-// ~1e-7 at 1024², ~1e-8 at 4096²) stay on the Gram route.
+// 1.2e-9 and 1.6e-12; at 1e-10 the worst overlap errs by 1.7e-7. Square random matrices sit near
+// the guard (~1e-7 at 1024²; around 1e-9 at 4096², where some fall back).
 inline constexpr double kGramVectorGuard = 1e-9;
 
 class GramPair {
