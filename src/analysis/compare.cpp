@@ -628,6 +628,9 @@ CompareResult compare(const CompareOptions& o) {
                 if (compared[i] == 1) payload += serialize_field_values(i, *values[i]);
     for (const auto& bytes : gather_bytes(payload)) {
         for (auto& [i, v] : parse_field_values(bytes)) {
+            if (i >= values.size() || compared[i] != 1)
+                throw std::runtime_error(
+                    fmt::format("compare: a rank sent result {} that nobody computed", i));
             const auto j = static_cast<std::size_t>(
                 std::upper_bound(first_slot.begin(), first_slot.end(), i) - first_slot.begin() - 1);
             const std::size_t m = (i - first_slot[j]) / jobs[j].units.size(),

@@ -90,8 +90,7 @@ ScaleScope parse_scale_scope(std::string_view t) {
 HeadOrder parse_head_order(std::string_view t, std::string_view flag) {
     for (auto o : {HeadOrder::importance, HeadOrder::agreement, HeadOrder::pl_ks, HeadOrder::random})
         if (head_order_name(o) == t) return o;
-    throw InputError(
-        fmt::format("{}: expected importance, agreement, pl_ks or random, found '{}'", flag, t));
+    throw InputError(fmt::format("{}: expected importance, agreement, pl_ks or random, found '{}'", flag, t));
 }
 
 std::vector<double> scale01(const std::vector<double>& values) {

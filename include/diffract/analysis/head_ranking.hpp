@@ -34,7 +34,8 @@ std::string_view scale_scope_name(ScaleScope s);
 std::string_view head_order_name(HeadOrder o);
 // Parse the option values; throw InputError naming the flag.
 ScaleScope parse_scale_scope(std::string_view text);
-HeadOrder parse_head_order(std::string_view text, std::string_view flag = "--order");  // flag: named in errors
+HeadOrder parse_head_order(std::string_view text,
+                           std::string_view flag = "--order");  // flag: named in errors
 
 inline constexpr int kProjections = 4;  // Q, K, V, O
 
