@@ -8,16 +8,6 @@
 #include "lapack_impl.hpp"
 
 namespace diffract::linalg {
-namespace {
-
-int blas_int(std::int64_t v) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(fmt::format("dimension {} exceeds BLAS's 32-bit index", v));
-    return static_cast<int>(v);
-}
-
-}  // namespace
-
 GramPair::GramPair(std::int64_t k, bool with_base) : k_(k), with_base_(with_base) {
     const auto n = static_cast<std::size_t>(k * k);
     if (with_base_) bb_.assign(n, 0.0);
@@ -29,7 +19,7 @@ void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_
         throw std::invalid_argument("GramPair::add: slab shapes differ");
     const std::int64_t len64 = short_side_rows ? b.cols : b.rows;
     if (len64 == 0) return;
-    const int k = blas_int(k_), len = blas_int(len64);
+    const int k = lapack::checked_int(k_, "dimension"), len = lapack::checked_int(len64, "dimension");
     // Row-major len × k is, column-major, Xᵀ with ld k (syrk 'N'); row-major k × len is X with
     // ld len (syrk 'T'). Either way the products are XᵀX and X_bᵀ X_m.
     const char* trans = short_side_rows ? "T" : "N";
@@ -53,7 +43,7 @@ void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_
 }
 
 std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bool vectors) {
-    const int k = blas_int(k64);
+    const int k = lapack::checked_int(k64, "dimension");
     std::vector<double> lambda(static_cast<std::size_t>(k));
     if (k == 0) return lambda;
     const char* jobz = vectors ? "V" : "N";
@@ -73,7 +63,8 @@ std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bo
 
 std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
                              bool transpose_b, std::int64_t m64, std::int64_t n64, std::int64_t inner64) {
-    const int m = blas_int(m64), n = blas_int(n64), inner = blas_int(inner64);
+    const int m = lapack::checked_int(m64, "dimension"), n = lapack::checked_int(n64, "dimension"),
+              inner = lapack::checked_int(inner64, "dimension");
     std::vector<double> c(static_cast<std::size_t>(m64 * n64));
     if (m == 0 || n == 0 || inner == 0) return c;
     const int lda = transpose_a ? inner : m, ldb = transpose_b ? n : inner;

@@ -2,6 +2,12 @@
 // every argument by pointer). Callers label positional arguments and check `info`.
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 extern "C" {
 void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
              const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,
@@ -23,6 +29,13 @@ void openblas_set_num_threads(int n);
 }
 
 namespace diffract::linalg::lapack {
+
+// LAPACK/BLAS take 32-bit dimensions: refuse larger ones instead of truncating them.
+inline int checked_int(std::int64_t v, const char* what) {
+    if (v > std::numeric_limits<int>::max())
+        throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
+    return static_cast<int>(v);
+}
 
 inline void gesdd(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
                   const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,

@@ -13,18 +13,12 @@
 namespace diffract::linalg {
 namespace {
 
-int checked_int(std::int64_t v, const char* what) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
-    return static_cast<int>(v);
-}
-
 // A row-major m × n matrix is, to column-major LAPACK, the n × m matrix Wᵀ. We factor Wᵀ = U' S V'ᵀ,
 // so W = V' S U'ᵀ: W's left vectors are V' and its right vectors U'.
 template <typename T>
 Svd gesdd(const Matrix<T>& w, bool vectors) {
-    const int lm = checked_int(w.cols, "rows");  // LAPACK's m: rows of Wᵀ
-    const int ln = checked_int(w.rows, "cols");
+    const int lm = lapack::checked_int(w.cols, "rows");  // LAPACK's m: rows of Wᵀ
+    const int ln = lapack::checked_int(w.rows, "cols");
     const int k = std::min(lm, ln);
     Svd out;
     if (k == 0) return out;
@@ -73,8 +67,8 @@ constexpr std::int64_t kSlab = 2048;
 template <typename T>
 std::vector<double> gram_values(const Matrix<T>& w) {
     const std::int64_t m = w.rows, n = w.cols;
-    const int k = checked_int(std::min(m, n), "dimension");
-    checked_int(std::max(m, n), "dimension");
+    const int k = lapack::checked_int(std::min(m, n), "dimension");
+    lapack::checked_int(std::max(m, n), "dimension");
     std::vector<double> g(static_cast<std::size_t>(k) * k);
     std::vector<double> slab;
     const double one = 1.0;
