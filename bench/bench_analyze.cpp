@@ -8,17 +8,24 @@
 //   plain_lapack_s     sgesdd values-only, one matrix after another, OpenBLAS threads = all
 //   values_s           our backend (gram route + guard, f64 accumulation), matrices in parallel
 //   catalog_s          the full default catalog (two SVDs per matrix: W and its permutation null)
+//   heads_one_by_one_s the head blocks of each layer's q/k/v/o, stored bf16, read and decomposed a
+//                      block at a time (what analyze did before batching), one thread
+//   heads_batched_s    the same blocks by block_singular_values: each tensor read (on a GPU:
+//                      uploaded as bf16 and decoded there) once, its heads as one batch
 // GFLOP/s use the nominal flop count of values-only gesdd, 4mn² − 4n³/3 (m ≥ n), for every route.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../src/core/random_impl.hpp"
 #include "diffract/analysis/catalog.hpp"
+#include "diffract/core/dtype.hpp"
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/linalg/backend.hpp"
 
@@ -94,6 +101,35 @@ int main(int argc, char** argv) {
         thread_local auto b = linalg::make_backend(device);
         analysis::compute_fields(mats[i], fields, cfg, *b);
     });
+    // Heads: q/k/v (row blocks) and o (column blocks) of every layer, as stored bf16 tensors.
+    std::vector<TensorInfo> projections;
+    std::vector<std::vector<MatrixBlock>> head_sets;
+    for (int l = 0; l < layers; ++l)
+        for (int p = 0; p < 4; ++p) {
+            const auto& m = mats[static_cast<std::size_t>(l * (7 + 4 * heads) + p)];
+            auto bytes = std::make_shared<std::vector<std::byte>>(m.data.size() * 2);
+            convert_from_f32(m.data.data(), DType::BF16, m.data.size(), bytes->data());
+            TensorInfo stored;
+            stored.name = "proj", stored.dtype = DType::BF16, stored.shape = {m.rows, m.cols};
+            stored.nbytes = bytes->size();
+            stored.file = MappedFile::from_memory("memory:bench", bytes, bytes->data(), bytes->size());
+            projections.push_back(std::move(stored));
+            std::vector<MatrixBlock> blocks;
+            for (int h = 0; h < heads; ++h)
+                blocks.push_back(p < 3 ? MatrixBlock{h * head_dim, head_dim, 0, hidden, false}
+                                       : MatrixBlock{0, hidden, h * head_dim, head_dim, false});
+            head_sets.push_back(std::move(blocks));
+        }
+    auto heads_timed = [&](bool batched) {
+        const auto start = Clock::now();
+        for (std::size_t i = 0; i < projections.size(); ++i)
+            batched ? backend->block_singular_values(projections[i], head_sets[i], false, linalg::SvdRoute::auto_route)
+                    : linalg::block_singular_values_one_by_one(*backend, projections[i], head_sets[i], false,
+                                                               linalg::SvdRoute::auto_route);
+        return seconds_since(start);
+    };
+    heads_timed(true);  // warm-up (device allocations, staging buffers)
+    const double heads_plain = heads_timed(false), heads_batched = heads_timed(true);
     const double n = static_cast<double>(mats.size());
     std::printf(
         "{\"device\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, "
@@ -101,8 +137,11 @@ int main(int argc, char** argv) {
         " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
         " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, "
         "\"values_fraction_of_sgemm_peak\": %.3f,\n"
-        " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f}\n",
+        " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f,\n"
+        " \"head_blocks\": %d, \"heads_one_by_one_s\": %.3f, \"heads_batched_s\": %.3f, "
+        "\"speedup_heads_batched\": %.2f}\n",
         device.c_str(), mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values,
-        n / values, flops / values / 1e9, flops / values / 1e9 / peak, catalog, n / catalog, plain / values);
+        n / values, flops / values / 1e9, flops / values / 1e9 / peak, catalog, n / catalog, plain / values,
+        4 * heads * layers, heads_plain, heads_batched, heads_plain / heads_batched);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -55,6 +56,49 @@ namespace {
 const std::vector<std::string> kAlwaysStored = {"frob_norm", "l2_norm"};
 const std::vector<std::string> kStoredVectors = {"weights_svals"};
 
+struct Job {
+    std::size_t model;
+    MatrixUnit unit;
+    std::int64_t model_id;
+};
+
+// The pending jobs grouped by (model, tensor), in job order: one task per stored tensor.
+std::vector<std::vector<std::size_t>> tensor_tasks(const std::vector<Job>& jobs, const std::string& needed) {
+    std::vector<std::vector<std::size_t>> tasks;
+    std::map<std::pair<std::size_t, const TensorInfo*>, std::size_t> index;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (!needed[i]) continue;
+        const auto [it, fresh] = index.try_emplace({jobs[i].model, jobs[i].unit.tensor}, tasks.size());
+        if (fresh) tasks.emplace_back();
+        tasks[it->second].push_back(i);
+    }
+    return tasks;
+}
+
+// Run time: the units' SVD flops. Memory: the largest unit's working set, plus, for a batch, the
+// tensor decoded once as f64 (and as f32 on its way there: 12 bytes an element).
+TaskCost task_cost(const std::vector<Job>& jobs, const std::vector<std::size_t>& task, bool f64) {
+    TaskCost c{0, 0};
+    for (auto i : task) {
+        c.cost += jobs[i].unit.flops();
+        c.bytes = std::max(c.bytes, jobs[i].unit.bytes(f64));
+    }
+    if (task.size() > 1) c.bytes += 12 * static_cast<std::uint64_t>(jobs[task.front()].unit.tensor->numel());
+    return c;
+}
+
+template <typename T>
+FieldValues compute_unit(const MatrixUnit& unit, std::optional<std::vector<double>> singular_values,
+                         const std::vector<std::string>& fields, const KernelConfig& kernel,
+                         linalg::Backend& backend) {
+    MatrixInput<T> input;
+    input.rows = unit.block.logical_rows();
+    input.cols = unit.block.logical_cols();
+    input.read = [&unit] { return read_matrix<T>(*unit.tensor, unit.block); };
+    input.singular_values = std::move(singular_values);
+    return compute_fields(std::move(input), fields, kernel, backend);
+}
+
 }  // namespace
 
 AnalyzeResult analyze(const AnalyzeOptions& o) {
@@ -80,11 +124,6 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     if (dist.is_root()) db.emplace(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
     const std::string config = o.kernel.key();
 
-    struct Job {
-        std::size_t model;
-        MatrixUnit unit;
-        std::int64_t model_id;
-    };
     std::vector<Job> jobs;
     for (std::size_t m = 0; m < models.size(); ++m) {
         const auto& ck = models[m];
@@ -97,9 +136,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     };
 
     std::vector<FieldValues> values(jobs.size());
-    std::vector<TaskCost> costs;
     const bool f64 = o.kernel.precision == Precision::f64;
-    for (const auto& j : jobs) costs.push_back({j.unit.flops(), j.unit.bytes(f64)});
 
     // What the store already holds is reused; every rank learns what is left to compute.
     std::string needed(jobs.size(), 1);
@@ -113,39 +150,60 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         }
     }
     broadcast_bytes(needed);
-    const auto mine = assign_tasks(costs, std::vector<char>(needed.begin(), needed.end()));
+
+    // A task is one stored tensor's pending units (its whole matrix and its heads): the tensor is
+    // read once and the blocks' singular values computed together, the heads as one batch.
+    const auto tasks = tensor_tasks(jobs, needed);
+    std::vector<TaskCost> costs;
+    for (const auto& task : tasks) costs.push_back(task_cost(jobs, task, f64));
+    const auto mine = assign_tasks(costs, std::vector<char>(tasks.size(), 1));
     std::vector<TaskCost> my_costs;
-    for (auto i : mine) my_costs.push_back(costs[i]);
+    std::size_t my_units = 0;
+    for (auto t : mine) my_costs.push_back(costs[t]), my_units += tasks[t].size();
 
     const int threads = o.run.resolved_threads();
     // One BLAS thread per worker: parallelism comes from matrices in flight, and results do not
     // depend on the thread or rank count (a threaded BLAS may sum in a different order).
     linalg::set_blas_threads(1);
+    // Values computed in advance serve every metric but singular vectors. On the CPU a lone matrix
+    // gains nothing from it (its entries are read for the SVD anyway); a device always gains (it
+    // uploads the tensor at its storage width and decodes it there).
+    const bool vectors = fields_need_vectors(compute_list);
     std::mutex count_mu;
-    Progress progress("analyze", mine.size(), o.run.progress && dist.is_root());
+    Progress progress("analyze", my_units, o.run.progress && dist.is_root());
     run_tasks(my_costs, threads, o.run.resolved_max_memory(), [&](std::size_t t) {
         thread_local auto backend = linalg::make_backend(o.run.device);
-        const std::size_t i = mine[t];
-        const auto& j = jobs[i];
-        values[i] = f64 ? compute_fields(read_matrix<double>(*j.unit.tensor, j.unit.block), compute_list,
-                                         o.kernel, *backend)
-                        : compute_fields(read_matrix<float>(*j.unit.tensor, j.unit.block), compute_list,
-                                         o.kernel, *backend);
-        if (db) db->put(key_of(i), values[i], kStoredVectors);
-        // The block's pages are no longer needed by this thread: keep resident memory small.
-        j.unit.tensor->file->dont_need(j.unit.tensor->offset, j.unit.tensor->nbytes);
-        {
-            std::lock_guard lock(count_mu);
-            ++result.computed;
+        const auto& task = tasks[mine[t]];
+        const auto& tensor = *jobs[task.front()].unit.tensor;
+        std::vector<std::optional<std::vector<double>>> svals(task.size());
+        if (!vectors && (task.size() > 1 || o.run.device != "cpu")) {
+            std::vector<MatrixBlock> blocks;
+            for (auto i : task) blocks.push_back(jobs[i].unit.block);
+            auto s = backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
+            for (std::size_t k = 0; k < task.size(); ++k) svals[k] = std::move(s[k]);
         }
-        progress.advance();
+        for (std::size_t k = 0; k < task.size(); ++k) {
+            const std::size_t i = task[k];
+            const auto& unit = jobs[i].unit;
+            values[i] = f64 ? compute_unit<double>(unit, std::move(svals[k]), compute_list, o.kernel, *backend)
+                            : compute_unit<float>(unit, std::move(svals[k]), compute_list, o.kernel, *backend);
+            if (db) db->put(key_of(i), values[i], kStoredVectors);
+            {
+                std::lock_guard lock(count_mu);
+                ++result.computed;
+            }
+            progress.advance();
+        }
+        // The tensor's pages are no longer needed by this thread: keep resident memory small.
+        tensor.file->dont_need(tensor.offset, tensor.nbytes);
     });
     progress.finish();
 
     // Rank 0 gathers the other ranks' results into the store.
     std::string payload;
     if (!dist.is_root())
-        for (auto i : mine) payload += serialize_field_values(i, values[i]);
+        for (auto t : mine)
+            for (auto i : tasks[t]) payload += serialize_field_values(i, values[i]);
     for (const auto& bytes : gather_bytes(payload)) {
         if (!db) break;
         for (auto& [i, v] : parse_field_values(bytes)) {

@@ -14,17 +14,22 @@ std::int64_t stored_cols(const TensorInfo& t) {
     return c;
 }
 
+void check_block_inside(const TensorInfo& t, const MatrixBlock& b) {
+    const std::int64_t R = stored_rows(t), C = stored_cols(t);
+    if (b.row0 < 0 || b.col0 < 0 || b.rows < 0 || b.cols < 0 || b.row0 + b.rows > R || b.col0 + b.cols > C)
+        throw_input_error(t.path(), t.name,
+                          fmt::format("block [{}:{}, {}:{}] outside the tensor {}", b.row0, b.row0 + b.rows,
+                                      b.col0, b.col0 + b.cols, shape_string(t.shape)));
+}
+
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
     if (!dtype_is_float(t.dtype))
         throw_input_error(
             t.path(), t.name,
             fmt::format("dtype {} is not a floating type and cannot be analysed", dtype_name(t.dtype)));
-    const std::int64_t R = stored_rows(t), C = stored_cols(t);
-    if (b.row0 < 0 || b.col0 < 0 || b.rows < 0 || b.cols < 0 || b.row0 + b.rows > R || b.col0 + b.cols > C)
-        throw_input_error(t.path(), t.name,
-                          fmt::format("block [{}:{}, {}:{}] outside the tensor {}", b.row0, b.row0 + b.rows,
-                                      b.col0, b.col0 + b.cols, shape_string(t.shape)));
+    check_block_inside(t, b);
+    const std::int64_t C = stored_cols(t);
     const auto bytes = t.bytes();
     Matrix<T> out(b.logical_rows(), b.logical_cols());
     std::vector<T> row(static_cast<std::size_t>(b.cols));

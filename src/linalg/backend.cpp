@@ -1,5 +1,7 @@
 #include "diffract/linalg/backend.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
@@ -13,6 +15,24 @@ std::unique_ptr<Backend> make_backend(std::string_view device) {
     if (device == "cpu") return make_cpu_backend();
     if (device == "cuda") return make_cuda_backend();
     throw InputError(fmt::format("--device: unknown device '{}' (expected cpu or cuda)", device));
+}
+
+std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,
+                                                                  std::span<const MatrixBlock> blocks,
+                                                                  bool f64, SvdRoute route) {
+    std::vector<std::vector<double>> out;
+    for (const auto& b : blocks)
+        out.push_back(f64 ? backend.singular_values(read_matrix<double>(t, b), route)
+                          : backend.singular_values(read_matrix<float>(t, b), route));
+    return out;
+}
+
+Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64) {
+    if (f64) return read_matrix<double>(t, block);
+    const auto narrow = read_matrix<float>(t, block);
+    Matrix<double> out(narrow.rows, narrow.cols);
+    std::copy(narrow.data.begin(), narrow.data.end(), out.data.begin());
+    return out;
 }
 
 }  // namespace diffract::linalg

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,10 +59,28 @@ struct FieldValues {
     std::map<std::string, std::vector<double>> vectors;
 };
 
+// One matrix to compute fields of: its shape; its entries, in memory or read on first use (only
+// when a kernel needs them); and its singular values when they were computed already (values only,
+// ascending, e.g. by Backend::block_singular_values for a tensor and its heads at once). The svd
+// kernel then takes them as they are, so the values-only metrics never read the entries at all.
+template <typename T>
+struct MatrixInput {
+    std::int64_t rows = 0, cols = 0;
+    const Matrix<T>* in_memory = nullptr;
+    std::function<Matrix<T>()> read;
+    std::optional<std::vector<double>> singular_values;
+};
+
 // Computes the requested fields (and whatever they depend on) for one matrix.
+template <typename T>
+FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>& fields,
+                           const KernelConfig& config, linalg::Backend& backend);
 template <typename T>
 FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
                            const KernelConfig& config, linalg::Backend& backend);
+
+// Whether `fields` include singular vectors (then values computed in advance are not enough).
+bool fields_need_vectors(const std::vector<std::string>& fields);
 
 // The IN_MODEL aggregates over the whole-matrix rows of one model (NaN where undefined).
 std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& matrices);

@@ -37,6 +37,9 @@ struct MatrixBlock {
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& block);
 
+// Throws InputError (naming the file and tensor) unless `block` lies inside the stored tensor.
+void check_block_inside(const TensorInfo& t, const MatrixBlock& block);
+
 // The stored tensor viewed as a 2-D matrix: rows = shape[0], cols = product of the rest.
 std::int64_t stored_rows(const TensorInfo& t);
 std::int64_t stored_cols(const TensorInfo& t);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,14 @@ public:
     // gesdd; the gram route accumulates in f64 whatever the input).
     virtual std::vector<double> singular_values(const Matrix<float>& w, SvdRoute route) = 0;
     virtual std::vector<double> singular_values(const Matrix<double>& w, SvdRoute route) = 0;
+    // Singular values (ascending) of blocks of one stored tensor, result[i] for blocks[i], each as if
+    // the block were read with read_matrix<double> (`f64`) or read_matrix<float> and passed to
+    // singular_values with `route`. The tensor is read once and the equally shaped blocks (the heads
+    // of a projection) run as batches (gram_batch.hpp); a device backend uploads the tensor at its
+    // storage width (bf16: 2 bytes an element) and decodes it on the device.
+    virtual std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
+                                                                   std::span<const MatrixBlock> blocks,
+                                                                   bool f64, SvdRoute route) = 0;
     // Thin SVD with vectors (gesdd, JOBZ='S').
     virtual Svd svd(const Matrix<float>& w) = 0;
     virtual Svd svd(const Matrix<double>& w) = 0;
@@ -50,6 +59,15 @@ public:
 
 // "cpu" (LAPACK/OpenBLAS) or "cuda" (cuSOLVER; throws InputError in a build without CUDA).
 std::unique_ptr<Backend> make_backend(std::string_view device);
+
+// block_singular_values the plain way, a block at a time: read, then singular_values.
+std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,
+                                                                  std::span<const MatrixBlock> blocks,
+                                                                  bool f64, SvdRoute route);
+
+// A block as f64 holding the values read_matrix<T> gives (T = double when `f64`, else float: an f64
+// or Q8_0 tensor read at f32 precision is rounded to f32 first, exactly as the f32 routes see it).
+Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64);
 
 // Let every worker thread run single-threaded BLAS (parallelism comes from matrices in flight).
 void set_blas_threads(int n);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -21,11 +22,18 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 template <typename T>
 struct Context {
-    const Matrix<T>& w;
+    MatrixInput<T>& input;
     const KernelConfig& config;
     linalg::Backend& backend;
     bool want_vectors = false;
     FieldValues values;
+    std::optional<Matrix<T>> read_copy;
+    // The entries, read on first use: values-only metrics with given singular values never read them.
+    const Matrix<T>& w() {
+        if (input.in_memory) return *input.in_memory;
+        if (!read_copy) read_copy = input.read();
+        return *read_copy;
+    }
     double& s(const std::string& k) { return values.scalars[k]; }
     std::vector<double>& v(const std::string& k) { return values.vectors[k]; }
 };
@@ -163,24 +171,25 @@ template <typename T>
 void run_kernel(std::string_view name, Context<T>& c) {
     const auto& cfg = c.config;
     if (name == "shape") {
-        const double N = static_cast<double>(std::max(c.w.rows, c.w.cols)),
-                     M = static_cast<double>(std::min(c.w.rows, c.w.cols));
+        const double N = static_cast<double>(std::max(c.input.rows, c.input.cols)),
+                     M = static_cast<double>(std::min(c.input.rows, c.input.cols));
         c.s("greater_dim") = N;
         c.s("lower_dim") = M;
         c.s("aspect_ratio") = M > 0 ? N / M : kNaN;
     } else if (name == "weights_std") {
-        c.s("weights_std") = population_std(c.w);
+        c.s("weights_std") = population_std(c.w());
     } else if (name == "svd") {
         if (c.want_vectors) {
-            auto svd = c.backend.svd(c.w);
+            auto svd = c.backend.svd(c.w());
             c.v("weights_svals") = std::move(svd.s);
             c.v("weights_lsvs") = std::move(svd.u.data);
             c.v("weights_rsvs") = std::move(svd.v.data);
         } else {
-            c.v("weights_svals") = c.backend.singular_values(c.w, cfg.route);
+            c.v("weights_svals") = c.input.singular_values ? std::move(*c.input.singular_values)
+                                                           : c.backend.singular_values(c.w(), cfg.route);
         }
     } else if (name == "rand_svd") {
-        c.v("weights_rand_svals") = c.backend.singular_values(permuted(c.w, cfg.rand_seed), cfg.route);
+        c.v("weights_rand_svals") = c.backend.singular_values(permuted(c.w(), cfg.rand_seed), cfg.route);
     } else if (name == "esd" || name == "esd_rand") {
         const bool rand = name == "esd_rand";
         const auto& sv = c.v(rand ? "weights_rand_svals" : "weights_svals");
@@ -303,19 +312,34 @@ std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {
     return {out.begin(), out.end()};
 }
 
+bool fields_need_vectors(const std::vector<std::string>& fields) {
+    return std::any_of(fields.begin(), fields.end(),
+                       [](const std::string& f) { return f == "weights_lsvs" || f == "weights_rsvs"; });
+}
+
 template <typename T>
-FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
+FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>& fields,
                            const KernelConfig& config, linalg::Backend& backend) {
     const auto needed = needed_kernels(fields);
-    Context<T> c{w, config, backend};
-    c.want_vectors = std::any_of(fields.begin(), fields.end(), [](const std::string& f) {
-        return f == "weights_lsvs" || f == "weights_rsvs";
-    });
+    Context<T> c{input, config, backend};
+    c.want_vectors = fields_need_vectors(fields);
     for (const auto& k : kernels())
         if (needed.count(k.name)) run_kernel(k.name, c);
     return std::move(c.values);
 }
 
+template <typename T>
+FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
+                           const KernelConfig& config, linalg::Backend& backend) {
+    MatrixInput<T> input;
+    input.rows = w.rows, input.cols = w.cols, input.in_memory = &w;
+    return compute_fields(std::move(input), fields, config, backend);
+}
+
+template FieldValues compute_fields<float>(MatrixInput<float>, const std::vector<std::string>&,
+                                           const KernelConfig&, linalg::Backend&);
+template FieldValues compute_fields<double>(MatrixInput<double>, const std::vector<std::string>&,
+                                            const KernelConfig&, linalg::Backend&);
 template FieldValues compute_fields<float>(const Matrix<float>&, const std::vector<std::string>&,
                                            const KernelConfig&, linalg::Backend&);
 template FieldValues compute_fields<double>(const Matrix<double>&, const std::vector<std::string>&,

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "block_values_impl.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/linalg/gram_batch.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 #include "lapack_impl.hpp"
 
@@ -103,13 +105,8 @@ template <typename T>
 std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
     if (w.rows == 0 || w.cols == 0) return {};
     if (route == SvdRoute::gesdd) return gesdd(w, false).s;
-    auto lambda = gram_values(w);
-    const double top = lambda.back();
-    if (top > 0 && lambda.front() < kGramConditionGuard * top && route == SvdRoute::auto_route)
-        return gesdd(w, false).s;
-    std::vector<double> s(lambda.size());
-    for (std::size_t i = 0; i < s.size(); ++i) s[i] = std::sqrt(std::max(lambda[i], 0.0));
-    return s;
+    auto s = singular_values_from_gram(gram_values(w), route);
+    return s ? std::move(*s) : gesdd(w, false).s;
 }
 
 class CpuBackend final : public Backend {
@@ -117,6 +114,10 @@ public:
     std::string name() const override { return "cpu"; }
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return values(w, r); }
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return values(w, r); }
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                                           bool f64, SvdRoute route) override {
+        return cpu::block_singular_values(*this, t, blocks, f64, route);
+    }
     Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }
     Svd svd(const Matrix<double>& w) override { return gesdd(w, true); }
     double measure_matmul_gflops(int n) override {

@@ -1,49 +1,69 @@
 // The CUDA backend (cuBLAS + cuSOLVER). Same contract as the CPU backend: row-major input,
 // ascending singular values, U (m × k) and V (n × k).
 //
-// Values only: the Gram route on the device — the matrix is uploaded at its storage precision
-// (f32: half the bytes of f64), widened to f64 on the device, G = WᵀW (or WWᵀ, the smaller side) by
-// cublasDsyrk, eigenvalues by cusolverDnDsyevd; with the same ill-conditioning guard as the CPU
-// route, falling back to cusolverDnDgesvd. Vectors: cusolverDnDgesvdj (Jacobi, economy) on the
-// col-major view. Each backend instance owns its handles, stream and workspace (one per worker
-// thread), so transfers of one matrix overlap with another thread's compute.
+// Values only: the Gram route on the device. A matrix or stored tensor is uploaded at its storage
+// width (bf16/f16: 2 bytes an element) in chunks overlapped with its decoding to f64 on the device
+// (tensor_upload_impl.hpp); G = WᵀW (or WWᵀ, the smaller side) by cublasDsyrk, or, for the heads of
+// a projection, one cublasDgemmStridedBatched over the planned batch (gram_batch.hpp) and one
+// cusolverDnXsyevBatched; eigenvalues of a lone matrix by cusolverDnDsyevd. The ill-conditioning
+// guard is the CPU's (singular_values_from_gram); a guarded matrix is recomputed by Jacobi SVD.
+// Vectors: cusolverDnDgesvdj (Jacobi, economy) on the col-major view. Each backend instance owns
+// its handles, streams, staging buffers and workspace (one per worker thread), so one thread's
+// transfers also overlap another's compute.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "cuda_check_impl.hpp"
+#include "device_buffer_impl.hpp"
+#include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
-#include "widen_impl.hpp"
+#include "diffract/linalg/gram_batch.hpp"
+#include "tensor_upload_impl.hpp"
 
 namespace diffract::linalg {
 namespace {
 
-template <typename T>
-struct DeviceBuffer {
-    T* ptr = nullptr;
-    std::size_t n = 0;
-    explicit DeviceBuffer(std::size_t count) : n(count) {
-        if (count) DIFFRACT_CUDA_CHECK(cudaMalloc(&ptr, count * sizeof(T)));
+using cuda::DeviceBuffer;
+using cuda::Encoding;
+
+// cuBLAS/cuSOLVER's 32-bit dimensions: refuse larger ones instead of truncating them.
+int checked_int(std::int64_t v, const char* what) {
+    if (v > std::numeric_limits<int>::max())
+        throw std::runtime_error(std::string(what) + " " + std::to_string(v) + " exceeds cuBLAS's 32-bit index");
+    return static_cast<int>(v);
+}
+
+// The device decodes these storage dtypes itself; the others are decoded on the host.
+std::optional<Encoding> device_encoding(DType t) {
+    switch (t) {
+        case DType::BF16: return Encoding::bf16;
+        case DType::F16: return Encoding::f16;
+        case DType::F32: return Encoding::f32;
+        case DType::F64: return Encoding::f64;
+        default: return std::nullopt;
     }
-    ~DeviceBuffer() { cudaFree(ptr); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+}
 
 class CudaBackend final : public Backend {
 public:
     CudaBackend() {
         int devices = 0;
         if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-            throw std::runtime_error("--device cuda: no CUDA device is available");
+            throw InputError("--device cuda: no CUDA device is available (nvidia-smi lists none)");
         DIFFRACT_CUDA_CHECK(cudaStreamCreate(&stream_));
         DIFFRACT_CUDA_CHECK(cublasCreate(&blas_));
         DIFFRACT_CUDA_CHECK(cublasSetStream(blas_, stream_));
         DIFFRACT_CUDA_CHECK(cusolverDnCreate(&solver_));
         DIFFRACT_CUDA_CHECK(cusolverDnSetStream(solver_, stream_));
+        upload_ = std::make_unique<cuda::TensorUpload>(stream_);
     }
     ~CudaBackend() override {
+        upload_.reset();
         cusolverDnDestroy(solver_);
         cublasDestroy(blas_);
         cudaStreamDestroy(stream_);
@@ -54,6 +74,22 @@ public:
     }
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override {
         return values(upload(w), w.rows, w.cols, r);
+    }
+    // Blocks whose Gram spectrum trips the guard come back empty (the guarded wrapper recomputes).
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                                           bool f64, SvdRoute route) override {
+        if (route == SvdRoute::gesdd) return block_singular_values_one_by_one(*this, t, blocks, f64, route);
+        for (const auto& b : blocks) check_block_inside(t, b);  // the device indexes the tensor directly
+        std::vector<std::vector<double>> out(blocks.size());
+        const auto tensor = upload(t, f64);
+        for (const auto& batch : plan_gram_batches(blocks, stored_cols(t))) {
+            auto lambdas = batch_gram_eigenvalues(tensor->ptr, batch);
+            for (std::size_t p = 0; p < batch.members.size(); ++p) {
+                auto s = singular_values_from_gram(std::move(lambdas[p]), route);
+                if (s) out[batch.members[p]] = std::move(*s);
+            }
+        }
+        return out;
     }
     Svd svd(const Matrix<float>& w) override { return vectors(upload(w), w.rows, w.cols); }
     Svd svd(const Matrix<double>& w) override { return vectors(upload(w), w.rows, w.cols); }
@@ -84,34 +120,101 @@ public:
 
 private:
     // The matrix on the device as f64, row-major (= col-major Wᵀ, n × m, ld n).
-    std::unique_ptr<DeviceBuffer<double>> upload(const Matrix<double>& w) {
+    template <typename T>
+    std::unique_ptr<DeviceBuffer<double>> upload(const Matrix<T>& w) {
         auto d = std::make_unique<DeviceBuffer<double>>(w.data.size());
-        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(d->ptr, w.data.data(), w.data.size() * sizeof(double),
-                                            cudaMemcpyHostToDevice, stream_));
-        return d;
-    }
-    std::unique_ptr<DeviceBuffer<double>> upload(const Matrix<float>& w) {
-        DeviceBuffer<float> staged(w.data.size());
-        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(staged.ptr, w.data.data(), w.data.size() * sizeof(float),
-                                            cudaMemcpyHostToDevice, stream_));
-        auto d = std::make_unique<DeviceBuffer<double>>(w.data.size());
-        cuda::widen_to_f64(staged.ptr, d->ptr, w.data.size(), stream_);
-        DIFFRACT_CUDA_CHECK(cudaGetLastError());
-        DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `staged` is freed on return
+        upload_->decode_into(reinterpret_cast<const std::byte*>(w.data.data()), w.data.size(),
+                             std::is_same_v<T, float> ? Encoding::f32 : Encoding::f64, false, d->ptr);
         return d;
     }
 
-    std::vector<double> values(std::unique_ptr<DeviceBuffer<double>> a, std::int64_t m, std::int64_t n,
-                               SvdRoute route) {
-        if (m == 0 || n == 0) return {};
-        if (route == SvdRoute::gesdd) return vectors_or_values(*a, m, n, false).s;
-        const int k = static_cast<int>(std::min(m, n)), depth = static_cast<int>(std::max(m, n));
-        DeviceBuffer<double> g(static_cast<std::size_t>(k) * k);
+    // The whole stored tensor on the device as f64 holding what read_matrix<T> reads (T = double
+    // when `f64`): bf16/f16/f32/f64 decoded on the device, other dtypes (f8, Q8_0) on the host.
+    std::unique_ptr<DeviceBuffer<double>> upload(const TensorInfo& t, bool f64) {
+        const auto n = static_cast<std::size_t>(t.numel());
+        auto d = std::make_unique<DeviceBuffer<double>>(n);
+        if (const auto e = device_encoding(t.dtype)) {
+            if (t.nbytes != n * cuda::encoding_size(*e))
+                throw_input_error(t.path(), t.name, "byte count does not match the shape");
+            upload_->decode_into(t.bytes().data(), n, *e, !f64, d->ptr);
+        } else {
+            const auto host = read_widened(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
+            upload_->decode_into(reinterpret_cast<const std::byte*>(host.data.data()), n, Encoding::f64, false,
+                                 d->ptr);
+        }
+        return d;
+    }
+
+    // Eigenvalues (ascending, one vector per member) of the Gram matrices of one planned batch of
+    // blocks of the tensor at `tensor` (f64 on the device).
+    std::vector<std::vector<double>> batch_gram_eigenvalues(const double* tensor, const GramBatch& batch) {
+        const int k = checked_int(batch.order, "dimension"), depth = checked_int(batch.depth, "dimension"),
+                  lda = checked_int(batch.lda, "leading dimension");
+        const auto count = batch.members.size();
+        const auto kk = static_cast<std::size_t>(k) * k;
+        DeviceBuffer<double> g(kk * count);
         const double one = 1.0, zero = 0.0;
-        // Col-major Wᵀ is n × m (ld n). n ≤ m: WᵀW = (Wᵀ)(Wᵀ)ᵀ, 'N'. m < n: WWᵀ = (Wᵀ)ᵀ(Wᵀ), 'T'.
-        DIFFRACT_CUDA_CHECK(cublasDsyrk(blas_, CUBLAS_FILL_MODE_LOWER, n <= m ? CUBLAS_OP_N : CUBLAS_OP_T, k,
-                                        depth, &one, a->ptr, static_cast<int>(n), &zero, g.ptr, k));
-        a.reset();
+        const double* a = tensor + batch.offset;
+        // trans = false: A is k × depth, G = A Aᵀ; trans = true: A is depth × k, G = Aᵀ A.
+        const auto op_left = batch.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const auto op_right = batch.trans ? CUBLAS_OP_N : CUBLAS_OP_T;
+        if (count == 1)
+            DIFFRACT_CUDA_CHECK(cublasDsyrk(blas_, CUBLAS_FILL_MODE_LOWER, op_left, k, depth, &one, a, lda, &zero,
+                                            g.ptr, k));
+        else
+            DIFFRACT_CUDA_CHECK(cublasDgemmStridedBatched(blas_, op_left, op_right, k, k, depth, &one, a, lda,
+                                                          batch.stride, a, lda, batch.stride, &zero, g.ptr, k,
+                                                          static_cast<long long>(kk), static_cast<int>(count)));
+        std::vector<double> lambda(kk == 0 ? 0 : static_cast<std::size_t>(k) * count);
+        if (count == 1) {
+            lambda = gram_eigenvalues(g, k);
+        } else {
+            // syevBatched limits n · lda · batch to INT32_MAX: run the batch in slices that fit.
+            const std::size_t slice = std::max<std::size_t>(1, std::numeric_limits<int>::max() / kk);
+            for (std::size_t first = 0; first < count; first += slice) {
+                const std::size_t len = std::min(slice, count - first);
+                batched_eigenvalues(g.ptr + first * kk, k, len, lambda.data() + first * k);
+            }
+        }
+        std::vector<std::vector<double>> out;
+        for (std::size_t p = 0; p < count; ++p)
+            out.emplace_back(lambda.begin() + static_cast<std::ptrdiff_t>(p * k),
+                             lambda.begin() + static_cast<std::ptrdiff_t>((p + 1) * k));
+        return out;
+    }
+
+    // Eigenvalues of `len` column-major k × k matrices (lower triangles) at `g`, into host `out`.
+    void batched_eigenvalues(double* g, int k, std::size_t len, double* out) {
+        cusolverDnParams_t params = nullptr;
+        DIFFRACT_CUDA_CHECK(cusolverDnCreateParams(&params));
+        DeviceBuffer<double> w(static_cast<std::size_t>(k) * len);
+        DeviceBuffer<int> info(len);
+        std::size_t device_bytes = 0, host_bytes = 0;
+        const auto batch = static_cast<std::int64_t>(len);
+        DIFFRACT_CUDA_CHECK(cusolverDnXsyevBatched_bufferSize(
+            solver_, params, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k, CUDA_R_64F,
+            w.ptr, CUDA_R_64F, &device_bytes, &host_bytes, batch));
+        DeviceBuffer<std::byte> device_work(device_bytes);
+        std::vector<std::byte> host_work(host_bytes);
+        DIFFRACT_CUDA_CHECK(cusolverDnXsyevBatched(solver_, params, CUSOLVER_EIG_MODE_NOVECTOR,
+                                                   CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k, CUDA_R_64F, w.ptr,
+                                                   CUDA_R_64F, device_work.ptr, device_bytes,
+                                                   host_bytes ? host_work.data() : nullptr, host_bytes,
+                                                   info.ptr, batch));
+        std::vector<int> host_info(len);
+        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(out, w.ptr, w.n * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(host_info.data(), info.ptr, len * sizeof(int), cudaMemcpyDeviceToHost,
+                                            stream_));
+        DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        cusolverDnDestroyParams(params);
+        for (std::size_t i = 0; i < len; ++i)
+            if (host_info[i] != 0)
+                throw std::runtime_error("cuSOLVER syevBatched failed on matrix " + std::to_string(i) + " (info " +
+                                         std::to_string(host_info[i]) + ")");
+    }
+
+    // Eigenvalues (ascending) of one column-major k × k Gram matrix (lower triangle) on the device.
+    std::vector<double> gram_eigenvalues(DeviceBuffer<double>& g, int k) {
         DeviceBuffer<double> lambda(static_cast<std::size_t>(k));
         DeviceBuffer<int> info(1);
         int lwork = 0;
@@ -129,11 +232,19 @@ private:
         DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
         if (host_info != 0)
             throw std::runtime_error("cuSOLVER syevd failed (info " + std::to_string(host_info) + ")");
-        if (route == SvdRoute::auto_route && host.back() > 0 &&
-            host.front() < kGramConditionGuard * host.back())
-            return {};  // signal: caller falls back
-        for (auto& l : host) l = std::sqrt(std::max(l, 0.0));
         return host;
+    }
+
+    // Values of a matrix already on the device; empty when the auto route's guard trips (the
+    // caller then recomputes with Jacobi).
+    std::vector<double> values(std::unique_ptr<DeviceBuffer<double>> a, std::int64_t m, std::int64_t n,
+                               SvdRoute route) {
+        if (m == 0 || n == 0) return {};
+        if (route == SvdRoute::gesdd) return vectors_or_values(*a, m, n, false).s;
+        const MatrixBlock whole{0, m, 0, n, false};
+        const auto batch = plan_gram_batches(std::span(&whole, 1), n).front();
+        auto s = singular_values_from_gram(batch_gram_eigenvalues(a->ptr, batch).front(), route);
+        return s ? std::move(*s) : std::vector<double>{};
     }
 
     Svd vectors(std::unique_ptr<DeviceBuffer<double>> a, std::int64_t m, std::int64_t n) {
@@ -192,6 +303,7 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     cusolverDnHandle_t solver_ = nullptr;
+    std::unique_ptr<cuda::TensorUpload> upload_;
 };
 
 // The Gram route signals an ill-conditioned spectrum with an empty result; recompute with Jacobi.
@@ -201,6 +313,15 @@ public:
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return guarded(w, r); }
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override {
         return guarded(w, r);
+    }
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                                           bool f64, SvdRoute route) override {
+        auto out = inner_.block_singular_values(t, blocks, f64, route);
+        for (std::size_t i = 0; i < blocks.size(); ++i)
+            if (out[i].empty() && blocks[i].rows > 0 && blocks[i].cols > 0)
+                out[i] = block_singular_values_one_by_one(inner_, t, blocks.subspan(i, 1), f64, SvdRoute::gesdd)
+                             .front();
+        return out;
     }
     Svd svd(const Matrix<float>& w) override { return inner_.svd(w); }
     Svd svd(const Matrix<double>& w) override { return inner_.svd(w); }

@@ -1,0 +1,50 @@
+// Batched singular values on the CPU: the tensor is decoded once (as f64 holding the f32 or f64
+// values the routes see), each batched block's Gram matrix is one dsyrk straight from that copy at
+// the offset and leading dimension the plan gives, then syevd. Single blocks (a whole matrix) and
+// the gesdd route keep the per-matrix path, so their results do not change with batching.
+#include <algorithm>
+
+#include "block_values_impl.hpp"
+#include "diffract/linalg/gram_batch.hpp"
+#include "diffract/linalg/gram_pair.hpp"
+#include "lapack_impl.hpp"
+
+namespace diffract::linalg::cpu {
+
+std::vector<std::vector<double>> block_singular_values(Backend& self, const TensorInfo& t,
+                                                       std::span<const MatrixBlock> blocks, bool f64,
+                                                       SvdRoute route) {
+    for (const auto& b : blocks) check_block_inside(t, b);  // the batches index the tensor directly
+    const auto batches = plan_gram_batches(blocks, stored_cols(t));
+    const bool any_batch =
+        std::any_of(batches.begin(), batches.end(), [](const GramBatch& b) { return b.members.size() > 1; });
+    if (route == SvdRoute::gesdd || !any_batch)
+        return block_singular_values_one_by_one(self, t, blocks, f64, route);
+
+    std::vector<std::vector<double>> out(blocks.size());
+    auto one = [&](std::size_t i, SvdRoute r) {
+        return block_singular_values_one_by_one(self, t, blocks.subspan(i, 1), f64, r).front();
+    };
+    const auto whole = read_widened(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
+    for (const auto& batch : batches) {
+        if (batch.members.size() == 1) {
+            out[batch.members.front()] = one(batch.members.front(), route);
+            continue;
+        }
+        const int n = lapack::checked_int(batch.order, "dimension");
+        const int k = lapack::checked_int(batch.depth, "dimension");
+        const int lda = lapack::checked_int(batch.lda, "leading dimension");
+        const double alpha = 1.0, beta = 0.0;
+        for (std::size_t p = 0; p < batch.members.size(); ++p) {
+            std::vector<double> g(static_cast<std::size_t>(n) * n);
+            dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha,
+                   whole.data.data() + batch.offset_of(p), &lda, &beta, g.data(), &n);
+            auto s = singular_values_from_gram(symmetric_eigen(g, n, false), route);
+            const std::size_t i = batch.members[p];
+            out[i] = s ? std::move(*s) : one(i, SvdRoute::gesdd);
+        }
+    }
+    return out;
+}
+
+}  // namespace diffract::linalg::cpu
