@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     auto heads_timed = [&](bool batched) {
         const auto start = Clock::now();
         for (std::size_t i = 0; i < projections.size(); ++i)
-            batched ? backend->block_singular_values(projections[i], head_sets[i], false, linalg::SvdRoute::auto_route)
+            batched ? backend->block_singular_values(projections[i], head_sets[i], false,
+                                                     linalg::SvdRoute::auto_route)
                     : linalg::block_singular_values_one_by_one(*backend, projections[i], head_sets[i], false,
                                                                linalg::SvdRoute::auto_route);
         return seconds_since(start);

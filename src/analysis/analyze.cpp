@@ -185,8 +185,9 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         for (std::size_t k = 0; k < task.size(); ++k) {
             const std::size_t i = task[k];
             const auto& unit = jobs[i].unit;
-            values[i] = f64 ? compute_unit<double>(unit, std::move(svals[k]), compute_list, o.kernel, *backend)
-                            : compute_unit<float>(unit, std::move(svals[k]), compute_list, o.kernel, *backend);
+            values[i] =
+                f64 ? compute_unit<double>(unit, std::move(svals[k]), compute_list, o.kernel, *backend)
+                    : compute_unit<float>(unit, std::move(svals[k]), compute_list, o.kernel, *backend);
             if (db) db->put(key_of(i), values[i], kStoredVectors);
             {
                 std::lock_guard lock(count_mu);

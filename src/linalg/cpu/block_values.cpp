@@ -37,8 +37,8 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
         const double alpha = 1.0, beta = 0.0;
         for (std::size_t p = 0; p < batch.members.size(); ++p) {
             std::vector<double> g(static_cast<std::size_t>(n) * n);
-            dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha,
-                   whole.data.data() + batch.offset_of(p), &lda, &beta, g.data(), &n);
+            dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha, whole.data.data() + batch.offset_of(p), &lda,
+                   &beta, g.data(), &n);
             auto s = singular_values_from_gram(symmetric_eigen(g, n, false), route);
             const std::size_t i = batch.members[p];
             out[i] = s ? std::move(*s) : one(i, SvdRoute::gesdd);

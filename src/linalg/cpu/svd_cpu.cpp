@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "diffract/core/error.hpp"
 #include "block_values_impl.hpp"
+#include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"
 #include "diffract/linalg/gram_pair.hpp"
@@ -114,8 +114,9 @@ public:
     std::string name() const override { return "cpu"; }
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return values(w, r); }
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return values(w, r); }
-    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
-                                                           bool f64, SvdRoute route) override {
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
+                                                           std::span<const MatrixBlock> blocks, bool f64,
+                                                           SvdRoute route) override {
         return cpu::block_singular_values(*this, t, blocks, f64, route);
     }
     Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }

@@ -10,9 +10,7 @@ namespace diffract::linalg::cuda {
 // Storage encodings the device decodes itself (other dtypes are decoded on the host and sent as f64).
 enum class Encoding : int { bf16, f16, f32, f64 };
 
-inline std::size_t encoding_size(Encoding e) {
-    return e == Encoding::f64 ? 8 : (e == Encoding::f32 ? 4 : 2);
-}
+inline std::size_t encoding_size(Encoding e) { return e == Encoding::f64 ? 8 : (e == Encoding::f32 ? 4 : 2); }
 
 // out[i] = the value of element i of `in` (n elements, `encoding`) as f64, on `stream`. With
 // `round_to_f32`, an f64 element is rounded to f32 first (what the f32 precision reads); the other

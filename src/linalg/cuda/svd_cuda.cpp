@@ -34,18 +34,24 @@ using cuda::Encoding;
 // cuBLAS/cuSOLVER's 32-bit dimensions: refuse larger ones instead of truncating them.
 int checked_int(std::int64_t v, const char* what) {
     if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(std::string(what) + " " + std::to_string(v) + " exceeds cuBLAS's 32-bit index");
+        throw std::runtime_error(std::string(what) + " " + std::to_string(v) +
+                                 " exceeds cuBLAS's 32-bit index");
     return static_cast<int>(v);
 }
 
 // The device decodes these storage dtypes itself; the others are decoded on the host.
 std::optional<Encoding> device_encoding(DType t) {
     switch (t) {
-        case DType::BF16: return Encoding::bf16;
-        case DType::F16: return Encoding::f16;
-        case DType::F32: return Encoding::f32;
-        case DType::F64: return Encoding::f64;
-        default: return std::nullopt;
+        case DType::BF16:
+            return Encoding::bf16;
+        case DType::F16:
+            return Encoding::f16;
+        case DType::F32:
+            return Encoding::f32;
+        case DType::F64:
+            return Encoding::f64;
+        default:
+            return std::nullopt;
     }
 }
 
@@ -76,8 +82,9 @@ public:
         return values(upload(w), w.rows, w.cols, r);
     }
     // Blocks whose Gram spectrum trips the guard come back empty (the guarded wrapper recomputes).
-    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
-                                                           bool f64, SvdRoute route) override {
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
+                                                           std::span<const MatrixBlock> blocks, bool f64,
+                                                           SvdRoute route) override {
         if (route == SvdRoute::gesdd) return block_singular_values_one_by_one(*this, t, blocks, f64, route);
         for (const auto& b : blocks) check_block_inside(t, b);  // the device indexes the tensor directly
         std::vector<std::vector<double>> out(blocks.size());
@@ -139,8 +146,8 @@ private:
             upload_->decode_into(t.bytes().data(), n, *e, !f64, d->ptr);
         } else {
             const auto host = read_widened(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
-            upload_->decode_into(reinterpret_cast<const std::byte*>(host.data.data()), n, Encoding::f64, false,
-                                 d->ptr);
+            upload_->decode_into(reinterpret_cast<const std::byte*>(host.data.data()), n, Encoding::f64,
+                                 false, d->ptr);
         }
         return d;
     }
@@ -159,12 +166,12 @@ private:
         const auto op_left = batch.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
         const auto op_right = batch.trans ? CUBLAS_OP_N : CUBLAS_OP_T;
         if (count == 1)
-            DIFFRACT_CUDA_CHECK(cublasDsyrk(blas_, CUBLAS_FILL_MODE_LOWER, op_left, k, depth, &one, a, lda, &zero,
-                                            g.ptr, k));
+            DIFFRACT_CUDA_CHECK(
+                cublasDsyrk(blas_, CUBLAS_FILL_MODE_LOWER, op_left, k, depth, &one, a, lda, &zero, g.ptr, k));
         else
-            DIFFRACT_CUDA_CHECK(cublasDgemmStridedBatched(blas_, op_left, op_right, k, k, depth, &one, a, lda,
-                                                          batch.stride, a, lda, batch.stride, &zero, g.ptr, k,
-                                                          static_cast<long long>(kk), static_cast<int>(count)));
+            DIFFRACT_CUDA_CHECK(cublasDgemmStridedBatched(
+                blas_, op_left, op_right, k, k, depth, &one, a, lda, batch.stride, a, lda, batch.stride,
+                &zero, g.ptr, k, static_cast<long long>(kk), static_cast<int>(count)));
         std::vector<double> lambda(kk == 0 ? 0 : static_cast<std::size_t>(k) * count);
         if (count == 1) {
             lambda = gram_eigenvalues(g, k);
@@ -192,25 +199,25 @@ private:
         std::size_t device_bytes = 0, host_bytes = 0;
         const auto batch = static_cast<std::int64_t>(len);
         DIFFRACT_CUDA_CHECK(cusolverDnXsyevBatched_bufferSize(
-            solver_, params, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k, CUDA_R_64F,
-            w.ptr, CUDA_R_64F, &device_bytes, &host_bytes, batch));
+            solver_, params, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k,
+            CUDA_R_64F, w.ptr, CUDA_R_64F, &device_bytes, &host_bytes, batch));
         DeviceBuffer<std::byte> device_work(device_bytes);
         std::vector<std::byte> host_work(host_bytes);
-        DIFFRACT_CUDA_CHECK(cusolverDnXsyevBatched(solver_, params, CUSOLVER_EIG_MODE_NOVECTOR,
-                                                   CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k, CUDA_R_64F, w.ptr,
-                                                   CUDA_R_64F, device_work.ptr, device_bytes,
-                                                   host_bytes ? host_work.data() : nullptr, host_bytes,
-                                                   info.ptr, batch));
+        DIFFRACT_CUDA_CHECK(cusolverDnXsyevBatched(
+            solver_, params, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k, CUDA_R_64F, g, k,
+            CUDA_R_64F, w.ptr, CUDA_R_64F, device_work.ptr, device_bytes,
+            host_bytes ? host_work.data() : nullptr, host_bytes, info.ptr, batch));
         std::vector<int> host_info(len);
-        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(out, w.ptr, w.n * sizeof(double), cudaMemcpyDeviceToHost, stream_));
-        DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(host_info.data(), info.ptr, len * sizeof(int), cudaMemcpyDeviceToHost,
-                                            stream_));
+        DIFFRACT_CUDA_CHECK(
+            cudaMemcpyAsync(out, w.ptr, w.n * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+        DIFFRACT_CUDA_CHECK(
+            cudaMemcpyAsync(host_info.data(), info.ptr, len * sizeof(int), cudaMemcpyDeviceToHost, stream_));
         DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
         cusolverDnDestroyParams(params);
         for (std::size_t i = 0; i < len; ++i)
             if (host_info[i] != 0)
-                throw std::runtime_error("cuSOLVER syevBatched failed on matrix " + std::to_string(i) + " (info " +
-                                         std::to_string(host_info[i]) + ")");
+                throw std::runtime_error("cuSOLVER syevBatched failed on matrix " + std::to_string(i) +
+                                         " (info " + std::to_string(host_info[i]) + ")");
     }
 
     // Eigenvalues (ascending) of one column-major k × k Gram matrix (lower triangle) on the device.
@@ -314,13 +321,15 @@ public:
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override {
         return guarded(w, r);
     }
-    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t, std::span<const MatrixBlock> blocks,
-                                                           bool f64, SvdRoute route) override {
+    std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
+                                                           std::span<const MatrixBlock> blocks, bool f64,
+                                                           SvdRoute route) override {
         auto out = inner_.block_singular_values(t, blocks, f64, route);
         for (std::size_t i = 0; i < blocks.size(); ++i)
             if (out[i].empty() && blocks[i].rows > 0 && blocks[i].cols > 0)
-                out[i] = block_singular_values_one_by_one(inner_, t, blocks.subspan(i, 1), f64, SvdRoute::gesdd)
-                             .front();
+                out[i] =
+                    block_singular_values_one_by_one(inner_, t, blocks.subspan(i, 1), f64, SvdRoute::gesdd)
+                        .front();
         return out;
     }
     Svd svd(const Matrix<float>& w) override { return inner_.svd(w); }

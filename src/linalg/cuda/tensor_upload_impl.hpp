@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "device_buffer_impl.hpp"
 #include "decode_impl.hpp"
+#include "device_buffer_impl.hpp"
 
 namespace diffract::linalg::cuda {
 
