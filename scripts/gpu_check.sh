@@ -13,6 +13,7 @@ if [ ! -x build-cuda/diffract ]; then
     -DCMAKE_CUDA_COMPILER="$nvcc" > "$out/configure.log" 2>&1
   cmake --build build-cuda -j"$(nproc)" > "$out/build.log" 2>&1
 fi
+./build-cuda/tests/diffract_tests --gtest_filter='CudaBackend*:GramBatch*' 2>&1 | tee "$out/unit.txt"
 DIFFRACT_BIN=build-cuda/diffract DIFFRACT_CUDA_BIN=build-cuda/diffract DIFFRACT_TOOLS_DIR=build-cuda/tests \
   python3 -m pytest -q tests/python/test_cuda_parity.py 2>&1 | tee "$out/parity.txt"
 ./build-cuda/bench/bench_analyze --device cuda --layers 2 | tee "$out/bench_cuda.json"

@@ -28,7 +28,9 @@ std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backe
 }
 
 Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64) {
-    if (f64) return read_matrix<double>(t, block);
+    // Every stored dtype but f64 decodes to values exact in f32 (Q8_0 dequantises through f32), so
+    // reading them as f64 directly gives the same numbers in one pass.
+    if (f64 || t.dtype != DType::F64) return read_matrix<double>(t, block);
     const auto narrow = read_matrix<float>(t, block);
     Matrix<double> out(narrow.rows, narrow.cols);
     std::copy(narrow.data.begin(), narrow.data.end(), out.data.begin());
