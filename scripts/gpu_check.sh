@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# The GPU check, run on a lent GPU machine (see the device tool): builds the CUDA backend (or uses a
-# carried build-cuda/), runs the CPU-vs-CUDA parity test and the benchmark on the device, and leaves
-# the figures in $OUT (or ./gpu_out). Usage: bash scripts/gpu_check.sh
-set -euo pipefail
+# The GPU check, run on a lent GPU machine (see the device tool) in one call:
+#   run(carry=[".gpu"], command="bash scripts/gpu_check.sh", timeout_s=540)
+# after `bash scripts/gpu_bundle.sh` here. Uses the carried bundle (.gpu/bundle.tar.xz), or builds
+# build-cuda/ where the machine has every library. Runs the CUDA unit tests (CPU vs GPU on the
+# device-only paths), the CLI parity test, and bench_analyze on the GPU and the CPU; each step runs
+# whatever the previous ones did, and everything lands in $OUT (or ./gpu_out).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu_out}
 mkdir -p "$out"
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
-if [ ! -x build-cuda/diffract ]; then
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+if [ -f .gpu/bundle.tar.xz ]; then
+  root=/tmp/diffract-gpu
+  mkdir -p "$root" && tar -C "$root" -xJf .gpu/bundle.tar.xz
+  bin=$root/bin tools=$root/bin
+  # CUDA's libraries: the toolkit's, else the pip wheels' (nvidia-*) of the machine's Python.
+  cuda_dirs=$( (find /usr/local/cuda*/lib* "$(python3 -c 'import site; print(site.getsitepackages()[0])')/nvidia" \
+    \( -name 'libcublas.so.*' -o -name 'libcusolver.so.*' -o -name 'libcudart.so.*' \) -printf '%h\n' 2>/dev/null) |
+    sort -u | paste -sd:)
+  export LD_LIBRARY_PATH=$root/lib:$cuda_dirs:${LD_LIBRARY_PATH:-}
+else
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   cmake -S . -B build-cuda -G Ninja -DDIFFRACT_CUDA=ON -DDIFFRACT_MPI=OFF -DDIFFRACT_TESTS=ON -DDIFFRACT_BENCH=ON \
-    -DCMAKE_CUDA_COMPILER="$nvcc" > "$out/configure.log" 2>&1
-  cmake --build build-cuda -j"$(nproc)" > "$out/build.log" 2>&1
+    -DCMAKE_CUDA_COMPILER="$nvcc" > "$out/configure.log" 2>&1 && cmake --build build-cuda -j"$(nproc)" > "$out/build.log" 2>&1
+  bin=build-cuda tools=build-cuda/tests
 fi
-./build-cuda/tests/diffract_tests --gtest_filter='CudaBackend*:GramBatch*' 2>&1 | tee "$out/unit.txt"
-DIFFRACT_BIN=build-cuda/diffract DIFFRACT_CUDA_BIN=build-cuda/diffract DIFFRACT_TOOLS_DIR=build-cuda/tests \
-  python3 -m pytest -q tests/python/test_cuda_parity.py 2>&1 | tee "$out/parity.txt"
-./build-cuda/bench/bench_analyze --device cuda --layers 2 | tee "$out/bench_cuda.json"
-./build-cuda/bench/bench_analyze --device cpu --layers 1 --threads "$(nproc)" | tee "$out/bench_cpu.json"
+find "$bin" -maxdepth 2 -type f -name diffract -o -name diffract_tests -o -name bench_analyze | xargs -r ldd > "$out/ldd.txt" 2>&1
+tests=$(find "$bin" -name diffract_tests | head -1) bench=$(find "$bin" -name bench_analyze | head -1)
+step() { echo "== $1"; shift; "$@" || echo "step failed (exit $?)"; }
+{
+  step "unit tests on the GPU" "$tests" --gtest_filter='CudaBackend*:GramBatch*'
+  step "CLI parity" env DIFFRACT_BIN="$bin/diffract" DIFFRACT_CUDA_BIN="$bin/diffract" DIFFRACT_TOOLS_DIR="$tools" \
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_cuda_parity.py
+} 2>&1 | tee "$out/tests.txt"
+step "bench on the GPU" "$bench" --device cuda --layers 2 2>&1 | tee "$out/bench_cuda.json"
+step "bench on the CPU" "$bench" --device cpu --layers 1 --threads "$(nproc)" 2>&1 | tee "$out/bench_cpu.json"
