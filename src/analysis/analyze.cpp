@@ -62,12 +62,17 @@ struct Job {
     std::int64_t model_id;
 };
 
-// The pending jobs grouped by (model, tensor), in job order: one task per stored tensor.
-std::vector<std::vector<std::size_t>> tensor_tasks(const std::vector<Job>& jobs, const std::string& needed) {
+// The pending jobs, in job order, one task each or, `by_tensor`, grouped by (model, tensor).
+std::vector<std::vector<std::size_t>> make_tasks(const std::vector<Job>& jobs, const std::string& needed,
+                                                 bool by_tensor) {
     std::vector<std::vector<std::size_t>> tasks;
     std::map<std::pair<std::size_t, const TensorInfo*>, std::size_t> index;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         if (!needed[i]) continue;
+        if (!by_tensor) {
+            tasks.push_back({i});
+            continue;
+        }
         const auto [it, fresh] = index.try_emplace({jobs[i].model, jobs[i].unit.tensor}, tasks.size());
         if (fresh) tasks.emplace_back();
         tasks[it->second].push_back(i);
@@ -151,9 +156,13 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     }
     broadcast_bytes(needed);
 
-    // A task is one stored tensor's pending units (its whole matrix and its heads): the tensor is
-    // read once and the blocks' singular values computed together, the heads as one batch.
-    const auto tasks = tensor_tasks(jobs, needed);
+    // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
+    // tensor is uploaded once at its storage width and the blocks' singular values computed
+    // together, the heads as one batch. On the CPU that gains nothing (bench_analyze: 0.9× on the
+    // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
+    // 1024-wide family), so there a task is one matrix, as it always was.
+    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
+    const auto tasks = make_tasks(jobs, needed, by_tensor);
     std::vector<TaskCost> costs;
     for (const auto& task : tasks) costs.push_back(task_cost(jobs, task, f64));
     const auto mine = assign_tasks(costs, std::vector<char>(tasks.size(), 1));
@@ -165,10 +174,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     // One BLAS thread per worker: parallelism comes from matrices in flight, and results do not
     // depend on the thread or rank count (a threaded BLAS may sum in a different order).
     linalg::set_blas_threads(1);
-    // Values computed in advance serve every metric but singular vectors. On the CPU a lone matrix
-    // gains nothing from it (its entries are read for the SVD anyway); a device always gains (it
-    // uploads the tensor at its storage width and decodes it there).
-    const bool vectors = fields_need_vectors(compute_list);
+    // Values computed in advance serve every metric but singular vectors.
+    const bool precompute = by_tensor && !fields_need_vectors(compute_list);
     std::mutex count_mu;
     Progress progress("analyze", my_units, o.run.progress && dist.is_root());
     run_tasks(my_costs, threads, o.run.resolved_max_memory(), [&](std::size_t t) {
@@ -176,7 +183,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         const auto& task = tasks[mine[t]];
         const auto& tensor = *jobs[task.front()].unit.tensor;
         std::vector<std::optional<std::vector<double>>> svals(task.size());
-        if (!vectors && (task.size() > 1 || o.run.device != "cpu")) {
+        if (precompute) {
             std::vector<MatrixBlock> blocks;
             for (auto i : task) blocks.push_back(jobs[i].unit.block);
             auto s = backend->block_singular_values(tensor, blocks, f64, o.kernel.route);

@@ -40,6 +40,10 @@ struct AnalyzeOptions {
     bool heads = true;
     KernelConfig kernel;
     RunOptions run;
+    // One task per stored tensor (its whole matrix and heads, their values computed as one batch by
+    // Backend::block_singular_values) instead of one per matrix. Default: on a device only — on the
+    // CPU batching gains nothing and matrix-sized tasks balance better across threads. Tests set it.
+    std::optional<bool> tensor_tasks;
 };
 
 struct MetricRow {
