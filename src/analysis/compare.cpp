@@ -292,10 +292,11 @@ struct GramFactors {
     bool trusted = false;  // λ_min ≥ kGramVectorGuard·λ_max (or the route is forced)
 };
 
-GramFactors factor_gram(std::vector<double>&& gram, std::int64_t k, double sq_norm, bool forced) {
+GramFactors factor_gram(std::vector<double>&& gram, std::int64_t k, double sq_norm, bool forced,
+                        linalg::Backend& backend) {
     GramFactors f;
     f.vectors = std::move(gram);
-    f.lambda = linalg::symmetric_eigen(f.vectors, k, true);
+    f.lambda = backend.symmetric_eigen(f.vectors, k, true);
     f.sq_norm = sq_norm;
     const double top = f.lambda.empty() ? 0.0 : f.lambda.back();
     f.trusted = forced || (top > 0 && f.lambda.front() >= linalg::kGramVectorGuard * top);
@@ -361,7 +362,7 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
     const bool forced = c.o.route == linalg::SvdRoute::gram;
     const Orientation ori = orientation(unit.block);
     const std::int64_t k = ori.k;
-    linalg::GramPair pair(k, !cache.gram);
+    linalg::GramPair pair(k, !cache.gram, &backend);
     const std::int64_t step = slab_length(k, c.o.slab_values);
     for (std::int64_t start = 0; start < ori.length; start += step) {
         const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
@@ -370,10 +371,12 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
         unit.tensor->file->dont_need(unit.tensor->offset, unit.tensor->nbytes);
         mt.file->dont_need(mt.offset, mt.nbytes);
     }
-    if (!cache.gram) cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced);
+    if (!cache.gram)
+        cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced, backend);
     const GramFactors& b = *cache.gram;
     std::optional<GramFactors> own;
-    if (!pair.identical()) own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced);
+    if (!pair.identical())
+        own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced, backend);
     const GramFactors& m = own ? *own : b;
     if (!b.trusted || !m.trusted)
         return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
@@ -385,9 +388,9 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
         for (std::int64_t i = 0; i < k; ++i) short_rows(i, i) = long_rows(i, i) = 1.0;
     } else {
         // Short side: V_bᵀ V_m. Long side: (V_bᵀ (BᵀM) V_m)_ij / (σ_b,i σ_m,j).
-        const auto short_overlap = linalg::multiply(b.vectors, true, m.vectors, false, k, k, k);
-        auto long_overlap = linalg::multiply(b.vectors, true,
-                                             linalg::multiply(pair.cross(), false, m.vectors, false, k, k, k),
+        const auto short_overlap = backend.multiply(b.vectors, true, m.vectors, false, k, k, k);
+        auto long_overlap = backend.multiply(b.vectors, true,
+                                             backend.multiply(pair.cross(), false, m.vectors, false, k, k, k),
                                              false, k, k, k);
         for (std::int64_t j = 0; j < k; ++j)
             for (std::int64_t i = 0; i < k; ++i) {
@@ -401,7 +404,7 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.o.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.o.top_k);
     add_delta_values(std::sqrt(pair.delta_sq_norm()),
-                     sqrt_clamped(linalg::symmetric_eigen(pair.delta_gram(), k, false)), std::sqrt(b.sq_norm),
+                     sqrt_clamped(backend.symmetric_eigen(pair.delta_gram(), k, false)), std::sqrt(b.sq_norm),
                      fv);
     return fv;
 }

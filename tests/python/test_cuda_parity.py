@@ -44,3 +44,27 @@ def test_cuda_matches_cpu(family_f32, tmp_path):
 def test_cuda_decodes_bf16_on_the_device_like_the_cpu(family_bf16_sharded, tmp_path):
     # bf16 shards (GQA heads): uploaded at 2 bytes an element and decoded on the device; f32 precision.
     assert_same_meaning(*analyze_both(family_bf16_sharded / "math", tmp_path, "--precision", "f32"))
+
+
+def test_cuda_compare_matches_cpu(family_bf16_sharded, tmp_path):
+    # compare's Gram route with the products, eigen-decompositions and k × k products on the device.
+    fam = family_bf16_sharded
+    args = ["compare", "--base", fam / "pretrained", fam / "math", "--reference", fam / "text", "--quiet"]
+    run([*args, "--out", tmp_path / "cpu", "--store", tmp_path / "cpu.sqlite"])
+    p = subprocess.run([CUDA_BIN, *map(str, args), "--out", str(tmp_path / "gpu"), "--store", str(tmp_path / "gpu.sqlite"),
+                        "--device", "cuda"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    for name in ("compare.csv", "heads.csv"):
+        cpu = list(csv.DictReader(open(tmp_path / "cpu" / name)))
+        gpu = list(csv.DictReader(open(tmp_path / "gpu" / name)))
+        assert len(cpu) == len(gpu) > 0
+        for a, b in zip(cpu, gpu):
+            for field, value in a.items():
+                try:
+                    x = float(value)
+                except ValueError:
+                    assert b[field] == value, f"{name} {field}"
+                    continue
+                # f64 products and eigenvectors from another library: agreements and norms to 1e-8.
+                np.testing.assert_allclose(float(b[field]), x, rtol=1e-8, atol=1e-10,
+                                           err_msg=f"{name} {a.get('tensor')} {a.get('head')} {field}")

@@ -5,11 +5,14 @@
 // CUDA build is available: scripts/gpu_check.sh runs it on a lent GPU machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/linalg/gram_pair.hpp"
 
 #include "random_matrix.hpp"
 
@@ -123,4 +126,55 @@ TEST(CudaBackend, MatmulRateIsMeasured) {
     auto gpu = cuda_or_null();
     if (!gpu) GTEST_SKIP() << "no CUDA build or no GPU here";
     EXPECT_GT(gpu->measure_matmul_gflops(2048), 100.0);  // any current GPU exceeds 0.1 TFLOP/s in f32
+}
+
+TEST(CudaBackend, CompareGramWorkMatchesTheCpu) {
+    auto gpu = cuda_or_null();
+    if (!gpu) GTEST_SKIP() << "no CUDA build or no GPU here";
+    auto cpu = linalg::make_backend("cpu");
+    const std::int64_t k = 96, len = 700;
+    for (bool short_side_rows : {false, true}) {
+        // Three slabs of a base and a model, streamed through both backends' products.
+        linalg::GramPair on_gpu(k, true, gpu.get()), on_cpu(k, true, cpu.get());
+        for (std::uint64_t s = 0; s < 3; ++s) {
+            const auto b = short_side_rows ? random_matrix(k, len, 40 + s) : random_matrix(len, k, 40 + s);
+            auto m = b;
+            const auto noise =
+                short_side_rows ? random_matrix(k, len, 50 + s) : random_matrix(len, k, 50 + s);
+            for (std::size_t i = 0; i < m.data.size(); ++i) m.data[i] += 0.1 * noise.data[i];
+            on_gpu.add(b, m, short_side_rows);
+            on_cpu.add(b, m, short_side_rows);
+        }
+        auto near = [](const std::vector<double>& g, const std::vector<double>& c, const char* what) {
+            ASSERT_EQ(g.size(), c.size()) << what;
+            double scale = 0;
+            for (double x : c) scale = std::max(scale, std::abs(x));
+            for (std::size_t i = 0; i < c.size(); ++i)
+                EXPECT_NEAR(g[i], c[i], 1e-12 * scale) << what << " " << i;
+        };
+        // Lower triangles of the symmetric products (the upper ones are not referenced), and BᵀM whole.
+        auto lower = [&](std::vector<double> v) {
+            for (std::int64_t j = 0; j < k; ++j)
+                for (std::int64_t i = 0; i < j; ++i) v[static_cast<std::size_t>(i + j * k)] = 0;
+            return v;
+        };
+        near(lower(on_gpu.base_gram()), lower(on_cpu.base_gram()), "BᵀB");
+        near(lower(on_gpu.model_gram()), lower(on_cpu.model_gram()), "MᵀM");
+        near(lower(on_gpu.delta_gram()), lower(on_cpu.delta_gram()), "DᵀD");
+        near(on_gpu.cross(), on_cpu.cross(), "BᵀM");
+
+        // The dense k × k work: eigen-decomposition with vectors, and a product.
+        auto a_gpu = on_cpu.model_gram(), a_cpu = on_cpu.model_gram();
+        const auto l_gpu = gpu->symmetric_eigen(a_gpu, k, true), l_cpu = cpu->symmetric_eigen(a_cpu, k, true);
+        near(l_gpu, l_cpu, "λ");
+        for (std::int64_t c = 0; c < k; ++c) {  // each eigenvector equal up to sign
+            double dot = 0;
+            for (std::int64_t i = 0; i < k; ++i)
+                dot +=
+                    a_gpu[static_cast<std::size_t>(i + c * k)] * a_cpu[static_cast<std::size_t>(i + c * k)];
+            EXPECT_NEAR(std::abs(dot), 1.0, 1e-9) << "eigenvector " << c;
+        }
+        near(gpu->multiply(a_cpu, true, on_cpu.cross(), false, k, k, k),
+             cpu->multiply(a_cpu, true, on_cpu.cross(), false, k, k, k), "VᵀC");
+    }
 }

@@ -16,6 +16,8 @@
 
 namespace diffract::linalg {
 
+class GramProducts;  // gram_pair.hpp
+
 // How singular values without vectors are computed.
 //   gesdd: LAPACK divide and conquer, values only. Backward stable: |Δσ| ≲ ε σ_max.
 //   gram:  G = WᵀW (smaller side, accumulated in f64) then syevd, σ = √λ. Absolute error on λ is
@@ -52,6 +54,15 @@ public:
     // Thin SVD with vectors (gesdd, JOBZ='S').
     virtual Svd svd(const Matrix<float>& w) = 0;
     virtual Svd svd(const Matrix<double>& w) = 0;
+    // The dense k × k work of compare's Gram route (gram_pair.hpp), where this backend runs it:
+    // eigenvalues (ascending) of the symmetric column-major k × k `a` (lower triangle; with
+    // `vectors`, `a` is overwritten by the eigenvectors), C = op(A)·op(B) (column-major m × n,
+    // `inner` the shared side), and the accumulator of two streamed matrices' Gram products.
+    virtual std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) = 0;
+    virtual std::vector<double> multiply(const std::vector<double>& a, bool transpose_a,
+                                         const std::vector<double>& b, bool transpose_b, std::int64_t m,
+                                         std::int64_t n, std::int64_t inner) = 0;
+    virtual std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) = 0;
     // The device's measured f32 matrix-multiply rate (GFLOP/s, best of 3 n×n products): the peak that
     // benchmarks report their rates against.
     virtual double measure_matmul_gflops(int n) = 0;

@@ -9,15 +9,40 @@
 //
 // Accuracy: λ carries an absolute error ~ε64·λ_max, so the vectors of the smallest components lose
 // digits as λ_min/λ_max falls; callers compare λ_min/λ_max with kGramVectorGuard and fall back to a
-// whole-matrix SVD below it (see compare.cpp). CPU BLAS/LAPACK whatever the backend.
+// whole-matrix SVD below it (see compare.cpp).
+//
+// Where: the slabs are read and differenced on the host (norms, the identical check); the k × k
+// products accumulate where the backend puts them (GramProducts: host BLAS, or on the device, where
+// each slab is uploaded and the products stay until read), and the eigen-decompositions and k × k
+// products of the factors run on the backend too (Backend::symmetric_eigen, Backend::multiply).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "diffract/core/matrix.hpp"
 
 namespace diffract::linalg {
+
+class Backend;
+
+// The four k × k products of GramPair, accumulated slab by slab, wherever a backend computes them.
+class GramProducts {
+public:
+    virtual ~GramProducts() = default;
+    // Adds X_bᵀX_b (with_base only), X_mᵀX_m and X_dᵀX_d (lower triangles) and X_bᵀX_m (full) for one
+    // slab of `len` long-side rows of k values each: row-major len × k, or, with `short_side_rows`,
+    // k × len. `first` overwrites instead of adding. The slabs may be reused as soon as it returns.
+    virtual void add(const double* base, const double* model, const double* delta, std::int64_t len,
+                     bool short_side_rows, bool first) = 0;
+    // Moves the column-major k × k products out (bb stays empty without with_base).
+    virtual void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
+                         std::vector<double>& dd) = 0;
+};
+
+// The host BLAS implementation (what the CPU backend returns).
+std::unique_ptr<GramProducts> cpu_gram_products(std::int64_t k, bool with_base);
 
 // The vectors are trusted when λ_min / λ_max ≥ this. Measured against numpy's f64 SVD (512² and
 // 1024² matrices with geometric spectra, a model = base + low-rank and noise updates): at a ratio of
@@ -28,7 +53,8 @@ inline constexpr double kGramVectorGuard = 1e-9;
 
 class GramPair {
 public:
-    explicit GramPair(std::int64_t k, bool with_base = true);
+    // The products run where `backend` puts them (host BLAS when null).
+    explicit GramPair(std::int64_t k, bool with_base = true, Backend* backend = nullptr);
     std::int64_t k() const { return k_; }
     // One slab of both matrices: `len` rows of the long side, each of k values. `short_side_rows`:
     // the slab is stored k × len (row-major), i.e. the long side is the matrices' columns.
@@ -38,16 +64,24 @@ public:
     double model_sq_norm() const { return m2_; }
     double delta_sq_norm() const { return d2_; }
     // Column-major k × k: BᵀB (lower triangle; only with_base), MᵀM (lower), BᵀM (full), DᵀD (lower).
-    std::vector<double>& base_gram() { return bb_; }
-    std::vector<double>& model_gram() { return mm_; }
-    const std::vector<double>& cross() const { return bm_; }
-    std::vector<double>& delta_gram() { return dd_; }
+    // The first call ends accumulation (a device hands its products back then).
+    std::vector<double>& base_gram() { return collected().bb; }
+    std::vector<double>& model_gram() { return collected().mm; }
+    const std::vector<double>& cross() { return collected().bm; }
+    std::vector<double>& delta_gram() { return collected().dd; }
 
 private:
+    struct Products {
+        std::vector<double> bb, mm, bm, dd;
+    };
+    Products& collected();
+
     std::int64_t k_;
     bool with_base_, first_ = true, identical_ = true;
     double b2_ = 0, m2_ = 0, d2_ = 0;
-    std::vector<double> bb_, mm_, bm_, dd_, delta_;
+    std::vector<double> delta_;
+    std::unique_ptr<GramProducts> products_;
+    std::unique_ptr<Products> results_;
 };
 
 // Eigenvalues (ascending) of the symmetric column-major k × k matrix `a` (lower triangle used);

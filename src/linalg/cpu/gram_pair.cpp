@@ -5,26 +5,64 @@
 
 #include <fmt/format.h>
 
+#include "diffract/linalg/backend.hpp"
 #include "lapack_impl.hpp"
 
 namespace diffract::linalg {
-GramPair::GramPair(std::int64_t k, bool with_base) : k_(k), with_base_(with_base) {
-    const auto n = static_cast<std::size_t>(k * k);
-    if (with_base_) bb_.assign(n, 0.0);
-    mm_.assign(n, 0.0), bm_.assign(n, 0.0), dd_.assign(n, 0.0);
+namespace {
+
+class CpuGramProducts final : public GramProducts {
+public:
+    CpuGramProducts(std::int64_t k, bool with_base)
+        : k_(lapack::checked_int(k, "dimension")), with_base_(with_base) {
+        const auto n = static_cast<std::size_t>(k * k);
+        if (with_base_) bb_.assign(n, 0.0);
+        mm_.assign(n, 0.0), bm_.assign(n, 0.0), dd_.assign(n, 0.0);
+    }
+    void add(const double* b, const double* m, const double* d, std::int64_t len64, bool short_side_rows,
+             bool first) override {
+        const int k = k_, len = lapack::checked_int(len64, "dimension");
+        // Row-major len × k is, column-major, Xᵀ with ld k (syrk 'N'); row-major k × len is X with
+        // ld len (syrk 'T'). Either way the products are XᵀX and X_bᵀ X_m.
+        const char* trans = short_side_rows ? "T" : "N";
+        const int ld = short_side_rows ? len : k;
+        const double one = 1.0, beta = first ? 0.0 : 1.0;
+        if (with_base_) dsyrk_("L", trans, &k, &len, &one, b, &ld, &beta, bb_.data(), &k);
+        dsyrk_("L", trans, &k, &len, &one, m, &ld, &beta, mm_.data(), &k);
+        dsyrk_("L", trans, &k, &len, &one, d, &ld, &beta, dd_.data(), &k);
+        if (short_side_rows)
+            dgemm_("T", "N", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+        else
+            dgemm_("N", "T", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+    }
+    void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
+                 std::vector<double>& dd) override {
+        bb = std::move(bb_), mm = std::move(mm_), bm = std::move(bm_), dd = std::move(dd_);
+    }
+
+private:
+    int k_;
+    bool with_base_;
+    std::vector<double> bb_, mm_, bm_, dd_;
+};
+
+}  // namespace
+
+std::unique_ptr<GramProducts> cpu_gram_products(std::int64_t k, bool with_base) {
+    return std::make_unique<CpuGramProducts>(k, with_base);
 }
 
+GramPair::GramPair(std::int64_t k, bool with_base, Backend* backend)
+    : k_(k),
+      with_base_(with_base),
+      products_(backend ? backend->gram_products(k, with_base) : cpu_gram_products(k, with_base)) {}
+
 void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_side_rows) {
+    if (results_) throw std::logic_error("GramPair::add after its products were read");
     if (b.rows != m.rows || b.cols != m.cols || (short_side_rows ? b.rows : b.cols) != k_)
         throw std::invalid_argument("GramPair::add: slab shapes differ");
-    const std::int64_t len64 = short_side_rows ? b.cols : b.rows;
-    if (len64 == 0) return;
-    const int k = lapack::checked_int(k_, "dimension"), len = lapack::checked_int(len64, "dimension");
-    // Row-major len × k is, column-major, Xᵀ with ld k (syrk 'N'); row-major k × len is X with
-    // ld len (syrk 'T'). Either way the products are XᵀX and X_bᵀ X_m.
-    const char* trans = short_side_rows ? "T" : "N";
-    const int ld = short_side_rows ? len : k;
-    const double one = 1.0, beta = first_ ? 0.0 : 1.0;
+    const std::int64_t len = short_side_rows ? b.cols : b.rows;
+    if (len == 0) return;
     delta_.resize(m.data.size());
     for (std::size_t i = 0; i < m.data.size(); ++i) {
         const double x = b.data[i], y = m.data[i], d = y - x;
@@ -32,14 +70,22 @@ void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_
         delta_[i] = d;
         identical_ = identical_ && x == y;
     }
-    if (with_base_) dsyrk_("L", trans, &k, &len, &one, b.data.data(), &ld, &beta, bb_.data(), &k);
-    dsyrk_("L", trans, &k, &len, &one, m.data.data(), &ld, &beta, mm_.data(), &k);
-    dsyrk_("L", trans, &k, &len, &one, delta_.data(), &ld, &beta, dd_.data(), &k);
-    if (short_side_rows)
-        dgemm_("T", "N", &k, &k, &len, &one, b.data.data(), &ld, m.data.data(), &ld, &beta, bm_.data(), &k);
-    else
-        dgemm_("N", "T", &k, &k, &len, &one, b.data.data(), &ld, m.data.data(), &ld, &beta, bm_.data(), &k);
+    products_->add(b.data.data(), m.data.data(), delta_.data(), len, short_side_rows, first_);
     first_ = false;
+}
+
+GramPair::Products& GramPair::collected() {
+    if (!results_) {
+        results_ = std::make_unique<Products>();
+        if (first_) {  // nothing was added: zero products
+            const auto n = static_cast<std::size_t>(k_ * k_);
+            if (with_base_) results_->bb.assign(n, 0.0);
+            results_->mm.assign(n, 0.0), results_->bm.assign(n, 0.0), results_->dd.assign(n, 0.0);
+        } else {
+            products_->results(results_->bb, results_->mm, results_->bm, results_->dd);
+        }
+    }
+    return *results_;
 }
 
 std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bool vectors) {

@@ -119,6 +119,17 @@ public:
                                                            SvdRoute route) override {
         return cpu::block_singular_values(*this, t, blocks, f64, route);
     }
+    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+        return linalg::symmetric_eigen(a, k, vectors);
+    }
+    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+                                 bool transpose_b, std::int64_t m, std::int64_t n,
+                                 std::int64_t inner) override {
+        return linalg::multiply(a, transpose_a, b, transpose_b, m, n, inner);
+    }
+    std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) override {
+        return cpu_gram_products(k, with_base);
+    }
     Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }
     Svd svd(const Matrix<double>& w) override { return gesdd(w, true); }
     double measure_matmul_gflops(int n) override {

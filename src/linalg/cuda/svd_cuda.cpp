@@ -23,6 +23,8 @@
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"
+#include "diffract/linalg/gram_pair.hpp"
+#include "gram_products_impl.hpp"
 #include "tensor_upload_impl.hpp"
 
 namespace diffract::linalg {
@@ -31,13 +33,7 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::Encoding;
 
-// cuBLAS/cuSOLVER's 32-bit dimensions: refuse larger ones instead of truncating them.
-int checked_int(std::int64_t v, const char* what) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(std::string(what) + " " + std::to_string(v) +
-                                 " exceeds cuBLAS's 32-bit index");
-    return static_cast<int>(v);
-}
+using cuda::checked_int;
 
 // The device decodes these storage dtypes itself; the others are decoded on the host.
 std::optional<Encoding> device_encoding(DType t) {
@@ -97,6 +93,31 @@ public:
             }
         }
         return out;
+    }
+    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+        if (k == 0) return {};
+        const auto g = upload(a);
+        auto lambda = gram_eigenvalues(*g, checked_int(k, "dimension"), vectors);
+        if (vectors) a = download(*g);
+        return lambda;
+    }
+    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+                                 bool transpose_b, std::int64_t m, std::int64_t n,
+                                 std::int64_t inner) override {
+        const int mi = checked_int(m, "dimension"), ni = checked_int(n, "dimension"),
+                  ki = checked_int(inner, "dimension");
+        DeviceBuffer<double> c(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
+        if (c.n == 0) return {};
+        if (ki == 0) return std::vector<double>(c.n, 0.0);
+        const auto da = upload(a), db = upload(b);
+        const double one = 1.0, zero = 0.0;
+        DIFFRACT_CUDA_CHECK(cublasDgemm(
+            blas_, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, mi, ni,
+            ki, &one, da->ptr, transpose_a ? ki : mi, db->ptr, transpose_b ? ni : ki, &zero, c.ptr, mi));
+        return download(c);
+    }
+    std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) override {
+        return cuda::make_gram_products(blas_, stream_, *upload_, k, with_base);
     }
     Svd svd(const Matrix<float>& w) override { return vectors(upload(w), w.rows, w.cols); }
     Svd svd(const Matrix<double>& w) override { return vectors(upload(w), w.rows, w.cols); }
@@ -220,16 +241,18 @@ private:
                                          " (info " + std::to_string(host_info[i]) + ")");
     }
 
-    // Eigenvalues (ascending) of one column-major k × k Gram matrix (lower triangle) on the device.
-    std::vector<double> gram_eigenvalues(DeviceBuffer<double>& g, int k) {
+    // Eigenvalues (ascending) of one column-major symmetric k × k matrix (lower triangle) on the
+    // device; with `vectors` the matrix is overwritten by its eigenvectors.
+    std::vector<double> gram_eigenvalues(DeviceBuffer<double>& g, int k, bool vectors = false) {
+        const auto jobz = vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
         DeviceBuffer<double> lambda(static_cast<std::size_t>(k));
         DeviceBuffer<int> info(1);
         int lwork = 0;
-        DIFFRACT_CUDA_CHECK(cusolverDnDsyevd_bufferSize(
-            solver_, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k, g.ptr, k, lambda.ptr, &lwork));
+        DIFFRACT_CUDA_CHECK(cusolverDnDsyevd_bufferSize(solver_, jobz, CUBLAS_FILL_MODE_LOWER, k, g.ptr, k,
+                                                        lambda.ptr, &lwork));
         DeviceBuffer<double> work(static_cast<std::size_t>(lwork));
-        DIFFRACT_CUDA_CHECK(cusolverDnDsyevd(solver_, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, k,
-                                             g.ptr, k, lambda.ptr, work.ptr, lwork, info.ptr));
+        DIFFRACT_CUDA_CHECK(cusolverDnDsyevd(solver_, jobz, CUBLAS_FILL_MODE_LOWER, k, g.ptr, k, lambda.ptr,
+                                             work.ptr, lwork, info.ptr));
         std::vector<double> host(static_cast<std::size_t>(k));
         int host_info = 0;
         DIFFRACT_CUDA_CHECK(cudaMemcpyAsync(host.data(), lambda.ptr, host.size() * sizeof(double),
@@ -239,6 +262,23 @@ private:
         DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
         if (host_info != 0)
             throw std::runtime_error("cuSOLVER syevd failed (info " + std::to_string(host_info) + ")");
+        return host;
+    }
+
+    // A host vector of doubles on the device (through the staged, overlapped upload).
+    std::unique_ptr<DeviceBuffer<double>> upload(const std::vector<double>& v) {
+        auto d = std::make_unique<DeviceBuffer<double>>(v.size());
+        upload_->decode_into(reinterpret_cast<const std::byte*>(v.data()), v.size(), Encoding::f64, false,
+                             d->ptr);
+        return d;
+    }
+
+    std::vector<double> download(const DeviceBuffer<double>& d) {
+        std::vector<double> host(d.n);
+        if (d.n)
+            DIFFRACT_CUDA_CHECK(
+                cudaMemcpyAsync(host.data(), d.ptr, d.n * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+        DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return host;
     }
 
@@ -331,6 +371,17 @@ public:
                     block_singular_values_one_by_one(inner_, t, blocks.subspan(i, 1), f64, SvdRoute::gesdd)
                         .front();
         return out;
+    }
+    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+        return inner_.symmetric_eigen(a, k, vectors);
+    }
+    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+                                 bool transpose_b, std::int64_t m, std::int64_t n,
+                                 std::int64_t inner) override {
+        return inner_.multiply(a, transpose_a, b, transpose_b, m, n, inner);
+    }
+    std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) override {
+        return inner_.gram_products(k, with_base);
     }
     Svd svd(const Matrix<float>& w) override { return inner_.svd(w); }
     Svd svd(const Matrix<double>& w) override { return inner_.svd(w); }
