@@ -7,6 +7,7 @@
 // and each route's working-memory estimate (what --max-memory admission reserves).
 //   --shapes 8192x2048,32768x2048   (default: OLMo-2-1B MLP, a 1B-class embedding slice, attention)
 //   --precision f32|f64             (the whole-matrix route's precision; the Gram route is f64)
+//   --device cpu|cuda               (the backend; the JSON gives its measured f32 matmul rate)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "../src/core/random_impl.hpp"
 #include "diffract/analysis/compare.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
+#include "diffract/linalg/backend.hpp"
 
 using namespace diffract;
 using Clock = std::chrono::steady_clock;
@@ -41,12 +43,16 @@ formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::in
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string shapes_text = "8192x2048,32768x2048,2048x2048", precision = "f64";
+    std::string shapes_text = "8192x2048,32768x2048,2048x2048", precision = "f64", device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--shapes")) shapes_text = argv[i + 1];
         if (!std::strcmp(argv[i], "--precision")) precision = argv[i + 1];
+        if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
     }
-    std::printf("{\"precision\": \"%s\", \"threads\": 1, \"shapes\": [", precision.c_str());
+    const double matmul = linalg::make_backend(device)->measure_matmul_gflops(device == "cpu" ? 2048 : 8192);
+    std::printf(
+        "{\"device\": \"%s\", \"matmul_gflops\": %.1f, \"precision\": \"%s\", \"threads\": 1, \"shapes\": [",
+        device.c_str(), matmul, precision.c_str());
     const auto store =
         std::filesystem::temp_directory_path() / ("bench_compare_" + std::to_string(getpid()) + ".sqlite");
     std::istringstream in(shapes_text);
@@ -75,7 +81,7 @@ int main(int argc, char** argv) {
             o.heads = false;
             o.route = route == 0 ? linalg::SvdRoute::gesdd : linalg::SvdRoute::auto_route;
             o.precision = precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
-            o.run.threads = 1, o.run.progress = false;
+            o.run.threads = 1, o.run.progress = false, o.run.device = device;
             o.run.store_path = store.string();
             std::filesystem::remove(store);  // nothing reused: every run computes
             const auto t = Clock::now();

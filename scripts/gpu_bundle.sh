@@ -10,11 +10,11 @@ cd "$(dirname "$0")/.."
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDIFFRACT_CUDA=ON -DDIFFRACT_MPI=OFF \
   -DDIFFRACT_TESTS=ON -DDIFFRACT_BENCH=ON -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
-cmake --build build-gpu -j"$(nproc)" --target diffract diffract_tests bench_analyze
+cmake --build build-gpu -j"$(nproc)" --target diffract diffract_tests bench_analyze bench_compare
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
-cp build-gpu/diffract build-gpu/tests/diffract_tests build-gpu/bench/bench_analyze "$stage/bin/"
+cp build-gpu/diffract build-gpu/tests/diffract_tests build-gpu/bench/bench_analyze build-gpu/bench/bench_compare "$stage/bin/"
 strip "$stage"/bin/*
 for lib in $(ldd "$stage"/bin/* | awk '/=> \// {print $3}' | sort -u); do
   case "$(basename "$lib")" in

@@ -3,7 +3,7 @@
 #   run(carry=[".gpu"], command="bash scripts/gpu_check.sh", timeout_s=540)
 # after `bash scripts/gpu_bundle.sh` here. Uses the carried bundle (.gpu/bundle.tar.xz), or builds
 # build-cuda/ where the machine has every library. Runs the CUDA unit tests (CPU vs GPU on the
-# device-only paths), the CLI parity test, and bench_analyze on the GPU and the CPU; each step runs
+# device-only paths), the CLI parity test, bench_analyze and bench_compare on the GPU and the CPU; each step runs
 # whatever the previous ones did, and everything lands in $OUT (or ./gpu_out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,9 @@ else
     -DCMAKE_CUDA_COMPILER="$nvcc" > "$out/configure.log" 2>&1 && cmake --build build-cuda -j"$(nproc)" > "$out/build.log" 2>&1
   bin=build-cuda tools=build-cuda/tests
 fi
-find "$bin" -maxdepth 2 -type f -name diffract -o -name diffract_tests -o -name bench_analyze | xargs -r ldd > "$out/ldd.txt" 2>&1
+find "$bin" -maxdepth 2 -type f \( -name diffract -o -name diffract_tests -o -name 'bench_*' \) | xargs -r ldd > "$out/ldd.txt" 2>&1
 tests=$(find "$bin" -name diffract_tests | head -1) bench=$(find "$bin" -name bench_analyze | head -1)
+bench_compare=$(find "$bin" -name bench_compare | head -1)
 step() { echo "== $1"; shift; "$@" || echo "step failed (exit $?)"; }
 {
   step "unit tests on the GPU" "$tests" --gtest_filter='CudaBackend*:GramBatch*'
@@ -35,3 +36,7 @@ step() { echo "== $1"; shift; "$@" || echo "step failed (exit $?)"; }
 } 2>&1 | tee "$out/tests.txt"
 step "bench on the GPU" "$bench" --device cuda --layers 2 2>&1 | tee "$out/bench_cuda.json"
 step "bench on the CPU" "$bench" --device cpu --layers 1 --threads "$(nproc)" 2>&1 | tee "$out/bench_cpu.json"
+step "compare bench on the GPU" "$bench_compare" --device cuda --shapes 8192x2048,32768x4096,4096x4096 2>&1 |
+  tee "$out/bench_compare_cuda.json"
+step "compare bench on the CPU" "$bench_compare" --device cpu --shapes 8192x2048,4096x4096 2>&1 |
+  tee "$out/bench_compare_cpu.json"

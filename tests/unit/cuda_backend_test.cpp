@@ -15,9 +15,11 @@
 #include "diffract/linalg/gram_pair.hpp"
 
 #include "random_matrix.hpp"
+#include "stored_tensor.hpp"
 
 using namespace diffract;
 using diffract::test_data::random_matrix;
+using diffract::test_data::stored_tensor;
 
 namespace {
 
@@ -27,21 +29,6 @@ std::unique_ptr<linalg::Backend> cuda_or_null() {
     } catch (const std::exception&) {
         return nullptr;
     }
-}
-
-TensorInfo stored(const Matrix<double>& w, DType dtype) {
-    auto bytes = std::make_shared<std::vector<std::byte>>(w.data.size() * dtype_size(dtype));
-    if (dtype == DType::F64) {
-        std::memcpy(bytes->data(), w.data.data(), bytes->size());
-    } else {
-        std::vector<float> narrow(w.data.begin(), w.data.end());
-        convert_from_f32(narrow.data(), dtype, narrow.size(), bytes->data());
-    }
-    TensorInfo t;
-    t.name = "model.layers.0.self_attn.q_proj.weight", t.dtype = dtype, t.shape = {w.rows, w.cols};
-    t.file = MappedFile::from_memory("memory:cuda-test", bytes, bytes->data(), bytes->size());
-    t.nbytes = bytes->size();
-    return t;
 }
 
 // Heads of `dim` rows (q/k/v) or, with `columns`, of `dim` columns (o), plus the whole matrix.
@@ -78,7 +65,7 @@ TEST(CudaBackend, DeviceDecodedHeadsMatchTheCpuInEveryStorageDtype) {
             for (bool columns : {false, true}) {
                 SCOPED_TRACE(std::string(dtype_name(dtype)) + (f64 ? " f64" : " f32") +
                              (columns ? " o" : " q"));
-                const auto t = stored(w, dtype);
+                const auto t = stored_tensor(w, dtype);
                 const auto blocks = whole_and_heads(1024, 512, 64, columns);
                 expect_same_values(gpu->block_singular_values(t, blocks, f64, linalg::SvdRoute::auto_route),
                                    cpu->block_singular_values(t, blocks, f64, linalg::SvdRoute::auto_route));
@@ -92,7 +79,7 @@ TEST(CudaBackend, UploadAcrossManyChunksMatchesTheCpu) {
     // 6000 × 4096 bf16 = 47 MiB: two staging chunks, the second partial; f32 = 94 MiB: three.
     const auto w = random_matrix(6000, 4096, 22);
     for (DType dtype : {DType::BF16, DType::F32}) {
-        const auto t = stored(w, dtype);
+        const auto t = stored_tensor(w, dtype);
         const std::vector<MatrixBlock> blocks = {{0, 6000, 0, 4096, false}, {5872, 128, 0, 4096, false}};
         expect_same_values(gpu->block_singular_values(t, blocks, false, linalg::SvdRoute::auto_route),
                            cpu->block_singular_values(t, blocks, false, linalg::SvdRoute::auto_route));
@@ -103,11 +90,7 @@ TEST(CudaBackend, RankDeficientHeadsFallBackLikeTheCpu) {
     auto gpu = cuda_or_null();
     if (!gpu) GTEST_SKIP() << "no CUDA build or no GPU here";
     auto cpu = linalg::make_backend("cpu");
-    auto w = random_matrix(256, 128, 23);
-    const auto a = random_matrix(256, 2, 24), b = random_matrix(2, 128, 25);
-    for (std::int64_t i = 0; i < 256; ++i)
-        for (std::int64_t j = 0; j < 128; ++j) w(i, j) = a(i, 0) * b(0, j) + a(i, 1) * b(1, j);
-    const auto t = stored(w, DType::F32);
+    const auto t = stored_tensor(test_data::rank2_matrix(256, 128, 24), DType::F32);
     const auto blocks = whole_and_heads(256, 128, 32, false);
     // f64 precision: both fall back to an f64 direct SVD (Jacobi on the device, dgesdd here) of the
     // same values, so the two leading values agree to 1e-9 and the rest sit at the f32 storage

@@ -15,27 +15,13 @@
 #include "diffract/linalg/gram_batch.hpp"
 
 #include "random_matrix.hpp"
+#include "stored_tensor.hpp"
 
 using namespace diffract;
 using diffract::test_data::random_matrix;
+using diffract::test_data::stored_tensor;
 
 namespace {
-
-// A stored R × C tensor of `dtype` holding `w` (rounded to the dtype).
-TensorInfo stored_tensor(const Matrix<double>& w, DType dtype) {
-    auto bytes = std::make_shared<std::vector<std::byte>>(w.data.size() * dtype_size(dtype));
-    if (dtype == DType::F64) {
-        std::memcpy(bytes->data(), w.data.data(), bytes->size());
-    } else {
-        std::vector<float> narrow(w.data.begin(), w.data.end());
-        convert_from_f32(narrow.data(), dtype, narrow.size(), bytes->data());
-    }
-    TensorInfo t;
-    t.name = "layers.0.attn.weight", t.dtype = dtype, t.shape = {w.rows, w.cols};
-    t.file = MappedFile::from_memory("memory:test", bytes, bytes->data(), bytes->size());
-    t.nbytes = bytes->size();
-    return t;
-}
 
 std::vector<MatrixBlock> row_heads(std::int64_t heads, std::int64_t dim, std::int64_t cols, bool transposed) {
     std::vector<MatrixBlock> out;
@@ -147,11 +133,7 @@ TEST(GramBatch, FusedQkvWithGroupedKeyValueHeads) {
 
 TEST(GramBatch, RankDeficientHeadsFallBackToGesddOnAuto) {
     // Heads of rank 2 (8 × 32 blocks): λ_min/λ_max is at rounding level, below the guard.
-    auto w = random_matrix(32, 32, 3);
-    const auto a = random_matrix(32, 2, 4), b = random_matrix(2, 32, 5);
-    for (std::int64_t i = 0; i < 32; ++i)
-        for (std::int64_t j = 0; j < 32; ++j) w(i, j) = a(i, 0) * b(0, j) + a(i, 1) * b(1, j);
-    const auto t = stored_tensor(w, DType::F32);
+    const auto t = stored_tensor(test_data::rank2_matrix(32, 32, 4), DType::F32);
     const auto blocks = row_heads(4, 8, 32, false);
     auto cpu = linalg::make_backend("cpu");
     const auto batched = cpu->block_singular_values(t, blocks, false, linalg::SvdRoute::auto_route);
