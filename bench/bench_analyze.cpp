@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,7 +51,7 @@ Matrix<float> gaussian(std::int64_t r, std::int64_t c, std::uint64_t seed) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     int layers = 2, threads = static_cast<int>(std::thread::hardware_concurrency());
     std::string device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -145,4 +146,14 @@ int main(int argc, char** argv) {
         n / values, flops / values / 1e9, flops / values / 1e9 / peak, catalog, n / catalog, plain / values,
         4 * heads * layers, heads_plain, heads_batched, heads_plain / heads_batched);
     return 0;
+}
+
+// One line on stderr and exit 2 for what the run refuses (no GPU for --device cuda, say).
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_analyze: %s\n", e.what());
+        return 2;
+    }
 }

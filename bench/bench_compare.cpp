@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -42,7 +43,7 @@ formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::in
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     std::string shapes_text = "8192x2048,32768x2048,2048x2048", precision = "f64", device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--shapes")) shapes_text = argv[i + 1];
@@ -106,4 +107,14 @@ int main(int argc, char** argv) {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(store.string() + suffix);
     std::printf("]}\n");
     return 0;
+}
+
+// One line on stderr and exit 2 for what the run refuses (no GPU for --device cuda, say).
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_compare: %s\n", e.what());
+        return 2;
+    }
 }

@@ -20,6 +20,7 @@
 
 #include "cuda_check_impl.hpp"
 #include "device_buffer_impl.hpp"
+#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"
@@ -57,6 +58,8 @@ public:
         int devices = 0;
         if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
             throw InputError("--device cuda: no CUDA device is available (nvidia-smi lists none)");
+        // Under mpirun each rank of a machine takes its own GPU (this thread's current device).
+        DIFFRACT_CUDA_CHECK(cudaSetDevice(local_rank() % devices));
         DIFFRACT_CUDA_CHECK(cudaStreamCreate(&stream_));
         DIFFRACT_CUDA_CHECK(cublasCreate(&blas_));
         DIFFRACT_CUDA_CHECK(cublasSetStream(blas_, stream_));
