@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "../checked_int_impl.hpp"
+
 extern "C" {
 void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
              const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,
@@ -30,12 +32,7 @@ void openblas_set_num_threads(int n);
 
 namespace diffract::linalg::lapack {
 
-// LAPACK/BLAS take 32-bit dimensions: refuse larger ones instead of truncating them.
-inline int checked_int(std::int64_t v, const char* what) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(fmt::format("{} {} exceeds LAPACK's 32-bit index", what, v));
-    return static_cast<int>(v);
-}
+using linalg::checked_int;
 
 inline void gesdd(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
                   const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork,

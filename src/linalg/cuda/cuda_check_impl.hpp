@@ -1,16 +1,15 @@
-// Checking every CUDA runtime, cuBLAS and cuSOLVER call by name (and their 32-bit dimensions): a failure
-// throws with the call's text and the library's own message, so a GPU error reads like any other diffract
-// error.
+// Checking every CUDA runtime, cuBLAS and cuSOLVER call by name: a failure throws with the call's
+// text and the library's own message, so a GPU error reads like any other diffract error.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
-#include <cstdint>
-#include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "../checked_int_impl.hpp"  // the 32-bit dimension check, shared with the CPU backend
 
 namespace diffract::linalg::cuda {
 
@@ -27,14 +26,6 @@ inline void check(cusolverStatus_t s, const char* call) {
     if (s != CUSOLVER_STATUS_SUCCESS)
         throw std::runtime_error(std::string("cuSOLVER: ") + call + ": status " +
                                  std::to_string(static_cast<int>(s)));
-}
-
-// cuBLAS/cuSOLVER's 32-bit dimensions: refuse larger ones instead of truncating them.
-inline int checked_int(std::int64_t v, const char* what) {
-    if (v > std::numeric_limits<int>::max())
-        throw std::runtime_error(std::string(what) + " " + std::to_string(v) +
-                                 " exceeds cuBLAS's 32-bit index");
-    return static_cast<int>(v);
 }
 
 }  // namespace diffract::linalg::cuda

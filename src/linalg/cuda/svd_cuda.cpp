@@ -34,7 +34,6 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::Encoding;
 
-using cuda::checked_int;
 
 // The device decodes these storage dtypes itself; the others are decoded on the host.
 std::optional<Encoding> device_encoding(DType t) {
