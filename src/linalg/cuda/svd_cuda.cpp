@@ -34,7 +34,6 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::Encoding;
 
-
 // The device decodes these storage dtypes itself; the others are decoded on the host.
 std::optional<Encoding> device_encoding(DType t) {
     switch (t) {
