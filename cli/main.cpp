@@ -1,16 +1,45 @@
 // diffract: the command-line tool. This file is the single catch site: an InputError prints one
 // line and exits 2, any other exception exits 1.
+#include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commands/commands.hpp"
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
 
 namespace {
+
+// Messages quote paths, names and file contents: control characters (a newline in a file name) are
+// shown as \xNN so that an error is always one line.
+std::string one_line(const char* what) {
+    std::string out;
+    for (const char* p = what; *p; ++p) {
+        const auto c = static_cast<unsigned char>(*p);
+        if (c < 0x20 || c == 0x7f)
+            out += fmt::format("\\x{:02x}", c);
+        else
+            out.push_back(*p);
+    }
+    return out;
+}
+
+// SIGINT/SIGTERM: the first asks the run to stop between matrices or tensors, so that every
+// temporary output is removed on the way out (exit 130); a second one ends the process at once (its
+// temporaries are then removed by the next run that writes the same output).
+extern "C" void on_stop_signal(int sig) {
+    if (diffract::cancel_requested()) {
+        std::signal(sig, SIG_DFL);
+        std::raise(sig);
+        return;
+    }
+    diffract::request_cancel();
+}
 
 int run(int argc, char** argv) {
     CLI::App app{"diffract: spectral analysis of neural-network checkpoints"};
@@ -23,11 +52,14 @@ int run(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         const int rc = app.exit(e);
         return rc == 0 ? 0 : 2;
+    } catch (const diffract::Cancelled&) {
+        std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
+        return 130;
     } catch (const diffract::InputError& e) {
-        std::fprintf(stderr, "diffract: error: %s\n", e.what());
+        std::fprintf(stderr, "diffract: error: %s\n", one_line(e.what()).c_str());
         return 2;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "diffract: internal error: %s\n", e.what());
+        std::fprintf(stderr, "diffract: internal error: %s\n", one_line(e.what()).c_str());
         return 1;
     }
 }
@@ -36,6 +68,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     diffract::distributed_init(&argc, &argv);
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
     const int rc = run(argc, argv);
     // A failed rank must not leave the others waiting in a collective.
     if (rc != 0 && diffract::distributed().size > 1) diffract::distributed_abort(rc);

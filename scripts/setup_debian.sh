@@ -10,7 +10,7 @@ SUDO=""
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
   libopenblas-dev liblapack-dev libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libcli11-dev libfmt-dev libsqlite3-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv chromium librsvg2-bin
 )

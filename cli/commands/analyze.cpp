@@ -36,8 +36,10 @@ int run_analyze(const AnalyzeArgs& a) {
         throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
     o.kernel.rand_seed = a.seed;
     o.run = analysis::parse_run_options(a.run);
+    o.run.out = a.out;
     const auto result = analysis::analyze(o);
     if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
+    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
     analysis::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",

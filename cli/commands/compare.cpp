@@ -48,9 +48,11 @@ int run_compare(const CompareArgs& a) {
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
     o.run = analysis::parse_run_options(a.run);
+    o.run.out = a.out;
     const auto result = analysis::compare(o);
     if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
+    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
     analysis::write_compare_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr,

@@ -19,6 +19,7 @@ struct EditArgs {
     std::string out;
     std::string max_shard_size = "5G";
     bool per_head = false;
+    bool allow_nonfinite = false;
     RunArgs run;
 
     // rewind
@@ -33,6 +34,7 @@ struct EditArgs {
     std::vector<std::string> pair;
     double omega = std::nan("");
     std::string grid;
+    std::int64_t max_candidates = edit::kDefaultMaxCandidates;
     // merge
     std::vector<std::string> models;
     std::vector<double> weights;
@@ -42,7 +44,9 @@ struct EditArgs {
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    return edit::parse_edit_common(a.run, a.per_head, a.max_shard_size);
+    auto c = edit::parse_edit_common(a.run, a.per_head, a.max_shard_size);
+    c.allow_nonfinite = a.allow_nonfinite;
+    return c;
 }
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
@@ -57,6 +61,9 @@ CLI::App* add_edit_sub(CLI::App* edit, const std::string& name, const std::strin
     sub->add_option("--max-shard-size", a.max_shard_size, "Largest safetensors shard, e.g. 5G")
         ->capture_default_str();
     add_run_options(sub, a.run);
+    sub->add_flag("--allow-nonfinite", a.allow_nonfinite,
+                  "Edit tensors holding NaN/Inf: such entries keep the input's value, the rest is edited "
+                  "(default: refuse)");
     return sub;
 }
 
@@ -80,6 +87,7 @@ int run_rewind(const EditArgs& a) {
         ranking.seed = a.seed;
         auto run = analysis::parse_run_options(a.run);
         run.progress = false;
+        run.out = a.out;  // refused before the heads are ranked, not after
         heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
     }
     const auto s = edit::rewind(a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a));
@@ -134,7 +142,9 @@ int run_interpolate(const EditArgs& a) {
         report(a, "interpolate", edit::interpolate(a.out, ca, cb, a.omega, common), a.out);
         return 0;
     }
-    const auto omegas = edit::parse_grid(a.grid, "--grid");
+    const auto omegas = edit::parse_grid(a.grid, "--grid", edit::check_max_candidates(a.max_candidates));
+    edit::check_free_space(a.out, omegas.size() * edit::checkpoint_bytes(ca),
+                           fmt::format("{} interpolated checkpoints", omegas.size()));
     formats::write_directory_atomically(a.out, {ca.path, cb.path}, [&](const std::string& tmp) {
         for (double w : omegas)
             edit::interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), ca, cb, w, common);
@@ -226,6 +236,8 @@ void add_edit(CLI::App& app) {
         auto* w = sub->add_option("--omega", a->omega, "Interpolation weight of B");
         sub->add_option("--grid", a->grid, "START:STOP:STEP: one checkpoint per omega in OUT/omega_X.XX")
             ->excludes(w);
+        sub->add_option("--max-candidates", a->max_candidates, "Largest --grid allowed")
+            ->capture_default_str();
         on_run(sub, [a] { return run_interpolate(*a); });
     }
     {

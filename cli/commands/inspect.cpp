@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
+#include "diffract/core/json_text.hpp"
 #include "diffract/formats/checkpoint.hpp"
 
 namespace diffract::cli {
@@ -55,7 +56,7 @@ int run_inspect(const InspectArgs& a) {
                  {"role", model::role_name(r.role)},
                  {"file", t.path()}});
         }
-        std::puts(out.dump(2).c_str());
+        std::puts(json_text(out, 2).c_str());
         return 0;
     }
     fmt::print("model:        {}\npath:         {}\nformat:       {}\narchitecture: {} (family {})\n",

@@ -9,6 +9,8 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/store/store.hpp"
 
 namespace diffract::cli {
@@ -26,7 +28,8 @@ struct StoreArgs {
 int run_export(const StoreArgs& a) {
     if (a.format != "csv" && a.format != "jsonl")
         throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
-    store::Store db(a.store);
+    if (!a.out.empty() && a.out != "-") check_output_path(a.out, {a.store});
+    store::Store db(a.store, store::StoreMode::read_only);
     std::string out = a.format == "csv" ? "model,other,tensor,block,field,config,value,vector\n" : "";
     db.for_each_result([&](const store::ResultRow& r) {
         if (a.format == "csv") {
@@ -44,7 +47,7 @@ int run_export(const StoreArgs& a) {
                 j["vector"] = r.vec;
             else
                 j["value"] = r.value ? nlohmann::ordered_json(*r.value) : nlohmann::ordered_json(nullptr);
-            out += j.dump() + "\n";
+            out += json_text(j) + "\n";  // non-UTF-8 names: U+FFFD, never a failed dump
         }
     });
     if (a.out.empty() || a.out == "-")
@@ -63,18 +66,17 @@ void add_store(CLI::App& app) {
     sub->add_option("--store", a->store, "Results store")->capture_default_str();
     auto* list = sub->add_subcommand("list", "Models and fields in the store");
     on_run(list, [a] {
-        store::Store db(a->store);
+        store::Store db(a->store, store::StoreMode::read_only);
         fmt::print("models:\n");
         for (const auto& m : db.models())
-            fmt::print("  {:<24} {} {:>8} results  {}\n", m.name, m.fingerprint.substr(0, 12), m.results,
-                       m.path);
+            fmt::print("  {:<24} {:>6} tensors {:>8} results  {}\n", m.name, m.tensors, m.results, m.path);
         fmt::print("fields:\n");
         for (const auto& [f, n] : db.field_counts()) fmt::print("  {:<24} {:>8}\n", f, n);
         return 0;
     });
     auto* erase =
         sub->add_subcommand("erase", "Erase a model's results, or fields and what was computed from them");
-    erase->add_option("--model", a->model, "Model name or fingerprint prefix");
+    erase->add_option("--model", a->model, "Model name (exact)");
     erase->add_option("--fields", a->fields, "Fields to erase (with their dependents)")->delimiter(',');
     on_run(erase, [a] {
         store::Store db(a->store);

@@ -30,6 +30,8 @@ CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::str
     sub->add_option("--score-key", a.score_key,
                     "Read the score from this JSON field of stdout (dotted path)");
     sub->add_flag("--keep", a.keep, "Keep the candidates (in DIR/candidates/)");
+    sub->add_option("--max-candidates", a.max_candidates, "Refuse a sweep of more candidates than this")
+        ->capture_default_str();
     sub->add_option("--max-shard-size", a.max_shard_size, "Largest safetensors shard of a candidate")
         ->capture_default_str();
     add_run_options(sub, a.run);

@@ -18,6 +18,7 @@ import builtins
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -272,6 +273,13 @@ class Comparison:
     reused: int
 
 
+def _warn_nonfinite(lines) -> None:
+    """One RuntimeWarning per tensor with NaN/Inf entries (the CLI's "diffract: warning:" lines); the
+    rows of its matrices have nonfinite_count > 0 and NaN metrics."""
+    for line in lines:
+        warnings.warn(line, RuntimeWarning, stacklevel=3)
+
+
 def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = True,
             precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
             max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
@@ -290,6 +298,7 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
     r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route, seed,
                       _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
                       "" if out is None else os.fspath(out))
+    _warn_nonfinite(r["warnings"])
     return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
 
 
@@ -313,6 +322,7 @@ def compare(base, models=(), *, reference=None, top_k: int = 10, scale_scope: st
                       precision, svd_route, heads, allow_partial,
                       _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
                       "" if out is None else os.fspath(out))
+    _warn_nonfinite(r["warnings"])
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
 
 

@@ -2,8 +2,9 @@
 not exist) and returns {"edited": n, "copied": n} (rewind adds "heads": [(layer, head), ...]).
 
 Models are spec strings, Checkpoints or dicts of arrays (in memory). Keyword arguments mirror the CLI's
-options; every edit also takes max_shard_size ("5G"), roles, layers, match, exclude and device, and the
-SVD edits take per_head. The GIL is released while writing.
+options; every edit also takes max_shard_size ("5G"), roles, layers, match, exclude, device and
+allow_nonfinite (--allow-nonfinite: edit tensors holding NaN/Inf, keeping those entries unchanged; by
+default such a tensor is refused with InputError), and the SVD edits take per_head. The GIL is released while writing.
 """
 from __future__ import annotations
 
@@ -22,13 +23,15 @@ def _model(m):
     return _model_arg(m)
 
 
-def _common(max_shard_size="5G", per_head=False, device="cpu", roles=None, layers=None, match=None, exclude=None):
+def _common(max_shard_size="5G", per_head=False, device="cpu", roles=None, layers=None, match=None, exclude=None,
+            allow_nonfinite=False):
     """The options every edit takes, as _core.EditArgs."""
     from . import _layers_spec
 
     c = _core.EditArgs()
     c.max_shard_size = str(max_shard_size)
     c.per_head = bool(per_head)
+    c.allow_nonfinite = bool(allow_nonfinite)
     c.device = device
     c.roles = roles if isinstance(roles, str) else ",".join(roles or ())
     c.layers = _layers_spec(layers)

@@ -57,7 +57,7 @@ nb::object optional_int(const std::optional<int>& v) { return v ? nb::cast(*v) :
 // Columns of the result rows: identity columns, then one per field.
 template <typename Row>
 nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& fields, bool with_base) {
-    nb::list model, base, tensor, layer, role, head, nrows, ncols;
+    nb::list model, base, tensor, layer, role, head, nrows, ncols, nonfinite;
     std::vector<nb::list> values(fields.size());
     for (const auto& r : rows) {
         model.append(r.model);
@@ -68,6 +68,7 @@ nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& f
         head.append(optional_int(r.head));
         nrows.append(r.rows);
         ncols.append(r.cols);
+        nonfinite.append(r.nonfinite_count);
         for (std::size_t f = 0; f < fields.size(); ++f) {
             auto it = r.values.find(fields[f]);
             values[f].append(it == r.values.end() ? std::nan("") : it->second);
@@ -82,6 +83,7 @@ nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& f
     d["head"] = head;
     d["rows"] = nrows;
     d["cols"] = ncols;
+    d["nonfinite_count"] = nonfinite;
     for (std::size_t f = 0; f < fields.size(); ++f) d[fields[f].c_str()] = values[f];
     return d;
 }
@@ -98,6 +100,7 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
     o.kernel.route = analysis::parse_svd_route(svd_route);
     o.kernel.rand_seed = seed;
     o.run = run_options(run);
+    o.run.out = out;
     const auto r = run_interruptible([&] {
         auto result = analysis::analyze(o);
         if (!out.empty()) analysis::write_analyze_csvs(result, out);
@@ -124,6 +127,7 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
     d["aggregates"] = agg;
     d["computed"] = r.computed;
     d["reused"] = r.reused;
+    d["warnings"] = nb::cast(r.warnings);
     return d;
 }
 
@@ -146,6 +150,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     o.heads = heads;
     o.allow_partial = allow_partial;
     o.run = run_options(run);
+    o.run.out = out;
     const auto r = run_interruptible([&] {
         auto result = analysis::compare(o);
         if (!out.empty()) analysis::write_compare_csvs(result, out);
@@ -212,6 +217,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     d["skipped"] = sk;
     d["computed"] = r.computed;
     d["reused"] = r.reused;
+    d["warnings"] = nb::cast(r.warnings);
     return d;
 }
 

@@ -24,6 +24,7 @@ namespace {
 struct EditArgs {  // the options every edit takes
     std::string max_shard_size = "5G";
     bool per_head = false;
+    bool allow_nonfinite = false;
     std::string device = "cpu";
     std::string roles, layers, match, exclude;
 };
@@ -32,7 +33,9 @@ edit::EditCommon common_of(const EditArgs& a) {
     analysis::RunOptionText run;
     run.device = a.device, run.roles = a.roles, run.layers = a.layers, run.match = a.match,
     run.exclude = a.exclude;
-    return edit::parse_edit_common(run, a.per_head, a.max_shard_size);
+    auto c = edit::parse_edit_common(run, a.per_head, a.max_shard_size);
+    c.allow_nonfinite = a.allow_nonfinite;
+    return c;
 }
 
 std::shared_ptr<const formats::Checkpoint> checkpoint(const ModelArg& arg) {
@@ -160,6 +163,7 @@ void bind_edits(nb::module_& m) {
         .def(nb::init<>())
         .def_rw("max_shard_size", &EditArgs::max_shard_size)
         .def_rw("per_head", &EditArgs::per_head)
+        .def_rw("allow_nonfinite", &EditArgs::allow_nonfinite)
         .def_rw("device", &EditArgs::device)
         .def_rw("roles", &EditArgs::roles)
         .def_rw("layers", &EditArgs::layers)

@@ -16,12 +16,16 @@
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/distributed.hpp"
+#include "diffract/core/nonfinite.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/store/content_id.hpp"
 #include "diffract/store/store.hpp"
 #include "field_values_io_impl.hpp"
+#include "nonfinite_report_impl.hpp"
 
 namespace diffract::analysis {
 
@@ -33,11 +37,23 @@ std::uint64_t RunOptions::resolved_max_memory() const {
     return max_memory > 0 ? max_memory : physical_memory_bytes() / 2;
 }
 
+std::string RunOptions::resolved_store() const {
+    return store_path.empty() ? store::kDefaultStorePath : store_path;
+}
+
+void check_run_output(const RunOptions& run, const std::vector<formats::Checkpoint>& inputs) {
+    if (run.out.empty()) return;
+    std::vector<std::string> protected_paths{run.resolved_store()};
+    for (const auto& ck : inputs) protected_paths.push_back(ck.path);
+    check_output_path(run.out, protected_paths);
+}
+
 RunOptions parse_run_options(const RunOptionText& t) {
     RunOptions r;
     r.threads = t.threads;
     r.max_memory = t.max_memory.empty() ? 0 : parse_size(t.max_memory, "--max-memory");
     r.store_path = t.store;
+    linalg::check_device(t.device);  // even when every result turns out to be stored
     r.device = t.device;
     r.progress = !t.quiet;
     r.selection = make_selection(t.roles, t.layers, t.match, t.exclude);
@@ -59,7 +75,6 @@ const std::vector<std::string> kStoredVectors = {"weights_svals"};
 struct Job {
     std::size_t model;
     MatrixUnit unit;
-    std::int64_t model_id;
 };
 
 // The pending jobs, in job order, one task each or, `by_tensor`, grouped by (model, tensor).
@@ -92,16 +107,31 @@ TaskCost task_cost(const std::vector<Job>& jobs, const std::vector<std::size_t>&
     return c;
 }
 
+// `nonfinite`: the unit's NaN/Inf entries when counted already (a task whose values are computed in
+// advance), else they are counted here in the entries read. A unit with any is never factorised: its
+// fields are NaN (nonfinite_field_values).
 template <typename T>
 FieldValues compute_unit(const MatrixUnit& unit, std::optional<std::vector<double>> singular_values,
-                         const std::vector<std::string>& fields, const KernelConfig& kernel,
-                         linalg::Backend& backend) {
+                         std::optional<std::int64_t> nonfinite, const std::vector<std::string>& fields,
+                         const KernelConfig& kernel, linalg::Backend& backend) {
+    const TensorScope scope(unit.tensor->path(), unit.tensor->name);
+    std::optional<Matrix<T>> w;
+    if (!nonfinite) {
+        w = read_matrix<T>(*unit.tensor, unit.block);
+        nonfinite = count_nonfinite(std::span<const T>(w->data));
+    }
+    if (*nonfinite > 0) return nonfinite_field_values(fields, *nonfinite);
     MatrixInput<T> input;
     input.rows = unit.block.logical_rows();
     input.cols = unit.block.logical_cols();
-    input.read = [&unit] { return read_matrix<T>(*unit.tensor, unit.block); };
+    if (w)
+        input.in_memory = &*w;
+    else
+        input.read = [&unit] { return read_matrix<T>(*unit.tensor, unit.block); };
     input.singular_values = std::move(singular_values);
-    return compute_fields(std::move(input), fields, kernel, backend);
+    auto values = compute_fields(std::move(input), fields, kernel, backend);
+    values.scalars[kNonfiniteCountField] = 0;
+    return values;
 }
 
 }  // namespace
@@ -117,6 +147,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     std::vector<std::string> stored_check = wanted;
     stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
     std::vector<std::string> compute_list = stored_check;
+    stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
     // Registered custom fields named in metrics: computed after the built-in ones, own columns.
     const auto custom = custom_fields_in(o.metrics);
     for (const auto& f : custom) result.fields.push_back(f.name);
@@ -125,19 +156,26 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     for (const auto& spec : o.models) models.push_back(formats::open_model(spec));
     // Under MPI only rank 0 touches the store; the other ranks compute their share and send it.
     const auto& dist = distributed();
+    if (dist.is_root()) check_run_output(o.run, models);
     std::optional<store::Store> db;
-    if (dist.is_root()) db.emplace(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
+    if (dist.is_root()) db.emplace(o.run.resolved_store());
     const std::string config = o.kernel.key();
 
     std::vector<Job> jobs;
-    for (std::size_t m = 0; m < models.size(); ++m) {
-        const auto& ck = models[m];
-        const std::int64_t id = db ? db->model_id(store::fingerprint(ck), ck.name, ck.path) : 0;
-        for (auto& u : plan_matrices(ck, o.run.selection, o.heads)) jobs.push_back({m, u, id});
-    }
+    for (std::size_t m = 0; m < models.size(); ++m)
+        for (auto& u : plan_matrices(models[m], o.run.selection, o.heads)) jobs.push_back({m, u});
+    // Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
+    store::ContentIds content;
+    if (db)
+        for (std::size_t m = 0; m < models.size(); ++m) {
+            std::vector<const TensorInfo*> tensors;
+            for (const auto& j : jobs)
+                if (j.model == m) tensors.push_back(j.unit.tensor);
+            content.merge(
+                store::identify_model(*db, models[m], tensors, o.run.resolved_threads(), o.run.progress));
+        }
     auto key_of = [&](std::size_t i) {
-        return store::ResultKey{jobs[i].model_id, 0, jobs[i].unit.tensor->name, jobs[i].unit.block_key(),
-                                config};
+        return store::ResultKey{content.at(jobs[i].unit.tensor), "", jobs[i].unit.store_block(), config};
     };
 
     std::vector<FieldValues> values(jobs.size());
@@ -183,18 +221,29 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         const auto& task = tasks[mine[t]];
         const auto& tensor = *jobs[task.front()].unit.tensor;
         std::vector<std::optional<std::vector<double>>> svals(task.size());
+        std::vector<std::optional<std::int64_t>> nonfinite(task.size());
         if (precompute) {
+            // NaN/Inf entries are counted before the device (or the batch) sees the tensor: the whole
+            // tensor once, its blocks only when it has some; blocks with any stay out of the batch.
+            const bool clean = count_nonfinite(tensor, f64) == 0;
             std::vector<MatrixBlock> blocks;
-            for (auto i : task) blocks.push_back(jobs[i].unit.block);
-            auto s = backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
-            for (std::size_t k = 0; k < task.size(); ++k) svals[k] = std::move(s[k]);
+            std::vector<std::size_t> batched;
+            for (std::size_t k = 0; k < task.size(); ++k) {
+                nonfinite[k] = clean ? 0 : count_nonfinite(tensor, jobs[task[k]].unit.block, f64);
+                if (*nonfinite[k] == 0) blocks.push_back(jobs[task[k]].unit.block), batched.push_back(k);
+            }
+            const TensorScope scope(tensor.path(), tensor.name);
+            auto s = blocks.empty() ? std::vector<std::vector<double>>{}
+                                    : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
+            for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
         }
         for (std::size_t k = 0; k < task.size(); ++k) {
             const std::size_t i = task[k];
             const auto& unit = jobs[i].unit;
-            values[i] =
-                f64 ? compute_unit<double>(unit, std::move(svals[k]), compute_list, o.kernel, *backend)
-                    : compute_unit<float>(unit, std::move(svals[k]), compute_list, o.kernel, *backend);
+            values[i] = f64 ? compute_unit<double>(unit, std::move(svals[k]), nonfinite[k], compute_list,
+                                                   o.kernel, *backend)
+                            : compute_unit<float>(unit, std::move(svals[k]), nonfinite[k], compute_list,
+                                                  o.kernel, *backend);
             if (db) db->put(key_of(i), values[i], kStoredVectors);
             {
                 std::lock_guard lock(count_mu);
@@ -224,9 +273,18 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     if (!custom.empty())
         for (std::size_t i = 0; i < jobs.size(); ++i) {
             throw_if_cancelled();
+            if (values[i].scalars[kNonfiniteCountField] > 0) {  // never handed NaN/Inf data: NaN
+                for (const auto& f : custom) values[i].scalars[f.name] = std::nan("");
+                continue;
+            }
             apply_custom_fields(custom, *db, key_of(i), *jobs[i].unit.tensor, jobs[i].unit.block, values[i]);
         }
 
+    NonfiniteReport nonfinite_report;
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+        nonfinite_report.add(*jobs[i].unit.tensor, jobs[i].unit.block, jobs[i].unit.head.has_value(),
+                             static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
+    result.warnings = nonfinite_report.warnings();
     std::vector<std::vector<FieldValues>> whole(models.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         const auto& j = jobs[i];
@@ -237,11 +295,13 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
                       j.unit.head,
                       j.unit.block.logical_rows(),
                       j.unit.block.logical_cols(),
+                      0,
                       {}};
         for (const auto& f : result.fields) {
             auto it = values[i].scalars.find(f);
             row.values[f] = it == values[i].scalars.end() ? std::nan("") : it->second;
         }
+        row.nonfinite_count = static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]);
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
     }
@@ -250,14 +310,27 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     return result;
 }
 
+void write_result_directory(const std::string& out_dir, const std::map<std::string, std::string>& files) {
+    static const std::vector<std::string> kResultFiles = {"metrics.csv", "aggregates.csv", "compare.csv",
+                                                          "heads.csv", "skipped.csv"};
+    write_directory_atomically(
+        out_dir,
+        [&](const std::string& tmp) {
+            for (const auto& [name, contents] : files)
+                write_file_fully((std::filesystem::path(tmp) / name).string(), contents);
+        },
+        ExistingOutput::replace, kResultFiles);
+}
+
 void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
-    std::string csv = "model,tensor,layer,role,head,rows,cols";
+    std::string csv = "model,tensor,layer,role,head,rows,cols,nonfinite_count";
     for (const auto& f : r.fields) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.tensor),
-                           row.layer ? std::to_string(*row.layer) : "", row.role,
-                           row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
+        csv +=
+            fmt::format("{},{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.tensor),
+                        row.layer ? std::to_string(*row.layer) : "", row.role,
+                        row.head ? std::to_string(*row.head) : "", row.rows, row.cols, row.nonfinite_count);
         for (const auto& f : r.fields) csv += "," + format_value(row.values.at(f));
         csv += "\n";
     }
@@ -271,9 +344,7 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
         for (const auto& f : agg_fields) agg += "," + format_value(values.at(f));
         agg += "\n";
     }
-    std::filesystem::create_directories(out_dir);
-    write_file_atomically((std::filesystem::path(out_dir) / "metrics.csv").string(), csv);
-    write_file_atomically((std::filesystem::path(out_dir) / "aggregates.csv").string(), agg);
+    write_result_directory(out_dir, {{"metrics.csv", csv}, {"aggregates.csv", agg}});
 }
 
 }  // namespace diffract::analysis

@@ -16,12 +16,15 @@
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/gram_pair.hpp"
+#include "diffract/store/content_id.hpp"
 #include "diffract/store/store.hpp"
 #include "field_values_io_impl.hpp"
+#include "nonfinite_report_impl.hpp"
 
 namespace diffract::analysis {
 namespace {
@@ -412,11 +415,41 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
 template <typename T>
 FieldValues compare_unit(const Context& c, const MatrixUnit& unit, const TensorInfo& mt, BaseCache& cache,
                          linalg::Backend& backend) {
+    const TensorScope scope(mt.path(), mt.name);  // a failing factorisation names the model's tensor
     auto fv = c.o.route == linalg::SvdRoute::gesdd
                   ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
                   : compare_streamed<T>(c, unit, mt, cache, backend);
     fv.scalars.try_emplace(kWholeRouteField, 0.0);
     return fv;
+}
+
+// The stored per-side counts of NaN/Inf entries (the warnings name the files), besides
+// kNonfiniteCountField (positions where either block has one). Not CSV columns.
+constexpr const char* kNonfiniteBaseField = "nonfinite_base";
+constexpr const char* kNonfiniteModelField = "nonfinite_model";
+
+const std::vector<std::string>& stored_fields() {
+    static const std::vector<std::string> f = [] {
+        auto v = compare_fields();
+        v.insert(v.end(), {kNonfiniteCountField, kNonfiniteBaseField, kNonfiniteModelField});
+        return v;
+    }();
+    return f;
+}
+
+// A unit whose blocks hold NaN/Inf entries: never factorised, every field NaN.
+FieldValues nonfinite_compare_values() {
+    FieldValues fv;
+    for (const auto& f : compare_fields()) fv.scalars[f] = kNaN;
+    for (const auto& f : compare_vector_fields()) fv.vectors[f] = {};
+    fv.scalars[kWholeRouteField] = 0.0;
+    return fv;
+}
+
+void set_nonfinite_counts(const NonfinitePair& n, FieldValues& fv) {
+    fv.scalars[kNonfiniteCountField] = static_cast<double>(n.either);
+    fv.scalars[kNonfiniteBaseField] = static_cast<double>(n.first);
+    fv.scalars[kNonfiniteModelField] = static_cast<double>(n.second);
 }
 
 // Peak working memory of one unit on the whole-matrix route: the two matrices, the base's
@@ -475,12 +508,13 @@ CompareResult compare(const CompareOptions& o) {
 
     // Under MPI only rank 0 touches the store; the other ranks compute their share and send it.
     const auto& dist = distributed();
+    if (dist.is_root()) {
+        std::vector<formats::Checkpoint> inputs{base};
+        inputs.insert(inputs.end(), models.begin(), models.end());
+        check_run_output(o.run, inputs);
+    }
     std::optional<store::Store> db;
-    if (dist.is_root()) db.emplace(o.run.store_path.empty() ? store::kDefaultStorePath : o.run.store_path);
-    const std::int64_t base_id = db ? db->model_id(store::fingerprint(base), base.name, base.path) : 0;
-    std::vector<std::int64_t> ids;
-    for (const auto& ck : models)
-        ids.push_back(db ? db->model_id(store::fingerprint(ck), ck.name, ck.path) : 0);
+    if (dist.is_root()) db.emplace(o.run.resolved_store());
 
     // The plan, over the base, grouped by tensor (plan_matrices lists a tensor's units together).
     std::vector<TensorJob> jobs;
@@ -558,8 +592,25 @@ CompareResult compare(const CompareOptions& o) {
     auto slot = [&](std::size_t j, std::size_t m, std::size_t u) {
         return first_slot[j] + m * jobs[j].units.size() + u;
     };
+    // Results are keyed by the content of both tensors they are computed from (rank 0 hashes them).
+    store::ContentIds base_content;
+    std::vector<store::ContentIds> content(n_models);
+    if (db) {
+        const int threads = o.run.resolved_threads();
+        std::vector<const TensorInfo*> tensors;
+        for (const auto& job : jobs) tensors.push_back(job.tensor);
+        base_content = store::identify_model(*db, base, tensors, threads, o.run.progress);
+        for (std::size_t m = 0; m < n_models; ++m) {
+            tensors.clear();
+            for (const auto& job : jobs)
+                if (job.in_model[m]) tensors.push_back(job.in_model[m]);
+            content[m] = store::identify_model(*db, models[m], tensors, threads, o.run.progress);
+            db->record_pair(models[m].name, base.name);
+        }
+    }
     auto key_of = [&](std::size_t j, std::size_t m, std::size_t u) {
-        return store::ResultKey{ids[m], base_id, jobs[j].tensor->name, jobs[j].units[u].block_key(), config};
+        return store::ResultKey{content[m].at(jobs[j].in_model[m]), base_content.at(jobs[j].tensor),
+                                jobs[j].units[u].store_block(), config};
     };
     // compared[slot]: 0 = not compared (skipped), 1 = to compute, 2 = reused from the store.
     std::string compared(first_slot.back(), 0);
@@ -571,7 +622,7 @@ CompareResult compare(const CompareOptions& o) {
                 if (jobs[j].units[u].head && !jobs[j].heads_ok[m]) continue;
                 compared[slot(j, m, u)] = 1;
                 if (!db) continue;
-                if (auto hit = db->get(key_of(j, m, u), compare_fields())) {
+                if (auto hit = db->get(key_of(j, m, u), stored_fields())) {
                     values[slot(j, m, u)] = std::move(*hit);
                     compared[slot(j, m, u)] = 2;
                     ++result.reused;
@@ -602,14 +653,26 @@ CompareResult compare(const CompareOptions& o) {
         const std::size_t j = mine[t];
         const auto& job = jobs[j];
         std::vector<BaseCache> cache(job.units.size());
+        // NaN/Inf entries are counted before anything is factorised or sent to a device: each tensor
+        // once, the blocks only of a tensor that has some. A unit with any gets NaN fields.
+        std::optional<bool> base_clean;
         for (std::size_t m = 0; m < n_models; ++m) {
             bool any = false;
+            std::optional<bool> model_clean;
             for (std::size_t u = 0; u < job.units.size(); ++u) {
                 if (compared[slot(j, m, u)] != 1) continue;
                 any = true;
                 const auto& unit = job.units[u];
-                auto fv = f64 ? compare_unit<double>(ctx, unit, *job.in_model[m], cache[u], *backend)
-                              : compare_unit<float>(ctx, unit, *job.in_model[m], cache[u], *backend);
+                const auto& mt = *job.in_model[m];
+                if (!base_clean) base_clean = count_nonfinite(*job.tensor, f64) == 0;
+                if (!model_clean) model_clean = count_nonfinite(mt, f64) == 0;
+                const auto bad = *base_clean && *model_clean
+                                     ? NonfinitePair{}
+                                     : count_nonfinite_pair(*job.tensor, mt, unit.block, f64);
+                auto fv = bad.either > 0 ? nonfinite_compare_values()
+                          : f64          ? compare_unit<double>(ctx, unit, mt, cache[u], *backend)
+                                         : compare_unit<float>(ctx, unit, mt, cache[u], *backend);
+                set_nonfinite_counts(bad, fv);
                 if (db) db->put(key_of(j, m, u), fv, compare_vector_fields());
                 values[slot(j, m, u)] = std::move(fv);
                 std::lock_guard lock(count_mu);
@@ -648,6 +711,7 @@ CompareResult compare(const CompareOptions& o) {
         if (compared[i] == 1 && values[i]->scalars.at(kWholeRouteField) != 0) ++result.whole_route;
 
     std::vector<std::size_t> row_model;  // the model index of each row
+    NonfiniteReport nonfinite_report;
     for (std::size_t m = 0; m < n_models; ++m)
         for (std::size_t j = 0; j < jobs.size(); ++j)
             for (std::size_t u = 0; u < jobs[j].units.size(); ++u) {
@@ -656,11 +720,22 @@ CompareResult compare(const CompareOptions& o) {
                 v->scalars.erase(kWholeRouteField);
                 row_model.push_back(m);
                 const auto& unit = jobs[j].units[u];
+                auto take = [&](const char* field) {
+                    const auto n = static_cast<std::int64_t>(v->scalars[field]);
+                    v->scalars.erase(field);
+                    return n;
+                };
+                const auto nonfinite = take(kNonfiniteCountField);
+                nonfinite_report.add(*jobs[j].tensor, unit.block, unit.head.has_value(),
+                                     take(kNonfiniteBaseField));
+                nonfinite_report.add(*jobs[j].in_model[m], unit.block, unit.head.has_value(),
+                                     take(kNonfiniteModelField));
                 result.rows.push_back({models[m].name, base.name, unit.tensor->name, unit.layer,
                                        std::string(model::role_name(unit.role)), unit.head,
-                                       unit.block.logical_rows(), unit.block.logical_cols(),
+                                       unit.block.logical_rows(), unit.block.logical_cols(), nonfinite,
                                        std::move(v->scalars)});
             }
+    result.warnings = nonfinite_report.warnings();
 
     // Per head: the Q, K, V, O block norms (GQA: K/V from the query head's kv group).
     if (o.heads && base.schema.heads) {
@@ -725,13 +800,14 @@ CompareResult compare(const CompareOptions& o) {
 }
 
 void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
-    std::string csv = "model,base,tensor,layer,role,head,rows,cols";
+    std::string csv = "model,base,tensor,layer,role,head,rows,cols,nonfinite_count";
     for (const auto& f : compare_fields()) csv += "," + f;
     csv += "\n";
     for (const auto& row : r.rows) {
-        csv += fmt::format("{},{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.base),
-                           csv_field(row.tensor), row.layer ? std::to_string(*row.layer) : "", row.role,
-                           row.head ? std::to_string(*row.head) : "", row.rows, row.cols);
+        csv +=
+            fmt::format("{},{},{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.base),
+                        csv_field(row.tensor), row.layer ? std::to_string(*row.layer) : "", row.role,
+                        row.head ? std::to_string(*row.head) : "", row.rows, row.cols, row.nonfinite_count);
         for (const auto& f : compare_fields()) {
             auto it = row.values.find(f);
             csv += "," + format_value(it == row.values.end() ? kNaN : it->second);
@@ -755,17 +831,15 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
                              scale_scope_name(r.ranking.scope), head_order_name(r.ranking.order),
                              r.ranking.seed, h.ranked.rank);
     }
-    std::filesystem::create_directories(out_dir);
-    const std::filesystem::path dir(out_dir);
-    write_file_atomically((dir / "compare.csv").string(), csv);
-    write_file_atomically((dir / "heads.csv").string(), heads);
+    std::map<std::string, std::string> files{{"compare.csv", csv}, {"heads.csv", heads}};
     if (r.allow_partial) {
         std::string skipped = "model,tensor,block,reason\n";
         for (const auto& s : r.skipped)
             skipped += fmt::format("{},{},{},{}\n", csv_field(s.model), csv_field(s.tensor), s.block,
                                    csv_field(s.reason));
-        write_file_atomically((dir / "skipped.csv").string(), skipped);
+        files["skipped.csv"] = skipped;
     }
+    write_result_directory(out_dir, files);
 }
 
 }  // namespace diffract::analysis

@@ -4,10 +4,18 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/error.hpp"
+
 namespace diffract::analysis {
 
 std::string MatrixUnit::block_key() const {
     return head ? fmt::format("{}:{}", model::role_name(role), *head) : std::string();
+}
+
+std::string MatrixUnit::store_block() const {
+    if (!head && !block.transposed) return "";
+    return fmt::format("{}@{}+{},{}+{}{}", block_key(), block.row0, block.rows, block.col0, block.cols,
+                       block.transposed ? ",T" : "");
 }
 
 double MatrixUnit::flops() const {
@@ -35,6 +43,23 @@ std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selec
         for (const auto& hb : model::head_blocks(ck.schema, t, r.role))
             if (selection.selects_role(hb.proj) || selection.selects_role(r.role))
                 out.push_back({&t, hb.block, r.layer, hb.proj, hb.head});
+    }
+    if (out.empty()) {
+        // Nothing analysable: a selected matrix of a type that is not read is an error naming the
+        // type, never an empty success.
+        for (const auto& t : ck.tensors) {
+            if (t.shape.size() < 2 || !selection.selects(t.name, model::classify_tensor(t.name))) continue;
+            if (auto u = ck.unsupported_types.find(t.name); u != ck.unsupported_types.end())
+                throw_input_error(t.path(), t.name,
+                                  fmt::format("ggml type {} is not supported (expected F32, F16, BF16, F64 "
+                                              "or Q8_0, found {}): no selected matrix can be analysed",
+                                              u->second, u->second));
+            if (!dtype_is_float(t.dtype))
+                throw_input_error(t.path(), t.name,
+                                  fmt::format("dtype {} is not a floating type (expected a floating matrix, "
+                                              "found {}): no selected matrix can be analysed",
+                                              dtype_name(t.dtype), dtype_name(t.dtype)));
+        }
     }
     return out;
 }

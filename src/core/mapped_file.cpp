@@ -22,7 +22,19 @@ void advise(const std::byte* base, std::size_t size, std::size_t offset, std::si
     madvise(const_cast<std::byte*>(base) + start, end - start, advice);
 }
 
+FileIdentity identity_of(const struct stat& st) {
+    auto ns = [](const timespec& t) { return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; };
+    return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+            static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
 }  // namespace
+
+std::optional<FileIdentity> file_identity(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    return identity_of(st);
+}
 
 MappedFile::MappedFile(std::string path, const std::byte* data, std::size_t size)
     : path_(std::move(path)), data_(data), size_(size) {}
@@ -32,7 +44,8 @@ MappedFile::~MappedFile() {
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below as not a regular file).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw_input_error(path, "", std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0) {
@@ -56,7 +69,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
         data = static_cast<const std::byte*>(p);
     }
     ::close(fd);  // the mapping keeps the file referenced
-    return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+    auto f = std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+    f->identity_ = identity_of(st);
+    return f;
 }
 
 std::shared_ptr<const MappedFile> MappedFile::from_memory(std::string label,

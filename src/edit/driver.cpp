@@ -1,4 +1,5 @@
 // The shared "edit a checkpoint tensor by tensor" driver, value coding and grids.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -7,8 +8,10 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
+#include "nonfinite_guard_impl.hpp"
 
 namespace diffract::edit {
 namespace {
@@ -68,6 +71,10 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         if (edited || job.editable == Editable::none)
             for (const auto* ck : job.aligned) e.inputs.push_back(&aligned_tensor(*ck, t, primary));
         if (!edited) {
+            // Interpolation's endpoints copy an input: its selected floating tensors are checked too.
+            if (job.editable == Editable::none && job.common.selection.selects(t.name, role) &&
+                is_editable(t, role, primary.schema, Editable::any_float))
+                nonfinite_mask(t, e.inputs, job.common.allow_nonfinite);
             plan.emplace_back();
             ++summary.copied;
             continue;
@@ -90,7 +97,11 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
             next = i + 1;
             const auto& t = primary.tensors[i];
             if (plan[i]) {
+                const TensorScope scope(t.path(), t.name);  // a failing factorisation names the tensor
+                const auto mask = nonfinite_mask(t, plan[i]->inputs, job.common.allow_nonfinite);
+                plan[i]->nonfinite = mask.empty() ? nullptr : &mask;
                 job.edit(*plan[i], out);
+                finish_output(t, mask, out);
             } else {
                 const auto bytes = t.bytes();
                 std::memcpy(out.data(), bytes.data(), bytes.size());
@@ -126,7 +137,7 @@ void edit_matrices(const EditTensor& t, bool per_head, const MatrixFn& fn, std::
     const std::int64_t rows = stored_rows(*t.tensor), cols = stored_cols(*t.tensor);
     auto as_matrix = [&](const TensorInfo& info) {
         Matrix<double> m(rows, cols);
-        m.data = decode(info);
+        m.data = decode_masked(t, info);
         return m;
     };
     std::vector<Matrix<double>> whole{as_matrix(*t.tensor)};
@@ -188,7 +199,7 @@ EditSummary run_matrix_edit(const std::string& out_dir, const formats::Checkpoin
     return run_edit(out_dir, job);
 }
 
-std::vector<double> parse_grid(const std::string& text, const std::string& flag) {
+std::vector<double> parse_grid(const std::string& text, const std::string& flag, std::int64_t max_count) {
     auto number = [&](const std::string& s) {
         std::size_t used = 0;
         double v = 0;
@@ -201,6 +212,7 @@ std::vector<double> parse_grid(const std::string& text, const std::string& flag)
             throw InputError(fmt::format("{}: '{}' is not a number (in '{}')", flag, s, text));
         return v;
     };
+    const std::string what = fmt::format("{} '{}'", flag, text);
     std::vector<double> out;
     if (text.find(':') != std::string::npos) {
         std::vector<std::string> parts;
@@ -211,15 +223,23 @@ std::vector<double> parse_grid(const std::string& text, const std::string& flag)
         const double start = number(parts[0]), stop = number(parts[1]), step = number(parts[2]);
         if (step <= 0 || stop < start)
             throw InputError(fmt::format("{}: expected STEP > 0 and STOP >= START, found '{}'", flag, text));
-        const auto n = static_cast<std::int64_t>(std::floor((stop - start) / step + 1e-6));
+        // Counted in double before anything is made: a tiny step means billions of values (or inf).
+        const double count = std::floor((stop - start) / step + 1e-6) + 1;
+        if (!(count <= static_cast<double>(max_count))) throw_too_many_candidates(what, count, max_count);
+        const auto n = static_cast<std::int64_t>(count) - 1;
         for (std::int64_t i = 0; i <= n; ++i) {
             // Rounded to 1e-12 so that 0.1 * 3 prints and compares as 0.3.
             out.push_back(std::round((start + static_cast<double>(i) * step) * 1e12) / 1e12);
         }
     } else {
         std::stringstream ss(text);
-        for (std::string p; std::getline(ss, p, ',');)
-            if (!p.empty()) out.push_back(number(p));
+        for (std::string p; std::getline(ss, p, ',');) {
+            if (p.empty()) continue;
+            if (static_cast<std::int64_t>(out.size()) >= max_count)
+                throw_too_many_candidates(
+                    what, static_cast<double>(std::count(text.begin(), text.end(), ',') + 1), max_count);
+            out.push_back(number(p));
+        }
     }
     if (out.empty()) throw InputError(fmt::format("{}: empty grid '{}'", flag, text));
     return out;

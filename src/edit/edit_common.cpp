@@ -9,6 +9,7 @@ EditCommon parse_edit_common(const analysis::RunOptionText& run, bool per_head,
     c.selection = analysis::make_selection(run.roles, run.layers, run.match, run.exclude);
     c.per_head = per_head;
     c.max_shard_bytes = parse_size(max_shard_size, "--max-shard-size");
+    linalg::check_device(run.device);
     c.device = run.device;
     return c;
 }

@@ -17,8 +17,8 @@ EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a
     job.aligned = {omega == 1.0 ? &a : &b};  // at the endpoints: only checked to match
     job.editable = omega == 0.0 || omega == 1.0 ? Editable::none : Editable::any_float;
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
-        auto va = decode(*t.tensor);
-        const auto vb = decode(*t.inputs[0]);
+        auto va = decode_masked(t, *t.tensor);
+        const auto vb = decode_masked(t, *t.inputs[0]);
         for (std::size_t i = 0; i < va.size(); ++i) va[i] = (1 - omega) * va[i] + omega * vb[i];
         encode(va, t.tensor->dtype, out);
     };

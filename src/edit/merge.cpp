@@ -51,6 +51,13 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
     if (weights.size() != models.size())
         throw InputError(fmt::format("--weights: expected {} weights (one per model), found {}",
                                      models.size(), weights.size()));
+    for (double w : weights)
+        if (!std::isfinite(w))
+            throw InputError(fmt::format("--weights: expected finite weights, found {}", w));
+    if (!std::isfinite(o.lambda))
+        throw InputError(fmt::format("--lambda: expected a finite scale, found {}", o.lambda));
+    if (!std::isfinite(o.density))
+        throw InputError(fmt::format("--density: expected a value in (0, 1], found {}", o.density));
     const bool sparse = o.method != MergeMethod::task_arithmetic;
     if (sparse && !(o.density > 0 && o.density <= 1))
         throw InputError(fmt::format("--density: expected a value in (0, 1], found {}", o.density));
@@ -64,11 +71,11 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
     job.editable = Editable::any_float;
     job.common = common;
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
-        const auto w0 = decode(*t.tensor);
+        const auto w0 = decode_masked(t, *t.tensor);
         const std::size_t n = w0.size();
         std::vector<std::vector<double>> deltas;  // wᵢ · sparsify(Mᵢ − base)
         for (std::size_t m = 0; m < models.size(); ++m) {
-            auto d = decode(*t.inputs[m]);
+            auto d = decode_masked(t, *t.inputs[m]);
             for (std::size_t i = 0; i < n; ++i) d[i] -= w0[i];
             if (o.method == MergeMethod::ties) trim_magnitude(d, o.density);
             if (dare) drop_and_rescale(d, o.density, stream_seed(o.seed, t.tensor->name, std::to_string(m)));

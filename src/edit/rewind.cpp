@@ -60,30 +60,6 @@ std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& score
     return out;
 }
 
-std::vector<RewindHead> read_heads_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw_input_error(path, "", "cannot open the heads file");
-    std::vector<RewindHead> out;
-    std::string line;
-    for (int line_no = 1; std::getline(in, line); ++line_no) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.empty() || line[0] == '#') continue;
-        int layer = -1, head = -1;
-        char comma = 0;
-        std::istringstream ss(line);
-        if (!(ss >> layer >> comma >> head) || comma != ',' || layer < 0 || head < 0) {
-            if (line_no == 1) continue;  // a header
-            throw_input_error(path, "",
-                              fmt::format("line {}: expected 'layer,head', found '{}'", line_no, line));
-        }
-        RewindHead h{layer, head, {}};
-        h.ranked.layer = layer, h.ranked.head = head, h.ranked.rank = static_cast<int>(out.size());
-        h.ranked.update_norm = std::numeric_limits<double>::quiet_NaN();
-        out.push_back(h);
-    }
-    return out;
-}
-
 namespace {
 
 // Per layer: the query heads rewound and the kv heads whose K/V blocks are rewound.
@@ -142,6 +118,7 @@ std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const format
 EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
                    const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
                    const EditCommon& common) {
+    check_heads(heads, model, common.selection);
     const auto set = head_set(heads, model.schema, kv, model.path);
     EditJob job;
     job.primary = &model;

@@ -35,7 +35,8 @@ int TruncateRule::k_for(const std::vector<double>& s) const {
 
 EditSummary truncate(const std::string& out_dir, const formats::Checkpoint& base,
                      const formats::Checkpoint& model, const TruncateRule& rule, const EditCommon& common) {
-    if ((rule.kind != TruncateRule::Kind::rank && !(rule.value >= 0 && rule.value <= 1)) || rule.value < 0)
+    if ((rule.kind != TruncateRule::Kind::rank && !(rule.value >= 0 && rule.value <= 1)) ||
+        !(rule.value >= 0 && std::isfinite(rule.value)))
         throw InputError(
             fmt::format("truncate: expected a fraction in [0, 1] (or a rank >= 0), found {}", rule.value));
     auto backend = linalg::make_backend(common.device);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/hf_cache.hpp"
 #include "diffract/formats/safetensors.hpp"
@@ -18,16 +19,46 @@ namespace fs = std::filesystem;
 namespace diffract::formats {
 namespace {
 
+// What a path is, for messages about inputs that are not regular files or directories.
+std::string_view file_kind(fs::file_type t) {
+    switch (t) {
+        case fs::file_type::fifo:
+            return "a FIFO";
+        case fs::file_type::socket:
+            return "a socket";
+        case fs::file_type::block:
+            return "a block device";
+        case fs::file_type::character:
+            return "a character device";
+        case fs::file_type::directory:
+            return "a directory";
+        case fs::file_type::regular:
+            return "a regular file";
+        default:
+            return "not a regular file";
+    }
+}
+
+// Inputs are regular files or directories (symbolic links followed); anything else (a FIFO would
+// block the read) is refused before it is opened.
+void require_file_or_directory(const fs::path& p, bool directory_allowed) {
+    std::error_code ec;
+    const auto st = fs::status(p, ec);
+    if (st.type() == fs::file_type::regular || (directory_allowed && st.type() == fs::file_type::directory))
+        return;
+    throw_input_error(p.string(), "",
+                      fmt::format("not a regular file{} (found {})", directory_allowed ? " or directory" : "",
+                                  file_kind(st.type())));
+}
+
 nlohmann::json read_config(const fs::path& dir) {
     const fs::path p = dir / "config.json";
     std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) return nullptr;
-    std::ifstream in(p);
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw_input_error(p.string(), "", fmt::format("config is not valid JSON ({})", e.what()));
-    }
+    if (!fs::exists(fs::symlink_status(p, ec))) return nullptr;
+    if (!fs::exists(p, ec)) throw_input_error(p.string(), "", "config.json is a dangling symbolic link");
+    require_file_or_directory(p, false);
+    const auto file = MappedFile::open(p.string());
+    return parse_config_json(file->bytes(), p.string());
 }
 
 void append_file(Checkpoint& ck, SafetensorsFile&& f, std::set<std::string>& seen) {
@@ -47,9 +78,10 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
     for (const auto& [shard, names] : expected) {
         const fs::path shard_path = dir / shard;
         std::error_code ec;
-        if (!fs::is_regular_file(shard_path, ec))
+        if (!fs::exists(shard_path, ec))
             throw_input_error(index_path.string(), *names.begin(),
                               fmt::format("weight_map names shard '{}', which does not exist", shard));
+        require_file_or_directory(shard_path, false);
         auto f = open_safetensors(shard_path.string());
         std::set<std::string> found;
         for (const auto& t : f.tensors) {
@@ -73,21 +105,8 @@ void open_gguf_file(Checkpoint& ck, const std::string& path) {
     ck.format = "gguf";
     ck.tensors = std::move(g.tensors);
     ck.unsupported_types = std::move(g.unsupported_types);
-    // Map llama.cpp's metadata onto the HF config keys the schema reads.
-    const std::string arch = g.architecture;
-    nlohmann::json cfg = nlohmann::json::object();
-    cfg["model_type"] = arch.empty() ? "unknown" : arch;
-    cfg["architectures"] = nlohmann::json::array({arch.empty() ? "unknown" : arch});
-    auto copy_int = [&](const std::string& key, const char* hf_key) {
-        auto it = g.metadata.find(arch + "." + key);
-        if (it != g.metadata.end() && it->is_number_integer()) cfg[hf_key] = it->get<int>();
-    };
-    copy_int("attention.head_count", "num_attention_heads");
-    copy_int("attention.head_count_kv", "num_key_value_heads");
-    copy_int("embedding_length", "hidden_size");
-    copy_int("attention.key_length", "head_dim");
-    copy_int("block_count", "num_hidden_layers");
-    ck.config = std::move(cfg);
+    // llama.cpp's metadata mapped onto the HF config keys the schema reads.
+    ck.config = gguf_config(g, path);
 }
 
 }  // namespace
@@ -118,6 +137,7 @@ Checkpoint open_checkpoint(std::string_view spec) {
     std::error_code ec;
     if (!fs::exists(p, ec) && looks_like_model_id(location)) p = resolve_hf_cache(location);
     if (!fs::exists(p, ec)) throw_input_error(location, "", "no such file or directory");
+    require_file_or_directory(p, true);
     ck.path = p.string();
     fs::path base = p;
     while (base.has_relative_path() && base.filename().empty()) base = base.parent_path();  // "dir/"
@@ -127,17 +147,22 @@ Checkpoint open_checkpoint(std::string_view spec) {
         ck.format = "safetensors";
         ck.config = read_config(p);
         const fs::path index = p / "model.safetensors.index.json";
-        if (fs::is_regular_file(index, ec)) {
+        if (fs::exists(index, ec)) {
+            require_file_or_directory(index, false);
             open_sharded(ck, p, index);
         } else {
             std::vector<fs::path> files;
-            for (const auto& e : fs::directory_iterator(p))
-                if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
+            for (const auto& e : fs::directory_iterator(p)) {
+                if (e.path().extension() != ".safetensors") continue;
+                require_file_or_directory(e.path(), false);
+                files.push_back(e.path());
+            }
             std::sort(files.begin(), files.end());
             if (files.empty()) {
                 std::vector<fs::path> ggufs;
                 for (const auto& e : fs::directory_iterator(p))
-                    if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+                    if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
+                for (const auto& f : ggufs) require_file_or_directory(f, false);
                 if (ggufs.size() != 1)
                     throw_input_error(ck.path, "",
                                       "directory holds no .safetensors file (and not exactly one .gguf)");
@@ -163,6 +188,17 @@ Checkpoint open_checkpoint(std::string_view spec) {
                                              .string());
     if (ck.format == "gguf")
         ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
+    // The layer count, when the config gives one, bounds the tensors' layer indices (a lone shard
+    // may hold fewer layers, never more).
+    if (ck.schema.num_layers)
+        for (const auto& t : ck.tensors)
+            if (const auto layer = model::classify_tensor(t.name).layer;
+                layer && *layer >= *ck.schema.num_layers)
+                throw_input_error(t.path(), t.name,
+                                  fmt::format("layer index beyond the configured layer count ({}: expected "
+                                              "below {}, found {})",
+                                              ck.format == "gguf" ? "block_count" : "num_hidden_layers",
+                                              *ck.schema.num_layers, *layer));
     return ck;
 }
 

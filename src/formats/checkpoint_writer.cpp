@@ -4,13 +4,14 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <random>
 
 #include <fmt/format.h>
 
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -23,19 +24,6 @@ struct FileCloser {
 
 void write_all(std::FILE* f, const void* data, std::size_t n, const std::string& path) {
     if (n > 0 && std::fwrite(data, 1, n, f) != n) throw_input_error(path, "", "write failed (disk full?)");
-}
-
-bool path_within(const fs::path& inner, const fs::path& outer) {
-    auto i = inner.begin();
-    for (auto o = outer.begin(); o != outer.end(); ++o, ++i)
-        if (i == inner.end() || *i != *o) return false;
-    return true;
-}
-
-fs::path absolute_normal(const std::string& p) {
-    std::error_code ec;
-    auto c = fs::weakly_canonical(fs::absolute(p), ec);
-    return ec ? fs::absolute(p).lexically_normal() : c;
 }
 
 std::string safetensors_header(const std::vector<const TensorSpec*>& specs,
@@ -66,11 +54,13 @@ void write_shard(const std::string& path, const std::vector<const TensorSpec*>& 
     write_all(f.get(), header.data(), header.size(), path);
     std::vector<std::byte> buffer;
     for (const auto* s : specs) {
+        throw_if_cancelled();
         buffer.resize(s->nbytes());
         produce(*s, buffer);
         write_all(f.get(), buffer.data(), buffer.size(), path);
     }
-    if (std::fflush(f.get()) != 0 || fsync(fileno(f.get())) != 0) throw_input_error(path, "", "flush failed");
+    if (std::fflush(f.get()) != 0 || fsync(fileno(f.get())) != 0 || std::fclose(f.release()) != 0)
+        throw_input_error(path, "", "write failed (disk full?)");
 }
 
 }  // namespace
@@ -91,29 +81,8 @@ bool is_companion_file(const std::string& f) {
 
 void write_directory_atomically(const std::string& out_dir, const std::vector<std::string>& inputs,
                                 const std::function<void(const std::string&)>& fill) {
-    const fs::path target = absolute_normal(out_dir);
-    std::error_code ec;
-    if (fs::exists(target, ec))
-        throw_input_error(out_dir, "", "output already exists; refusing to overwrite it");
-    for (const auto& in : inputs) {
-        const fs::path ip = absolute_normal(in);
-        if (path_within(target, ip) || path_within(ip, target))
-            throw_input_error(out_dir, "",
-                              fmt::format("output would overwrite or contain an input ({})", in));
-    }
-    fs::create_directories(target.parent_path(), ec);
-    std::random_device rd;
-    const fs::path tmp =
-        target.parent_path() / fmt::format(".{}.tmp-{:08x}", target.filename().string(), rd());
-    fs::create_directory(tmp, ec);
-    if (ec) throw_input_error(tmp.string(), "", "cannot create temporary directory: " + ec.message());
-    try {
-        fill(tmp.string());
-        fs::rename(tmp, target);
-    } catch (...) {
-        fs::remove_all(tmp, ec);
-        throw;
-    }
+    check_output_path(out_dir, inputs);
+    diffract::write_directory_atomically(out_dir, fill, ExistingOutput::refuse);
 }
 
 void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
@@ -133,15 +102,17 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         if (!options.copy_files_from.empty()) {
             for (const auto& e : fs::directory_iterator(options.copy_files_from)) {
                 const auto name = e.path().filename().string();
-                if (e.is_regular_file() && is_companion_file(name))
-                    fs::copy_file(e.path(), fs::path(tmp) / name);
+                std::error_code ec;
+                if (e.is_regular_file() && is_companion_file(name) &&
+                    !fs::copy_file(e.path(), fs::path(tmp) / name, ec))
+                    throw_input_error(e.path().string(), "", "cannot copy into the output: " + ec.message());
             }
         }
         if (!options.config.is_null()) {
-            std::ofstream(fs::path(tmp) / "config.json", std::ios::trunc) << options.config.dump(2) << "\n";
+            write_file_fully((fs::path(tmp) / "config.json").string(), options.config.dump(2) + "\n");
         }
         for (const auto& [name, contents] : options.extra_files)
-            std::ofstream(fs::path(tmp) / name) << contents;
+            write_file_fully((fs::path(tmp) / name).string(), contents);
         if (shards.size() == 1) {
             write_shard((fs::path(tmp) / "model.safetensors").string(), shards[0], produce, options.metadata);
             return;
@@ -159,7 +130,7 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         }
         index["metadata"] = {{"total_size", total}};
         index["weight_map"] = weight_map;
-        std::ofstream(fs::path(tmp) / "model.safetensors.index.json") << index.dump(2) << "\n";
+        write_file_fully((fs::path(tmp) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
     });
 }
 

@@ -17,6 +17,15 @@ std::unique_ptr<Backend> make_backend(std::string_view device) {
     throw InputError(fmt::format("--device: unknown device '{}' (expected cpu or cuda)", device));
 }
 
+bool cuda_backend_built();  // linalg/cuda: true; linalg/no_cuda: false
+
+void check_device(std::string_view device) {
+    if (device == "cpu") return;
+    if (device != "cuda")
+        throw InputError(fmt::format("--device: unknown device '{}' (expected cpu or cuda)", device));
+    if (!cuda_backend_built()) (void)make_cuda_backend();  // the stub throws its InputError
+}
+
 std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,
                                                                   std::span<const MatrixBlock> blocks,
                                                                   bool f64, SvdRoute route) {

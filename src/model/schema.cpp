@@ -86,15 +86,44 @@ Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
     return Role::other;
 }
 
-int config_int(const nlohmann::json& cfg, std::initializer_list<const char*> keys) {
+// The first of `keys` that the config gives (null counts as absent), validated; all the aliases given
+// must agree.
+std::optional<int> config_geometry(const nlohmann::json& cfg, std::initializer_list<const char*> keys,
+                                   const std::string& label) {
+    std::optional<int> out;
+    const char* first = nullptr;
     for (const char* k : keys) {
         auto it = cfg.find(k);
-        if (it != cfg.end() && it->is_number_integer()) return it->get<int>();
+        if (it == cfg.end()) continue;
+        const auto v = geometry_value(*it, fmt::format("key '{}'", k), label);
+        if (!v) continue;
+        if (out && *out != *v)
+            throw_input_error(
+                label, "",
+                fmt::format("key '{}' contradicts key '{}' (expected {}, found {})", k, first, *out, *v));
+        if (!out) out = v, first = k;
     }
-    return 0;
+    return out;
 }
 
 }  // namespace
+
+std::optional<int> geometry_value(const nlohmann::json& value, std::string_view what,
+                                  const std::string& label) {
+    if (value.is_null()) return std::nullopt;
+    if (value.is_number_unsigned()) {
+        const auto v = value.get<std::uint64_t>();
+        if (v >= 1 && v <= static_cast<std::uint64_t>(kMaxGeometryValue)) return static_cast<int>(v);
+    } else if (value.is_number_integer()) {
+        const auto v = value.get<std::int64_t>();
+        if (v >= 1 && v <= kMaxGeometryValue) return static_cast<int>(v);
+    }
+    std::string found = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (found.size() > 40) found = found.substr(0, 40) + "...";
+    throw_input_error(label, "",
+                      fmt::format("{}: geometry must be a positive integer (expected 1..{}, found {})", what,
+                                  kMaxGeometryValue, found));
+}
 
 std::string_view role_name(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
 
@@ -130,11 +159,22 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
     ModelSchema s;
     s.architecture = "unknown";
     s.family = "unknown";
+    if (!config.is_null() && !config.is_object())
+        throw_input_error(
+            label, "",
+            fmt::format("config is not a JSON object (expected an object, found {})", config.type_name()));
     if (!config.is_object()) {
         s.warnings.push_back("no config.json: architecture unknown, attention heads are not split");
         return s;
     }
-    std::string model_type = config.value("model_type", std::string());
+    std::string model_type;
+    if (auto m = config.find("model_type"); m != config.end() && !m->is_null()) {
+        if (!m->is_string())
+            throw_input_error(label, "",
+                              fmt::format("key 'model_type' is not a string (expected a string, found {})",
+                                          m->type_name()));
+        model_type = m->get<std::string>();
+    }
     if (auto a = config.find("architectures");
         a != config.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
         s.architecture = (*a)[0].get<std::string>();
@@ -162,12 +202,26 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
                                          s.architecture));
         return s;
     }
+    // One rule for every geometry key: absent (or null), or a positive integer; aliases agree.
     HeadGeometry g;
-    g.n_heads = config_int(config, {"num_attention_heads", "n_head", "num_heads"});
-    g.n_kv_heads = config_int(config, {"num_key_value_heads", "n_head_kv", "num_kv_heads"});
-    if (g.n_kv_heads == 0) g.n_kv_heads = g.n_heads;
-    g.hidden = config_int(config, {"hidden_size", "n_embd", "d_model"});
-    g.head_dim = config_int(config, {"head_dim"});
+    const auto heads =
+        config_geometry(config, {"num_attention_heads", "n_head", "num_heads", "n_heads"}, label);
+    const auto kv = config_geometry(config, {"num_key_value_heads", "n_head_kv", "num_kv_heads"}, label);
+    const auto hidden = config_geometry(config, {"hidden_size", "n_embd", "d_model"}, label);
+    const auto head_dim = config_geometry(config, {"head_dim"}, label);
+    if (const auto layers =
+            config_geometry(config, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, label)) {
+        // Multi-token-prediction layers follow the counted ones (DeepSeek-V3's num_nextn_predict_layers).
+        const auto nextn = config.find("num_nextn_predict_layers");
+        const bool extra = nextn != config.end() && nextn->is_number_integer() &&
+                           nextn->get<std::int64_t>() > 0 && nextn->get<std::int64_t>() <= kMaxGeometryValue;
+        s.num_layers = *layers + (extra ? static_cast<int>(nextn->get<std::int64_t>()) : 0);
+    }
+    (void)config_geometry(config, {"intermediate_size", "n_inner"}, label);
+    g.n_heads = heads.value_or(0);
+    g.n_kv_heads = kv.value_or(g.n_heads);
+    g.hidden = hidden.value_or(0);
+    g.head_dim = head_dim.value_or(0);
     if (g.n_heads <= 0) {
         s.warnings.push_back("config.json has no head count: attention heads are not split");
         return s;
@@ -232,6 +286,14 @@ std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& 
         for (int h = 0; h < n; ++h) out.push_back({h, proj, out_rows(base + h * stride, d)});
     };
     const std::int64_t q_rows = g.n_heads * d, kv_rows = g.n_kv_heads * d;
+    // The model width, when the config gives it: the projections' input (Q, K, V) or output (O) side.
+    if (g.hidden > 0) {
+        const bool o = role == Role::attn_o;
+        const std::int64_t side = o ? out_dim : in_dim;
+        if (side != g.hidden)
+            mismatch(g.hidden, side,
+                     o ? "output-projection rows = hidden_size" : "projection columns = hidden_size");
+    }
     switch (role) {
         case Role::attn_q:
             if (out_dim != q_rows) mismatch(q_rows, out_dim, "query rows = num_attention_heads x head_dim");

@@ -17,7 +17,8 @@ namespace diffract::report {
 namespace fs = std::filesystem;
 namespace {
 
-const std::set<std::string> kIdentity{"model", "base", "tensor", "layer", "role", "head", "rows", "cols"};
+const std::set<std::string> kIdentity{"model", "base", "tensor", "layer",          "role",
+                                      "head",  "rows", "cols",   "nonfinite_count"};
 
 int require(const CsvTable& t, const std::string& name) {
     const int c = t.column(name);

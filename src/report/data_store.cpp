@@ -33,7 +33,7 @@ void set_block(Record& rec, const std::string& block) {
 
 void load_store(const std::string& path, ReportData& data, bool with_records) {
     if (!std::filesystem::is_regular_file(path)) throw InputError(fmt::format("{}: store not found", path));
-    store::Store st(path);
+    store::Store st(path, store::StoreMode::read_only);
     using Key =
         std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
     std::map<Key, Record> records;

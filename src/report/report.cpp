@@ -10,6 +10,7 @@
 
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/store/store.hpp"
 
@@ -101,6 +102,12 @@ ReportSummary write_report(const ReportOptions& o) {
     if (o.config.metrics.empty()) throw InputError("--metric: no metric given");
     if (o.config.scatter.size() != 2)
         throw InputError("--scatter: expected two metrics, e.g. pl_alpha,stable_rank");
+    {
+        // The page or figure folder never replaces an input directory, one of its CSVs or a store.
+        std::vector<std::string> inputs = o.inputs;
+        inputs.push_back(o.store.empty() ? store::kDefaultStorePath : o.store);
+        check_output_path(o.out, inputs);
+    }
     const auto data = load_inputs(o);
     FigureContext ctx(data, o.config);
     for (const auto& m : o.config.models)

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
-#include "diffract/formats/checkpoint.hpp"
 
 namespace fs = std::filesystem;
 
@@ -20,32 +20,70 @@ namespace diffract::store {
 namespace {
 
 constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS models(
-  id INTEGER PRIMARY KEY,
-  fingerprint TEXT UNIQUE NOT NULL,
-  name TEXT NOT NULL,
-  path TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results(
-  model INTEGER NOT NULL,
-  other INTEGER NOT NULL,
-  tensor TEXT NOT NULL,
+  content TEXT NOT NULL,
+  other TEXT NOT NULL,
   block TEXT NOT NULL,
-  field TEXT NOT NULL,
   config TEXT NOT NULL,
+  field TEXT NOT NULL,
   value REAL,
   vec BLOB,
-  PRIMARY KEY(model, other, tensor, block, config, field)) WITHOUT ROWID;
+  PRIMARY KEY(content, other, block, config, field)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS models(
+  id INTEGER PRIMARY KEY,
+  name TEXT UNIQUE NOT NULL,
+  path TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS model_tensors(
+  name TEXT NOT NULL,
+  tensor TEXT NOT NULL,
+  content TEXT NOT NULL,
+  file TEXT NOT NULL,
+  device INTEGER, inode INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER,
+  PRIMARY KEY(name, tensor)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS model_tensors_content ON model_tensors(content);
+CREATE TABLE IF NOT EXISTS pairs(
+  name TEXT NOT NULL,
+  other TEXT NOT NULL,
+  PRIMARY KEY(name, other)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS file_hashes(
+  device INTEGER NOT NULL, inode INTEGER NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL,
+  size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  PRIMARY KEY(device, inode, offset, length)) WITHOUT ROWID;
 )sql";
+
+constexpr const char* kTables[] = {"results", "models", "model_tensors", "pairs", "file_hashes"};
+
+// SQLite failures a user's environment causes (a full disk, a read-only medium, a file that is not a
+// database) are input errors naming the store; anything else is a bug.
+[[noreturn]] void throw_sqlite(int rc, const std::string& path, const std::string& what) {
+    switch (rc & 0xFF) {
+        case SQLITE_NOTADB:
+        case SQLITE_CORRUPT:
+        case SQLITE_FULL:
+        case SQLITE_READONLY:
+        case SQLITE_IOERR:
+        case SQLITE_CANTOPEN:
+        case SQLITE_PERM:
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+        case SQLITE_AUTH:
+            throw_input_error(path, "", "results store: " + what);
+        default:
+            throw std::runtime_error(fmt::format("{}: results store: {}", path, what));
+    }
+}
 
 // A prepared statement that finalizes itself.
 class Statement {
 public:
-    Statement(sqlite3* db, const char* sql) : db_(db) {
-        if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK)
-            throw std::runtime_error(fmt::format("sqlite prepare failed: {} ({})", sqlite3_errmsg(db), sql));
+    Statement(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
+        const int rc = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
+        if (rc != SQLITE_OK) throw_sqlite(rc, path_, fmt::format("{} ({})", sqlite3_errmsg(db), sql));
     }
     ~Statement() { sqlite3_finalize(st_); }
     Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(st_, i, v)); }
+    Statement& bind(int i, std::uint64_t v) { return bind(i, static_cast<std::int64_t>(v)); }
     Statement& bind(int i, const std::string& v) {
         return check(sqlite3_bind_text(st_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     }
@@ -53,6 +91,14 @@ public:
         return check(std::isnan(v) ? sqlite3_bind_null(st_, i) : sqlite3_bind_double(st_, i, v));
     }
     Statement& bind_null(int i) { return check(sqlite3_bind_null(st_, i)); }
+    // device, inode, size, mtime_ns, ctime_ns at parameters first .. first + 4.
+    Statement& bind_identity(int first, const FileIdentity& f) {
+        return bind(first, f.device)
+            .bind(first + 1, f.inode)
+            .bind(first + 2, f.size)
+            .bind(first + 3, f.mtime_ns)
+            .bind(first + 4, f.ctime_ns);
+    }
     Statement& bind_blob(int i, const std::vector<double>& v) {
         return check(sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size() * sizeof(double)),
                                        SQLITE_TRANSIENT));
@@ -61,7 +107,7 @@ public:
         const int rc = sqlite3_step(st_);
         if (rc == SQLITE_ROW) return true;
         if (rc == SQLITE_DONE) return false;
-        throw std::runtime_error(fmt::format("sqlite step failed: {}", sqlite3_errmsg(db_)));
+        throw_sqlite(rc, path_, sqlite3_errmsg(db_));
     }
     void reset() {
         sqlite3_reset(st_);
@@ -84,35 +130,103 @@ public:
 
 private:
     Statement& check(int rc) {
-        if (rc != SQLITE_OK)
-            throw std::runtime_error(fmt::format("sqlite bind failed: {}", sqlite3_errmsg(db_)));
+        if (rc != SQLITE_OK) throw_sqlite(rc, path_, sqlite3_errmsg(db_));
         return *this;
     }
     sqlite3* db_;
+    const std::string& path_;
     sqlite3_stmt* st_ = nullptr;
 };
 
 }  // namespace
 
-Store::Store(const std::string& path) : path_(path) {
+std::string display_block(const std::string& store_block) {
+    return store_block.substr(0, store_block.find('@'));
+}
+
+Store::Store(const std::string& path, StoreMode mode) : path_(path) {
     std::error_code ec;
-    const auto parent = fs::path(path).parent_path();
-    if (!parent.empty()) fs::create_directories(parent, ec);
-    if (sqlite3_open_v2(path.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        nullptr) != SQLITE_OK) {
+    const bool writable = mode == StoreMode::read_write;
+    if (writable) {
+        const auto parent = fs::path(path).parent_path();
+        if (!parent.empty()) fs::create_directories(parent, ec);
+    } else if (!fs::is_regular_file(path, ec)) {
+        throw_input_error(path, "", "no results store here");
+    }
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+        throw_input_error(path, "", "the results store is not a regular file");
+    auto open = [&](const std::string& name, int flags) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        const int rc = sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
+        return rc == SQLITE_OK;
+    };
+    bool ok =
+        writable ? open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : open(path, SQLITE_OPEN_READONLY);
+    if (ok && !writable &&
+        sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) != SQLITE_OK)
+        ok = false;
+    if (!ok && !writable) {
+        // A WAL store on a read-only medium cannot create its shared-memory file: read it as an
+        // immutable file (no other process can be writing to a read-only medium).
+        const std::string uri = "file:" + fs::absolute(path, ec).string() + "?immutable=1";
+        ok = open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    }
+    if (!ok) {
         const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
         sqlite3_close(db_);
         db_ = nullptr;
         throw_input_error(path, "", "cannot open the results store: " + msg);
     }
     sqlite3_busy_timeout(db_, 120000);  // concurrent runs wait for each other's commits
-    exec("PRAGMA journal_mode=WAL");
-    exec("PRAGMA synchronous=NORMAL");
-    exec(kSchema);
+    try {
+        check_schema(mode);
+    } catch (...) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
 }
 
 Store::~Store() { sqlite3_close(db_); }
+
+void Store::check_schema(StoreMode mode) {
+    std::int64_t version = 0, tables = 0;
+    {
+        Statement v(db_, path_, "PRAGMA user_version");
+        if (v.step()) version = v.int64(0);
+        Statement t(db_, path_, "SELECT count(*) FROM sqlite_master");
+        if (t.step()) tables = t.int64(0);
+    }
+    if (version == 0 && tables == 0) {
+        if (mode == StoreMode::read_only) throw_input_error(path_, "", "an empty file, not a results store");
+        exec("PRAGMA journal_mode=WAL");
+        exec("PRAGMA synchronous=NORMAL");
+        exec("BEGIN IMMEDIATE");
+        exec(kSchema);
+        exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+        exec("COMMIT");
+        return;
+    }
+    if (version == 0)
+        throw_input_error(
+            path_, "",
+            "not a results store of this diffract (schema 1 or another SQLite database): move it "
+            "away and re-run; schema 1 results were keyed by sampled bytes and cannot be reused");
+    if (version != kSchemaVersion)
+        throw_input_error(
+            path_, "",
+            fmt::format("results store of schema version {} (this diffract reads version {}){}", version,
+                        kSchemaVersion, version > kSchemaVersion ? ": written by a newer diffract" : ""));
+    for (const char* table : kTables) {
+        Statement t(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
+        t.bind(1, std::string(table));
+        if (!t.step() || t.int64(0) != 1)
+            throw_input_error(path_, "",
+                              fmt::format("results store without its '{}' table (damaged?)", table));
+    }
+    if (mode == StoreMode::read_write) exec("PRAGMA synchronous=NORMAL");
+}
 
 void Store::exec(const char* sql) {
     // The busy handler does not cover every wait: SQLite answers SQLITE_BUSY at once where waiting could
@@ -127,28 +241,102 @@ void Store::exec(const char* sql) {
         sqlite3_free(err);
         const bool busy = (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_LOCKED;
         if (!busy || std::chrono::steady_clock::now() > deadline)
-            throw_input_error(path_, "", "results store: " + msg);
+            throw_sqlite(busy ? rc : SQLITE_IOERR, path_, msg);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }
 
-std::int64_t Store::model_id(const std::string& fp, const std::string& name, const std::string& path) {
+namespace {
+
+// Runs `body` in one write transaction, rolled back if it throws.
+template <typename F>
+auto in_transaction(sqlite3* db, const std::function<void(const char*)>& exec, F&& body) {
+    exec("BEGIN IMMEDIATE");
+    try {
+        if constexpr (std::is_void_v<decltype(body())>) {
+            body();
+            exec("COMMIT");
+        } else {
+            auto r = body();
+            exec("COMMIT");
+            return r;
+        }
+    } catch (...) {
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+    }
+}
+
+}  // namespace
+
+void Store::record_model(const std::string& name, const std::string& path,
+                         const std::vector<TensorRecord>& tensors) {
     std::lock_guard lock(mu_);
-    Statement ins(db_, "INSERT OR IGNORE INTO models(fingerprint, name, path) VALUES(?, ?, ?)");
-    ins.bind(1, fp).bind(2, name).bind(3, path).step();
-    Statement sel(db_, "SELECT id FROM models WHERE fingerprint = ?");
-    sel.bind(1, fp);
-    if (!sel.step()) throw std::runtime_error("model vanished from the store");
-    return sel.int64(0);
+    in_transaction(
+        db_, [this](const char* sql) { exec(sql); },
+        [&] {
+            // A name moved to another checkpoint keeps nothing of the one it named before.
+            Statement was(db_, path_, "SELECT path FROM models WHERE name = ?");
+            was.bind(1, name);
+            if (was.step() && was.text(0) != path)
+                for (const char* sql : {"DELETE FROM model_tensors WHERE name = ?1",
+                                        "DELETE FROM pairs WHERE name = ?1 OR other = ?1"}) {
+                    Statement del(db_, path_, sql);
+                    del.bind(1, name).step();
+                }
+            Statement model(
+                db_, path_,
+                "INSERT INTO models(name, path) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET path = "
+                "excluded.path");
+            model.bind(1, name).bind(2, path).step();
+            // Rows of earlier runs: kept only while their file is unchanged (a tensor this run did not
+            // hash, under a selection, still shows its results; a rewritten file's rows are dropped).
+            Statement old(
+                db_, path_,
+                "SELECT tensor, file, device, inode, size, mtime_ns, ctime_ns FROM model_tensors WHERE "
+                "name = ?");
+            old.bind(1, name);
+            std::vector<std::string> stale;
+            while (old.step()) {
+                const auto now = file_identity(old.text(1));
+                const bool same = !old.is_null(2) && now &&
+                                  *now == FileIdentity{static_cast<std::uint64_t>(old.int64(2)),
+                                                       static_cast<std::uint64_t>(old.int64(3)),
+                                                       static_cast<std::uint64_t>(old.int64(4)), old.int64(5),
+                                                       old.int64(6)};
+                if (!same) stale.push_back(old.text(0));
+            }
+            Statement drop(db_, path_, "DELETE FROM model_tensors WHERE name = ? AND tensor = ?");
+            for (const auto& t : stale) {
+                drop.bind(1, name).bind(2, t).step();
+                drop.reset();
+            }
+            Statement put(
+                db_, path_,
+                "INSERT OR REPLACE INTO model_tensors(name, tensor, content, file, device, inode, size, "
+                "mtime_ns, ctime_ns) VALUES(?,?,?,?,?,?,?,?,?)");
+            for (const auto& t : tensors) {
+                put.bind(1, name).bind(2, t.tensor).bind(3, t.content).bind(4, t.file);
+                if (t.identity) put.bind_identity(5, *t.identity);
+                put.step();
+                put.reset();
+            }
+        });
+}
+
+void Store::record_pair(const std::string& name, const std::string& base) {
+    std::lock_guard lock(mu_);
+    Statement st(db_, path_, "INSERT OR IGNORE INTO pairs(name, other) VALUES(?, ?)");
+    st.bind(1, name).bind(2, base).step();
 }
 
 std::optional<analysis::FieldValues> Store::get(const ResultKey& key,
                                                 const std::vector<std::string>& fields) {
     std::lock_guard lock(mu_);
-    Statement st(db_,
-                 "SELECT field, value, vec FROM results WHERE model=? AND other=? AND tensor=? AND block=? "
-                 "AND config=?");
-    st.bind(1, key.model).bind(2, key.other).bind(3, key.tensor).bind(4, key.block).bind(5, key.config);
+    Statement st(
+        db_, path_,
+        "SELECT field, value, vec FROM results WHERE content=? AND other=? AND block=? AND config=?");
+    st.bind(1, key.content).bind(2, key.other).bind(3, key.block).bind(4, key.config);
     analysis::FieldValues v;
     std::set<std::string> found;
     while (st.step()) {
@@ -166,157 +354,208 @@ std::optional<analysis::FieldValues> Store::get(const ResultKey& key,
 
 void Store::put(const ResultKey& key, const analysis::FieldValues& values,
                 const std::vector<std::string>& vector_fields) {
+    if (key.content.empty()) throw std::logic_error("store: a result without a content id");
     std::lock_guard lock(mu_);
-    exec("BEGIN IMMEDIATE");
-    try {
-        Statement st(db_,
-                     "INSERT OR REPLACE INTO results(model, other, tensor, block, field, config, value, vec) "
-                     "VALUES(?,?,?,?,?,?,?,?)");
-        auto common = [&](const std::string& field) {
-            st.bind(1, key.model)
-                .bind(2, key.other)
-                .bind(3, key.tensor)
-                .bind(4, key.block)
-                .bind(5, field)
-                .bind(6, key.config);
-        };
-        for (const auto& [field, value] : values.scalars) {
-            common(field);
-            st.bind(7, value).bind_null(8).step();
-            st.reset();
-        }
-        for (const auto& field : vector_fields) {
-            auto it = values.vectors.find(field);
-            if (it == values.vectors.end()) continue;
-            common(field);
-            st.bind_null(7).bind_blob(8, it->second).step();
-            st.reset();
-        }
-        exec("COMMIT");
-    } catch (...) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
-    }
+    in_transaction(
+        db_, [this](const char* sql) { exec(sql); },
+        [&] {
+            Statement st(db_, path_,
+                         "INSERT OR REPLACE INTO results(content, other, block, config, field, value, vec) "
+                         "VALUES(?,?,?,?,?,?,?)");
+            auto common = [&](const std::string& field) {
+                st.bind(1, key.content)
+                    .bind(2, key.other)
+                    .bind(3, key.block)
+                    .bind(4, key.config)
+                    .bind(5, field);
+            };
+            for (const auto& [field, value] : values.scalars) {
+                common(field);
+                st.bind(6, value).bind_null(7).step();
+                st.reset();
+            }
+            for (const auto& field : vector_fields) {
+                auto it = values.vectors.find(field);
+                if (it == values.vectors.end()) continue;
+                common(field);
+                st.bind_null(6).bind_blob(7, it->second).step();
+                st.reset();
+            }
+        });
+}
+
+std::optional<std::string> Store::cached_hash(const FileIdentity& file, std::uint64_t offset,
+                                              std::uint64_t length) {
+    std::lock_guard lock(mu_);
+    Statement st(db_, path_,
+                 "SELECT hash FROM file_hashes WHERE device=? AND inode=? AND size=? AND mtime_ns=? AND "
+                 "ctime_ns=? AND offset=? AND length=?");
+    st.bind_identity(1, file).bind(6, offset).bind(7, length);
+    if (!st.step()) return std::nullopt;
+    return st.text(0);
+}
+
+void Store::cache_hash(const FileIdentity& file, std::uint64_t offset, std::uint64_t length,
+                       const std::string& hash) {
+    std::lock_guard lock(mu_);
+    Statement st(
+        db_, path_,
+        "INSERT OR REPLACE INTO file_hashes(device, inode, size, mtime_ns, ctime_ns, offset, length, "
+        "hash) VALUES(?,?,?,?,?,?,?,?)");
+    st.bind_identity(1, file).bind(6, offset).bind(7, length).bind(8, hash).step();
 }
 
 std::vector<ModelEntry> Store::models() {
     std::lock_guard lock(mu_);
-    Statement st(db_,
-                 "SELECT m.id, m.fingerprint, m.name, m.path, (SELECT COUNT(*) FROM results r WHERE r.model "
-                 "= m.id) FROM models m ORDER BY m.id");
+    Statement st(db_, path_, R"sql(SELECT m.name, m.path,
+        (SELECT COUNT(*) FROM model_tensors t WHERE t.name = m.name),
+        (SELECT COUNT(*) FROM results r WHERE r.other = '' AND r.content IN
+            (SELECT content FROM model_tensors t WHERE t.name = m.name))
+      FROM models m ORDER BY m.id)sql");
     std::vector<ModelEntry> out;
-    while (st.step()) out.push_back({st.int64(0), st.text(1), st.text(2), st.text(3), st.int64(4)});
+    while (st.step()) out.push_back({st.text(0), st.text(1), st.int64(2), st.int64(3)});
     return out;
 }
 
 std::map<std::string, std::int64_t> Store::field_counts() {
     std::lock_guard lock(mu_);
-    Statement st(db_, "SELECT field, COUNT(*) FROM results GROUP BY field ORDER BY field");
+    Statement st(db_, path_, "SELECT field, COUNT(*) FROM results GROUP BY field ORDER BY field");
     std::map<std::string, std::int64_t> out;
     while (st.step()) out[st.text(0)] = st.int64(1);
     return out;
 }
 
-std::int64_t Store::erase_model(const std::string& which) {
+namespace {
+
+std::string known_names(sqlite3* db, const std::string& path) {
+    Statement st(db, path, "SELECT name FROM models ORDER BY id");
+    std::string names;
+    while (st.step()) names += (names.empty() ? "" : ", ") + st.text(0);
+    return names.empty() ? "none" : names;
+}
+
+}  // namespace
+
+std::int64_t Store::erase_model(const std::string& name) {
     std::lock_guard lock(mu_);
-    Statement sel(db_, "SELECT id FROM models WHERE name = ? OR fingerprint LIKE ? || '%'");
-    sel.bind(1, which).bind(2, which);
-    std::vector<std::int64_t> ids;
-    while (sel.step()) ids.push_back(sel.int64(0));
-    if (ids.empty()) throw InputError(fmt::format("{}: no model '{}' in the store", path_, which));
-    std::int64_t erased = 0;
-    exec("BEGIN IMMEDIATE");
-    for (auto id : ids) {
-        Statement del(db_, "DELETE FROM results WHERE model = ? OR other = ?");
-        del.bind(1, id).bind(2, id).step();
-        erased += sqlite3_changes(db_);
-        Statement delm(db_, "DELETE FROM models WHERE id = ?");
-        delm.bind(1, id).step();
-    }
-    exec("COMMIT");
-    return erased;
+    Statement sel(db_, path_, "SELECT COUNT(*) FROM models WHERE name = ?");
+    sel.bind(1, name);
+    if (!sel.step() || sel.int64(0) == 0)
+        throw_input_error(
+            path_, "",
+            fmt::format("no model named '{}' in the store (models: {})", name, known_names(db_, path_)));
+    return in_transaction(
+        db_, [this](const char* sql) { exec(sql); },
+        [&] {
+            exec("CREATE TEMP TABLE IF NOT EXISTS erased(content TEXT PRIMARY KEY)");
+            exec("DELETE FROM temp.erased");
+            Statement keep(
+                db_, path_,
+                "INSERT OR IGNORE INTO temp.erased SELECT content FROM model_tensors WHERE name = ?");
+            keep.bind(1, name).step();
+            for (const char* sql :
+                 {"DELETE FROM model_tensors WHERE name = ?",
+                  "DELETE FROM pairs WHERE name = ?1 OR other = ?1", "DELETE FROM models WHERE name = ?"}) {
+                Statement del(db_, path_, sql);
+                del.bind(1, name).step();
+            }
+            // The results of contents that another name still holds stay: they are that model's too.
+            exec("DELETE FROM temp.erased WHERE content IN (SELECT content FROM model_tensors)");
+            Statement del(
+                db_, path_,
+                "DELETE FROM results WHERE content IN (SELECT content FROM temp.erased) OR (other <> '' AND "
+                "other IN (SELECT content FROM temp.erased))");
+            del.step();
+            return static_cast<std::int64_t>(sqlite3_changes(db_));
+        });
 }
 
 std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const std::string& model) {
     std::lock_guard lock(mu_);
-    std::int64_t erased = 0;
-    exec("BEGIN IMMEDIATE");
-    for (const auto& f : analysis::dependents_of(fields)) {
-        Statement del(db_, model.empty() ? "DELETE FROM results WHERE field = ?"
-                                         : "DELETE FROM results WHERE field = ? AND model IN (SELECT id FROM "
-                                           "models WHERE name = ? OR fingerprint LIKE ? || '%')");
-        del.bind(1, f);
-        if (!model.empty()) del.bind(2, model).bind(3, model);
-        del.step();
-        erased += sqlite3_changes(db_);
+    if (!model.empty()) {
+        Statement sel(db_, path_, "SELECT COUNT(*) FROM models WHERE name = ?");
+        sel.bind(1, model);
+        if (!sel.step() || sel.int64(0) == 0)
+            throw_input_error(
+                path_, "",
+                fmt::format("no model named '{}' in the store (models: {})", model, known_names(db_, path_)));
     }
-    exec("COMMIT");
-    return erased;
+    return in_transaction(
+        db_, [this](const char* sql) { exec(sql); },
+        [&] {
+            std::int64_t erased = 0;
+            for (const auto& f : analysis::dependents_of(fields)) {
+                Statement del(db_, path_,
+                              model.empty()
+                                  ? "DELETE FROM results WHERE field = ?"
+                                  : "DELETE FROM results WHERE field = ? AND content IN (SELECT content FROM "
+                                    "model_tensors WHERE name = ?)");
+                del.bind(1, f);
+                if (!model.empty()) del.bind(2, model);
+                del.step();
+                erased += sqlite3_changes(db_);
+            }
+            return erased;
+        });
 }
 
 std::int64_t Store::merge_from(const std::string& other_path) {
     std::lock_guard lock(mu_);
-    if (!fs::is_regular_file(other_path)) throw_input_error(other_path, "", "no such store");
-    Statement attach(db_, "ATTACH DATABASE ? AS other_store");
+    std::error_code ec;
+    if (!fs::is_regular_file(other_path, ec)) throw_input_error(other_path, "", "no such store");
+    const auto mine = file_identity(path_), theirs = file_identity(other_path);
+    if (mine && theirs && mine->device == theirs->device && mine->inode == theirs->inode)
+        throw_input_error(other_path, "", "is this store itself: nothing to merge");
+    {
+        // Validates the other file (a store of this schema) before anything is attached.
+        const Store other(other_path, StoreMode::read_only);
+    }
+    Statement attach(db_, path_, "ATTACH DATABASE ? AS other_store");
     attach.bind(1, other_path).step();
-    exec("BEGIN IMMEDIATE");
-    exec(
-        "INSERT OR IGNORE INTO models(fingerprint, name, path) SELECT fingerprint, name, path FROM "
-        "other_store.models");
-    // Ids differ between stores: translate through the fingerprints.
-    exec(R"sql(INSERT OR IGNORE INTO results(model, other, tensor, block, field, config, value, vec)
-      SELECT m.id, COALESCE(mo.id, 0), r.tensor, r.block, r.field, r.config, r.value, r.vec
-      FROM other_store.results r
-      JOIN other_store.models om ON om.id = r.model
-      JOIN models m ON m.fingerprint = om.fingerprint
-      LEFT JOIN other_store.models oo ON oo.id = r.other
-      LEFT JOIN models mo ON mo.fingerprint = oo.fingerprint)sql");
-    const std::int64_t added = sqlite3_changes(db_);
-    exec("COMMIT");
-    exec("DETACH DATABASE other_store");
-    return added;
+    try {
+        const auto added = in_transaction(
+            db_, [this](const char* sql) { exec(sql); },
+            [&] {
+                exec("INSERT OR IGNORE INTO results SELECT * FROM other_store.results");
+                const std::int64_t n = sqlite3_changes(db_);
+                exec(
+                    "INSERT OR IGNORE INTO models(name, path) SELECT name, path FROM other_store.models "
+                    "ORDER BY id");
+                exec("INSERT OR IGNORE INTO model_tensors SELECT * FROM other_store.model_tensors");
+                exec("INSERT OR IGNORE INTO pairs SELECT * FROM other_store.pairs");
+                exec("INSERT OR IGNORE INTO file_hashes SELECT * FROM other_store.file_hashes");
+                return n;
+            });
+        exec("DETACH DATABASE other_store");
+        return added;
+    } catch (...) {
+        sqlite3_exec(db_, "DETACH DATABASE other_store", nullptr, nullptr, nullptr);
+        throw;
+    }
 }
 
 void Store::for_each_result(const std::function<void(const ResultRow&)>& visit) {
     std::lock_guard lock(mu_);
-    Statement st(
-        db_, R"sql(SELECT m.name, COALESCE(o.name, ''), r.tensor, r.block, r.field, r.config, r.value, r.vec
-      FROM results r JOIN models m ON m.id = r.model LEFT JOIN models o ON o.id = r.other
-      ORDER BY m.id, r.other, r.tensor, r.block, r.field, r.config)sql");
+    // Single-model results under every name holding their content; cross-model results under every
+    // recorded (model, base) pair whose same-named tensors hold the pair's contents.
+    Statement st(db_, path_, R"sql(
+      SELECT m.id, 0 AS oid, n.name, '' AS other, n.tensor, r.block, r.field, r.config, r.value, r.vec
+        FROM model_tensors n JOIN models m ON m.name = n.name
+        JOIN results r ON r.content = n.content AND r.other = ''
+      UNION ALL
+      SELECT m.id, o.id, p.name, p.other, n.tensor, r.block, r.field, r.config, r.value, r.vec
+        FROM pairs p JOIN models m ON m.name = p.name JOIN models o ON o.name = p.other
+        JOIN model_tensors n ON n.name = p.name
+        JOIN model_tensors b ON b.name = p.other AND b.tensor = n.tensor
+        JOIN results r ON r.content = n.content AND r.other = b.content
+      ORDER BY 1, 2, 5, 6, 7, 8)sql");
     while (st.step()) {
-        ResultRow row{st.text(0), st.text(1), st.text(2),   st.text(3),
-                      st.text(4), st.text(5), std::nullopt, {}};
-        if (!st.is_null(6)) row.value = st.real(6);
-        if (!st.is_null(7)) row.vec = st.blob(7);
+        ResultRow row{st.text(2), st.text(3), st.text(4),   display_block(st.text(5)),
+                      st.text(6), st.text(7), std::nullopt, {}};
+        if (!st.is_null(8)) row.value = st.real(8);
+        if (!st.is_null(9)) row.vec = st.blob(9);
         visit(row);
     }
-}
-
-std::string fingerprint(const formats::Checkpoint& ck) {
-    std::uint64_t h1 = 0xCBF29CE484222325ULL, h2 = 0x84222325CBF29CE4ULL;
-    auto mix = [&](const void* data, std::size_t n) {
-        const auto* p = static_cast<const unsigned char*>(data);
-        for (std::size_t i = 0; i < n; ++i) {
-            h1 = (h1 ^ p[i]) * 0x100000001B3ULL;
-            h2 = (h2 ^ p[i]) * 0x100000001B3ULL + 0x9E3779B97F4A7C15ULL;
-        }
-    };
-    constexpr std::size_t kSample = 64, kStride = 1 << 20;
-    for (const auto& t : ck.tensors) {
-        mix(t.name.data(), t.name.size());
-        const auto dt = dtype_name(t.dtype);
-        mix(dt.data(), dt.size());
-        for (auto d : t.shape) mix(&d, sizeof(d));
-        const auto bytes = t.bytes();
-        // Page in only the sampled pages, and leave none of them mapped afterwards.
-        t.file->expect_random_access(t.offset, t.nbytes, true);
-        for (std::size_t off = 0; off < bytes.size(); off += kStride)
-            mix(bytes.data() + off, std::min(kSample, bytes.size() - off));
-        if (bytes.size() >= kSample) mix(bytes.data() + bytes.size() - kSample, kSample);
-        t.file->dont_need(t.offset, t.nbytes);
-        t.file->expect_random_access(t.offset, t.nbytes, false);
-    }
-    return fmt::format("{:016x}{:016x}", h1, h2);
 }
 
 }  // namespace diffract::store

@@ -15,6 +15,7 @@
 
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -100,6 +101,8 @@ double evaluate(const EvalCommand& e, const std::string& model_path, const std::
 std::vector<Record> run_candidates(const SweepConfig& c, const std::vector<Candidate>& candidates) {
     if (c.eval.empty() && (c.select_eval.empty() || c.report_eval.empty()))
         throw InputError("sweep: give --eval, or both --select-eval and --report-eval");
+    if (static_cast<std::int64_t>(candidates.size()) > c.max_candidates)
+        edit::throw_too_many_candidates("sweep", static_cast<double>(candidates.size()), c.max_candidates);
     fs::create_directories(c.out_dir);
     const fs::path journal = fs::path(c.out_dir) / "sweep_state.jsonl";
 
@@ -113,7 +116,7 @@ std::vector<Record> run_candidates(const SweepConfig& c, const std::vector<Candi
             const auto j = nlohmann::json::parse(line, nullptr, false);
             if (j.is_discarded()) continue;  // a line cut short by an interruption
             if (j.contains("fingerprint")) {
-                if (j["fingerprint"] != c.fingerprint)
+                if (j["fingerprint"] != json_round_trip(c.fingerprint))
                     throw_input_error(
                         journal.string(), "",
                         "recorded for a different sweep (inputs, grid or commands); use another --out");
@@ -128,9 +131,21 @@ std::vector<Record> run_candidates(const SweepConfig& c, const std::vector<Candi
             recorded.insert(record_id(r.order, r.seed, r.x));
         }
     }
-    std::ofstream log(journal, std::ios::app);
-    if (!log) throw_input_error(journal.string(), "", "cannot write the sweep journal");
-    if (!has_header) log << nlohmann::json{{"fingerprint", c.fingerprint}}.dump() << "\n" << std::flush;
+    if (c.candidate_bytes > 0) {
+        std::uint64_t pending = 0;
+        std::set<std::string> contents;
+        for (const auto& cand : candidates)
+            if (!by_content.count(cand.content) && contents.insert(cand.content).second) ++pending;
+        if (!c.keep) pending = std::min<std::uint64_t>(pending, 1);
+        edit::check_free_space(c.out_dir, pending * c.candidate_bytes,
+                               fmt::format("{} candidate checkpoint{}", pending, pending == 1 ? "" : "s"));
+    }
+    // Every journal line is checked and flushed: a full disk stops the sweep with exit 2, and a
+    // resumed run never trusts a line that was not written whole.
+    auto journal_line = [&](const nlohmann::json& j) {
+        append_to_file(journal.string(), json_text(j) + "\n");
+    };
+    if (!has_header) journal_line(nlohmann::json{{"fingerprint", c.fingerprint}});
 
     const fs::path work = fs::path(c.out_dir) / (c.keep ? "candidates" : ".candidates");
     std::vector<Record> out;
@@ -165,16 +180,13 @@ std::vector<Record> run_candidates(const SweepConfig& c, const std::vector<Candi
                            analysis::format_value(cand.x), analysis::format_value(r.curve_score()));
         }
         if (recorded.insert(record_id(r.order, r.seed, r.x)).second) {
-            log << nlohmann::json{{"order", r.order},
-                                  {"seed", r.seed},
-                                  {"x", r.x},
-                                  {"content", r.content},
-                                  {"score", number_json(r.score)},
-                                  {"select_score", number_json(r.select_score)},
-                                  {"report_score", number_json(r.report_score)}}
-                       .dump()
-                << "\n"
-                << std::flush;
+            journal_line(nlohmann::json{{"order", r.order},
+                                        {"seed", r.seed},
+                                        {"x", r.x},
+                                        {"content", r.content},
+                                        {"score", number_json(r.score)},
+                                        {"select_score", number_json(r.select_score)},
+                                        {"report_score", number_json(r.report_score)}});
         }
         out.push_back(r);
     }
@@ -278,7 +290,7 @@ void write_outputs(const SweepConfig& c, const std::string& kind, const std::vec
     }
     const fs::path dir(c.out_dir);
     write_file_atomically((dir / "curve.csv").string(), csv);
-    write_file_atomically((dir / "summary.json").string(), summarize(c, kind, records).dump(2) + "\n");
+    write_file_atomically((dir / "summary.json").string(), json_text(summarize(c, kind, records), 2) + "\n");
     if (!c.quiet)
         fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, records.size(),
                    c.out_dir, c.out_dir);

@@ -1,10 +1,14 @@
 #include "diffract/sweep/sweep_options.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/store/store.hpp"
 
 namespace diffract::sweep {
 namespace {
@@ -31,6 +35,11 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
 
 SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
+    // Before anything is written (candidates are built inside --out).
+    std::vector<std::string> inputs{o.run.store.empty() ? store::kDefaultStorePath : o.run.store};
+    for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b})
+        if (!spec->empty()) inputs.push_back(formats::split_model_name(*spec).second);
+    check_output_path(o.out, inputs);
     SweepConfig c;
     c.out_dir = o.out;
     c.eval = {o.eval, o.score_key};
@@ -38,6 +47,7 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     c.report_eval = {o.report_eval, o.score_key};
     c.keep = o.keep;
     c.quiet = o.run.quiet;
+    c.max_candidates = edit::check_max_candidates(o.max_candidates);
     c.fingerprint = kind_inputs(o, kind);
     c.fingerprint.update({{"sweep", kind},
                           {"eval", o.eval},
@@ -64,7 +74,11 @@ RewindSweep rewind_sweep(const SweepOptions& o) {
     w.first_seed = o.seed;
     w.scope = analysis::parse_scale_scope(o.scale_scope);
     w.kv = edit::parse_kv_policy(o.kv_policy);
-    w.fractions = edit::parse_grid(o.fractions, "--fractions");
+    // Bounded here (rewind-each ignores the fractions); sweep_rewind counts orderings x seeds x
+    // fractions against config.max_candidates before making any candidate.
+    w.fractions =
+        edit::parse_grid(o.fractions, "--fractions",
+                         std::max(edit::check_max_candidates(o.max_candidates), edit::kDefaultMaxCandidates));
     w.common = edit::parse_edit_common(o.run, o.per_head, o.max_shard_size);
     w.run = analysis::parse_run_options(o.run);
     w.run.progress = false;
@@ -72,12 +86,13 @@ RewindSweep rewind_sweep(const SweepOptions& o) {
 }
 
 TruncateSweep truncate_sweep(const SweepOptions& o) {
-    return {o.base, o.model, edit::parse_grid(o.keeps, "--keeps"),
+    return {o.base, o.model,
+            edit::parse_grid(o.keeps, "--keeps", edit::check_max_candidates(o.max_candidates)),
             edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
 }
 
 InterpolateSweep interpolate_sweep(const SweepOptions& o) {
-    return {o.a, o.b, edit::parse_grid(o.omegas, "--omegas"),
+    return {o.a, o.b, edit::parse_grid(o.omegas, "--omegas", edit::check_max_candidates(o.max_candidates)),
             edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
 }
 

@@ -7,6 +7,7 @@
 
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
@@ -23,9 +24,23 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
 
 std::string x_label(double x) { return analysis::format_value(x); }
 
+// The configuration with the candidates' size known: each is an edited copy of `primary`.
+SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {
+    SweepConfig c = config;
+    c.candidate_bytes = edit::checkpoint_bytes(primary);
+    return c;
+}
+
 }  // namespace
 
 void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
+    double total = 0;  // orderings x seeds x fractions, counted before anything is opened or made
+    for (const auto order : w.orders)
+        total +=
+            (order == analysis::HeadOrder::random ? w.seeds : 1) * static_cast<double>(w.fractions.size());
+    if (total > static_cast<double>(config.max_candidates))
+        edit::throw_too_many_candidates("sweep rewind (--orders x --seeds x --fractions)", total,
+                                        config.max_candidates);
     const auto base = formats::open_checkpoint(w.base);
     const auto model = formats::open_checkpoint(w.model);
     const auto scores = edit::head_scores(w.base, w.model, w.reference, w.run);
@@ -50,7 +65,7 @@ void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             }
         }
     }
-    write_outputs(config, "rewind", run_candidates(config, candidates));
+    write_outputs(config, "rewind", run_candidates(sized(config, model), candidates));
 }
 
 void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
@@ -78,7 +93,7 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
         h.ranked.layer = h.layer, h.ranked.head = h.head;
         add({h}, fmt::format("L{}_H{}", h.layer, h.head), static_cast<double>(i));
     }
-    const auto records = run_candidates(config, candidates);
+    const auto records = run_candidates(sized(config, model), candidates);
     const double unedited = records[0].curve_score();
     std::vector<std::size_t> order(heads.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -97,7 +112,7 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
     write_file_atomically((dir / "heads_effect.csv").string(), csv);
     nlohmann::ordered_json summary{
         {"sweep", "rewind-each"}, {"unedited_score", unedited}, {"heads", heads.size()}};
-    write_file_atomically((dir / "summary.json").string(), summary.dump(2) + "\n");
+    write_file_atomically((dir / "summary.json").string(), json_text(summary, 2) + "\n");
     if (!config.quiet)
         fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
                    config.out_dir);
@@ -131,7 +146,7 @@ void sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
         grid_candidates("keep", "truncate", w.keeps, [&](double x, const std::string& dir) {
             edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
         });
-    write_outputs(config, "truncate", run_candidates(config, candidates));
+    write_outputs(config, "truncate", run_candidates(sized(config, model), candidates));
 }
 
 void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
@@ -140,7 +155,7 @@ void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
     const auto candidates =
         grid_candidates("omega", "interpolate", w.omegas,
                         [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
-    write_outputs(config, "interpolate", run_candidates(config, candidates));
+    write_outputs(config, "interpolate", run_candidates(sized(config, a), candidates));
 }
 
 }  // namespace diffract::sweep

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/random_impl.hpp"
+#include "diffract/core/atomic_file.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
@@ -342,7 +343,7 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options) {
                                   {"rotated_blocks", o.kv_heads == o.heads ? "q,k,v,o" : "q,o"}};
         for (std::size_t i = 0; i < o.domains.size(); ++i)
             planted["domain_heads"][o.domains[i]] = pairs(plan.domain[i]);
-        std::ofstream(fs::path(tmp) / "planted.json") << planted.dump(2) << "\n";
+        write_file_fully((fs::path(tmp) / "planted.json").string(), planted.dump(2) + "\n");
     });
 }
 

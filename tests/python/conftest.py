@@ -39,3 +39,13 @@ def family_bf16_sharded(tmp_path_factory):
     out = tmp_path_factory.mktemp("fam") / "bf16"
     run(["generate", "--out", out, "--shard-mb", "1", "--kv-heads", "4"])
     return out
+
+
+def assert_input_error(p, *needles):
+    """Exit 2 with exactly one line on stderr that contains every needle (a path, a tensor, a word)."""
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    for n in needles:
+        assert str(n) in lines[0], lines[0]
+    return lines[0]

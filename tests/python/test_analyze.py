@@ -139,9 +139,9 @@ def test_precisions_and_routes_agree(family_f32, tmp_path):
 
 
 def test_selection_flags(family_f32, tmp_path):
-    run(["analyze", f"cpt={family_f32 / 'math'}", "--out", tmp_path, "--store", tmp_path / "s.sqlite", "--quiet",
+    run(["analyze", f"cpt={family_f32 / 'math'}", "--out", tmp_path / "an", "--store", tmp_path / "s.sqlite", "--quiet",
          "--metrics", "frob_norm", "--roles", "attn_q,mlp_down", "--layers", "1", "--exclude", "mlp"])
-    rows = rows_of(tmp_path)
+    rows = rows_of(tmp_path / "an")
     assert rows and {r["model"] for r in rows} == {"cpt"}
     assert {r["tensor"] for r in rows} == {"model.layers.1.self_attn.q_proj.weight"}
     p = run(["analyze", family_f32 / "math", "--out", tmp_path / "x", "--roles", "attention"], check=False)
@@ -196,7 +196,7 @@ def test_kill_9_then_resume_gives_identical_csvs(tmp_path):
     while time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
         try:
-            n = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1).execute("SELECT COUNT(DISTINCT tensor || block) FROM results").fetchone()[0]
+            n = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1).execute("SELECT COUNT(DISTINCT content || block) FROM results").fetchone()[0]
         except sqlite3.Error:
             continue
         if n >= 20:

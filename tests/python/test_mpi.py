@@ -21,7 +21,7 @@ def test_two_ranks_match_a_single_process(family_f32, tmp_path):
     # Everything reached the one store: a re-run computes nothing.
     rerun = run(["analyze", *models, "--out", tmp_path / "again", "--store", tmp_path / "mpi.sqlite"])
     assert "(0 computed" in rerun.stderr
-    n = sqlite3.connect(tmp_path / "mpi.sqlite").execute("SELECT COUNT(DISTINCT tensor || block) FROM results").fetchone()[0]
+    n = sqlite3.connect(tmp_path / "mpi.sqlite").execute("SELECT COUNT(DISTINCT content || block) FROM results").fetchone()[0]
     assert n > 0
 
 

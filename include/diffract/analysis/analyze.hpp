@@ -11,6 +11,10 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/selection.hpp"
 
+namespace diffract::formats {
+struct Checkpoint;
+}
+
 namespace diffract::analysis {
 
 struct RunOptions {                // shared by every command that computes
@@ -20,9 +24,21 @@ struct RunOptions {                // shared by every command that computes
     std::string device = "cpu";
     Selection selection;
     bool progress = true;
+    // The result directory the caller will write ("" for none): checked against the inputs and the
+    // store before anything is computed (check_output_path).
+    std::string out;
     int resolved_threads() const;
     std::uint64_t resolved_max_memory() const;
+    std::string resolved_store() const;  // store_path, or the default store
 };
+
+// Refuses `run.out` when it is, contains or lies inside one of `inputs` or the store.
+void check_run_output(const RunOptions& run, const std::vector<formats::Checkpoint>& inputs);
+
+// Writes the result directory `out_dir` with `files` (name -> contents) as a whole: written to a
+// temporary sibling, then exchanged with the previous result directory, so a reader or a kill never
+// sees a mix of two runs. An existing directory holding other files is refused, never replaced.
+void write_result_directory(const std::string& out_dir, const std::map<std::string, std::string>& files);
 
 // The run options as the CLI and Python spell them (--threads, --max-memory 8G, --roles a,b, ...),
 // validated into RunOptions in one place so that both front ends accept and refuse alike.
@@ -52,6 +68,9 @@ struct MetricRow {
     std::string role;
     std::optional<int> head;
     std::int64_t rows = 0, cols = 0;
+    // NaN/Inf entries of the matrix as read at the run's precision; when > 0 the matrix was never
+    // factorised and every field is NaN.
+    std::int64_t nonfinite_count = 0;
     std::map<std::string, double> values;
 };
 
@@ -60,6 +79,9 @@ struct AnalyzeResult {
     std::vector<MetricRow> rows;
     std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
     std::size_t computed = 0, reused = 0;
+    // One line per tensor with non-finite entries (nonfinite_warning): the CLI prints each as
+    // "diffract: warning: <line>", Python issues a RuntimeWarning.
+    std::vector<std::string> warnings;
 };
 
 AnalyzeResult analyze(const AnalyzeOptions& options);

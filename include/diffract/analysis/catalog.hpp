@@ -79,6 +79,12 @@ template <typename T>
 FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
                            const KernelConfig& config, linalg::Backend& backend);
 
+// The values of a matrix with `nonfinite` NaN/Inf entries, which is never factorised: every field
+// that computing `fields` produces is NaN (vector fields empty), and kNonfiniteCountField holds the
+// count. Clean matrices carry kNonfiniteCountField = 0 (set by the analyses, not by compute_fields).
+inline constexpr const char* kNonfiniteCountField = "nonfinite_count";
+FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::int64_t nonfinite);
+
 // Whether `fields` include singular vectors (then values computed in advance are not enough).
 bool fields_need_vectors(const std::vector<std::string>& fields);
 

@@ -81,6 +81,9 @@ struct CompareRow {
     std::string role;
     std::optional<int> head;
     std::int64_t rows = 0, cols = 0;
+    // Positions where the model's or the base's block holds NaN/Inf (read at the run's precision);
+    // when > 0 the pair was never factorised and every field is NaN.
+    std::int64_t nonfinite_count = 0;
     std::map<std::string, double> values;
 };
 
@@ -103,6 +106,8 @@ struct CompareResult {
     bool allow_partial = false;
     std::size_t computed = 0, reused = 0;  // (model, matrix) pairs
     std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
+    // One line per tensor (of the base or a model) with non-finite entries (nonfinite_warning).
+    std::vector<std::string> warnings;
 };
 
 // Throws InputError on the first mismatch between a model and the base (different shape, missing or

@@ -19,13 +19,17 @@ struct MatrixUnit {
     model::Role role = model::Role::other;  // for head blocks: attn_q | attn_k | attn_v | attn_o
     std::optional<int> head;                // query head (Q, O) or key/value head (K, V)
     std::string block_key() const;          // "" for whole matrices, "attn_q:3" for heads
-    double flops() const;                   // cost estimate of its SVD (for scheduling)
-    std::uint64_t bytes(bool f64) const;    // working memory estimate
+    // The block key with the block's region in stored coordinates ("attn_q:3@0+64,0+384"): what a
+    // stored result depends on besides the bytes, whatever config.json says about the geometry.
+    std::string store_block() const;
+    double flops() const;                 // cost estimate of its SVD (for scheduling)
+    std::uint64_t bytes(bool f64) const;  // working memory estimate
 };
 
 // The analysable matrices of a checkpoint under a selection: every selected floating tensor with
 // two or more dimensions (N-D viewed as shape[0] × rest), then, with `heads`, its head blocks.
-// Integer, 1-D and unsupported (GGUF) tensors are skipped.
+// Integer, 1-D and unsupported (GGUF) tensors are skipped; when that leaves nothing and a selected
+// matrix was skipped for its type, throws InputError naming the tensor and its type.
 std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selection& selection, bool heads);
 
 }  // namespace diffract::analysis

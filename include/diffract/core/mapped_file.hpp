@@ -3,11 +3,25 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 namespace diffract {
+
+// What identifies a file's bytes without reading them: a file with the same device, inode, size and
+// modification and change times (nanoseconds) holds the same bytes, unless its writer forged both
+// times. Caches of per-file work (content hashes) are keyed by it.
+struct FileIdentity {
+    std::uint64_t device = 0, inode = 0, size = 0;
+    std::int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const FileIdentity&) const = default;
+};
+
+// The identity of the regular file at `path` now; empty if there is none.
+std::optional<FileIdentity> file_identity(const std::string& path);
 
 class MappedFile {
 public:
@@ -24,6 +38,8 @@ public:
     std::span<const std::byte> bytes() const { return {data_, size_}; }
     std::size_t size() const { return size_; }
     const std::string& path() const { return path_; }
+    // The identity the file had when it was mapped; empty for in-memory views.
+    const std::optional<FileIdentity>& identity() const { return identity_; }
 
     // Tells the kernel a byte range will be read soon / is no longer needed (page cache hint; it
     // keeps resident memory small when a large model is streamed matrix by matrix).
@@ -40,6 +56,7 @@ private:
     const std::byte* data_ = nullptr;
     std::size_t size_ = 0;
     std::shared_ptr<const void> owner_;  // set for from_memory views
+    std::optional<FileIdentity> identity_;
 };
 
 }  // namespace diffract

@@ -14,6 +14,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "diffract/analysis/analyze.hpp"
@@ -42,6 +43,9 @@ struct EditTensor {
     std::vector<const TensorInfo*> inputs;  // in the order of EditJob::aligned
     model::TensorRole role;
     const model::ModelSchema* schema = nullptr;
+    // With EditCommon::allow_nonfinite: the positions where the primary's tensor or an input holds
+    // NaN/Inf (1 = masked), null when there are none. Edits read values through decode_masked.
+    const std::vector<char>* nonfinite = nullptr;
 };
 
 using TensorEditFn = std::function<void(const EditTensor& t, std::span<std::byte> out)>;
@@ -52,6 +56,11 @@ struct EditCommon {
     std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // output shard size
     std::map<std::string, std::string> extra_files;    // small files placed next to the weights
     std::string device = "cpu";                        // SVD backend
+    // NaN/Inf in an edited tensor (of any input): refused (InputError naming file and tensor) unless
+    // set; then such positions are left out of the edit (0 in every input while it computes) and the
+    // output keeps the primary's stored value there (--allow-nonfinite). Either way no output entry
+    // is NaN/Inf where the primary's was finite: an edited value overflowing the dtype is refused.
+    bool allow_nonfinite = false;
 };
 
 // EditCommon from the options as the CLI and Python spell them (selection flags, --per-head,
@@ -78,6 +87,8 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job);
 
 // Tensor values in f64, and back into a storage dtype.
 std::vector<double> decode(const TensorInfo& t);
+// decode(t) for `t` = e.tensor or one of e.inputs, with 0 at the positions e.nonfinite masks.
+std::vector<double> decode_masked(const EditTensor& e, const TensorInfo& t);
 void encode(std::span<const double> values, DType dtype, std::span<std::byte> out);
 
 // A matrix edit: `inputs` are the primary's matrix, then each aligned input's (same shape, stored
@@ -100,8 +111,21 @@ void add_components(const linalg::Svd& f, const std::vector<double>& s, std::siz
                     Matrix<double>& out);
 
 // "start:stop:step" (inclusive of stop within step/1e6), or a comma-separated list; throws InputError
-// naming the flag.
-std::vector<double> parse_grid(const std::string& text, const std::string& flag);
+// naming the flag, also when the grid has more than `max_count` values (counted before any is made).
+inline constexpr std::int64_t kDefaultMaxCandidates = 1000;  // --max-candidates
+std::vector<double> parse_grid(const std::string& text, const std::string& flag,
+                               std::int64_t max_count = kDefaultMaxCandidates);
+// --max-candidates: at least 1; throws InputError otherwise.
+std::int64_t check_max_candidates(std::int64_t max_count);
+// "Too many candidates" as the grid and sweep checks word it.
+[[noreturn]] void throw_too_many_candidates(std::string_view what, double count, std::int64_t max_count);
+
+// The bytes a checkpoint's tensors occupy (what a same-shaped edited copy writes).
+std::uint64_t checkpoint_bytes(const formats::Checkpoint& ck);
+// Throws InputError naming the nearest existing directory of `out_path` when its file system has
+// fewer than `bytes` available ("<dir>: not enough free space for <what> (expected at least X bytes
+// available, found Y)").
+void check_free_space(const std::string& out_path, std::uint64_t bytes, std::string_view what);
 
 // ---- Rewind ---------------------------------------------------------------------------------------
 
@@ -114,6 +138,8 @@ KvPolicy parse_kv_policy(const std::string& text);
 struct RewindHead {
     int layer = 0, head = 0;
     analysis::RankedHead ranked;  // rank and scores (NaN with --heads FILE)
+    std::string source;           // the --heads file it was read from ("" otherwise)
+    int line = 0;                 // its line there (0 otherwise)
 };
 
 // The per-head scores of `model` against `base` (and `reference`): analysis::compare over the attention
@@ -124,8 +150,18 @@ std::vector<analysis::HeadRow> head_scores(const std::string& base, const std::s
 // Ranks the heads (analysis::rank_heads) and returns the round(fraction · n) lowest-ranked, by rank.
 std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& scores,
                                      const analysis::HeadRankOptions& ranking, double fraction);
-// A CSV of layer,head (header optional; further columns ignored).
+// A CSV of layer,head rows, validated strictly: an optional header whose first fields are
+// `layer,head`; rows whose first two fields are decimal integers (no sign, fraction or exponent);
+// further columns ignored (so rewound_heads.csv reads back); '#' comment lines and blank lines
+// skipped; no binary data or non-ASCII text outside comments; no row listed twice; at least one row.
+// Errors name `label` and the line. read_heads_file also requires a regular file of at most 16 MiB.
+std::vector<RewindHead> parse_heads_csv(std::string_view text, const std::string& label);
 std::vector<RewindHead> read_heads_file(const std::string& path);
+// Every head must exist in `model` (a layer with attention projections, a head index below the
+// head count) and its layer must be one the selection edits; errors name the heads file and line
+// (or the model, for heads not read from a file). rewind() checks this before writing anything.
+void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
+                 const analysis::Selection& selection);
 // rewound_heads.csv: layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm.
 std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
                               KvPolicy kv);

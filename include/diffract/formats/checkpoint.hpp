@@ -8,6 +8,7 @@
 // Files are mapped read-only; nothing is read until a tensor's bytes are.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,12 @@ struct Checkpoint {
     std::string directory() const;
 };
 
+// Opens a checkpoint. The path (and every file the opener reads) must be a regular file or a
+// directory: a FIFO, socket or device is an InputError, never a read that blocks.
 Checkpoint open_checkpoint(std::string_view spec);
+
+// config.json from its bytes: valid JSON and an object, else InputError naming `label`.
+nlohmann::json parse_config_json(std::span<const std::byte> bytes, const std::string& label);
 
 // Splits "NAME=PATH" (NAME without '/'); returns {"", spec} when there is no name.
 std::pair<std::string, std::string> split_model_name(std::string_view spec);

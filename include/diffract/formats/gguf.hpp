@@ -75,6 +75,12 @@ struct GgufFile {
     std::map<std::string, std::string> unsupported_types;  // tensor name -> ggml type name, e.g. "Q4_K"
 };
 
+// The metadata's model geometry as the HF config.json keys the schema reads (model_type,
+// architectures, num_attention_heads, num_key_value_heads, hidden_size, head_dim,
+// num_hidden_layers, intermediate_size). Every geometry key is validated by the rule of
+// model::geometry_value, named "metadata key '<arch>.<key>'"; throws InputError naming `label`.
+nlohmann::json gguf_config(const GgufFile& f, const std::string& label);
+
 // Validates and parses a complete GGUF file held in `bytes`; `label` (normally the path) prefixes
 // every error. The TensorInfos have a null `file`. Throws InputError.
 GgufFile parse_gguf_bytes(std::span<const std::byte> bytes, const std::string& label);

@@ -70,6 +70,9 @@ public:
 
 // "cpu" (LAPACK/OpenBLAS) or "cuda" (cuSOLVER; throws InputError in a build without CUDA).
 std::unique_ptr<Backend> make_backend(std::string_view device);
+// Validates a device name as make_backend would (unknown name, or cuda in a build without CUDA),
+// without starting a backend: options are checked even when no matrix is left to compute.
+void check_device(std::string_view device);
 
 // block_singular_values the plain way, a block at a time: read, then singular_values.
 std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,

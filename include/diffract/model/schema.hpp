@@ -60,6 +60,7 @@ struct ModelSchema {
     std::optional<HeadGeometry> heads;
     QkvLayout qkv_layout = QkvLayout::separate;
     bool conv1d_transposed = false;  // GPT-2 stores [in, out]
+    std::optional<int> num_layers;   // num_hidden_layers (+ num_nextn_predict_layers), when given
     std::vector<std::string> warnings;
 };
 
@@ -71,8 +72,21 @@ struct TensorRole {
 // Classifies one tensor name (HF or llama.cpp GGUF naming).
 TensorRole classify_tensor(std::string_view name);
 
+// Every geometry value (config.json: num_attention_heads/n_head/num_heads/n_heads,
+// num_key_value_heads/n_head_kv/num_kv_heads, hidden_size/n_embd/d_model, head_dim,
+// num_hidden_layers/n_layer/num_layers/n_layers, intermediate_size/n_inner; GGUF: the same as
+// <arch>.attention.head_count, ...) follows one rule: absent or null, or an integer in
+// 1..kMaxGeometryValue. Anything else (0, negative, fractional, a string, a boolean, absurd) is an
+// InputError "<label>: <what>: geometry must be a positive integer (expected 1..N, found V)".
+inline constexpr int kMaxGeometryValue = 1 << 20;
+std::optional<int> geometry_value(const nlohmann::json& value, std::string_view what,
+                                  const std::string& label);
+
 // Reads the family and head geometry from an HF config.json (or from GGUF metadata mapped into the
-// same keys by the checkpoint opener). `config` may be null: the schema is then "unknown".
+// same keys by the checkpoint opener). `config` may be null: the schema is then "unknown"; any other
+// non-object is an InputError. For a recognised family every geometry key is validated
+// (geometry_value), aliases must agree, and the head counts must divide (heads by kv heads, hidden
+// size by heads when head_dim is absent); head_blocks checks them against each projection's shape.
 ModelSchema schema_from_config(const nlohmann::json& config, const std::string& label = "config.json");
 
 // One head's slice of an attention projection.

@@ -42,7 +42,9 @@ struct SweepConfig {
     EvalCommand select_eval, report_eval;  // pick x on one evaluation, report on another
     bool keep = false;                     // keep candidates in DIR/candidates/
     bool quiet = false;
-    nlohmann::json fingerprint;  // what the journal is recorded for; a different one refuses to resume
+    std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // more candidates are refused
+    std::uint64_t candidate_bytes = 0;  // a candidate's size on disk, when known (free-space check)
+    nlohmann::json fingerprint;         // what the journal is recorded for; a different one refuses to resume
 };
 
 struct Candidate {
@@ -64,7 +66,9 @@ struct Record {
 };
 
 // Builds, evaluates and deletes (unless keep) each candidate not in the journal; returns a record per
-// candidate, in order.
+// candidate, in order. Refuses (InputError) more than config.max_candidates candidates, and a disk
+// without room for the candidates still to build (all of them with keep, else one) when
+// config.candidate_bytes is known.
 std::vector<Record> run_candidates(const SweepConfig& config, const std::vector<Candidate>& candidates);
 
 // Trapezoid area under (x, y), sorted by x.

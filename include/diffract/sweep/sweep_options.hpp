@@ -15,6 +15,7 @@ struct SweepOptions {
     std::string out, eval, select_eval, report_eval, score_key;
     bool keep = false;
     std::string max_shard_size = "5G";
+    std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // refuse larger grids and sweeps
     bool per_head = false;
     analysis::RunOptionText run;
     // rewind and rewind-each

@@ -312,6 +312,23 @@ std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {
     return {out.begin(), out.end()};
 }
 
+FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::int64_t nonfinite) {
+    const auto needed = needed_kernels(fields);
+    FieldValues out;
+    for (const auto& k : kernels()) {
+        if (!needed.count(k.name)) continue;
+        for (auto f : k.outputs) {
+            const auto* info = find_field(f);
+            if (info && info->is_vector)
+                out.vectors[std::string(f)] = {};
+            else
+                out.scalars[std::string(f)] = kNaN;
+        }
+    }
+    out.scalars[kNonfiniteCountField] = static_cast<double>(nonfinite);
+    return out;
+}
+
 bool fields_need_vectors(const std::vector<std::string>& fields) {
     return std::any_of(fields.begin(), fields.end(),
                        [](const std::string& f) { return f == "weights_lsvs" || f == "weights_rsvs"; });

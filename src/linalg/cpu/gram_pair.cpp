@@ -1,10 +1,12 @@
 #include "diffract/linalg/gram_pair.hpp"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "lapack_impl.hpp"
 
@@ -92,6 +94,15 @@ std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bo
     const int k = lapack::checked_int(k64, "dimension");
     std::vector<double> lambda(static_cast<std::size_t>(k));
     if (k == 0) return lambda;
+    // syevd never sees NaN/Inf (a Gram matrix of finite entries can still overflow): the lower
+    // triangle, which is what it reads.
+    std::int64_t bad = 0;
+    for (std::int64_t j = 0; j < k64; ++j)
+        for (std::int64_t i = j; i < k64; ++i)
+            bad += std::isfinite(a[static_cast<std::size_t>(i + j * k64)]) ? 0 : 1;
+    if (bad > 0)
+        throw_numeric_error(
+            fmt::format("LAPACK syevd: {} in a {}x{} Gram matrix", nonfinite_what(bad), k, k));
     const char* jobz = vectors ? "V" : "N";
     int info = 0, lwork = -1, liwork = -1, iquery = 0;
     double query = 0;
@@ -102,8 +113,7 @@ std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bo
     std::vector<int> iwork(static_cast<std::size_t>(liwork));
     dsyevd_(jobz, "L", &k, a.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
     if (info != 0)
-        throw std::runtime_error(
-            fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
+        throw_numeric_error(fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
     return lambda;  // ascending
 }
 

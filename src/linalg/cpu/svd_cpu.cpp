@@ -7,6 +7,7 @@
 
 #include "block_values_impl.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"
 #include "diffract/linalg/gram_pair.hpp"
@@ -24,7 +25,8 @@ Svd gesdd(const Matrix<T>& w, bool vectors) {
     const int k = std::min(lm, ln);
     Svd out;
     if (k == 0) return out;
-    std::vector<T> a(w.data.begin(), w.data.end());  // gesdd destroys its input
+    require_finite(std::span<const T>(w.data), "LAPACK gesdd");  // the callers count NaN/Inf first
+    std::vector<T> a(w.data.begin(), w.data.end());              // gesdd destroys its input
     std::vector<T> s(static_cast<std::size_t>(k));
     std::vector<T> u(vectors ? static_cast<std::size_t>(lm) * k : 1),
         vt(vectors ? static_cast<std::size_t>(k) * ln : 1);
@@ -40,7 +42,7 @@ Svd gesdd(const Matrix<T>& w, bool vectors) {
     lapack::gesdd(jobz, &lm, &ln, a.data(), &lda, s.data(), u.data(), &ldu, vt.data(), &ldvt, work.data(),
                   &lwork, iwork.data(), &info);
     if (info != 0)
-        throw std::runtime_error(
+        throw_numeric_error(
             fmt::format("LAPACK gesdd failed on a {}x{} matrix (info {})", w.rows, w.cols, info));
     // LAPACK returns descending values; we store ascending: component c of ours is k-1-c of LAPACK's.
     out.s.resize(static_cast<std::size_t>(k));
@@ -68,6 +70,7 @@ constexpr std::int64_t kSlab = 2048;
 
 template <typename T>
 std::vector<double> gram_values(const Matrix<T>& w) {
+    require_finite(std::span<const T>(w.data), "the Gram route");  // the callers count NaN/Inf first
     const std::int64_t m = w.rows, n = w.cols;
     const int k = lapack::checked_int(std::min(m, n), "dimension");
     lapack::checked_int(std::max(m, n), "dimension");

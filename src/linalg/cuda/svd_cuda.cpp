@@ -22,6 +22,7 @@
 #include "device_buffer_impl.hpp"
 #include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"
 #include "diffract/linalg/gram_pair.hpp"
@@ -97,6 +98,14 @@ public:
     }
     std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
         if (k == 0) return {};
+        // cuSOLVER never sees NaN/Inf: the lower triangle, which is what syevd reads.
+        std::int64_t bad = 0;
+        for (std::int64_t j = 0; j < k; ++j)
+            for (std::int64_t i = j; i < k; ++i)
+                bad += std::isfinite(a[static_cast<std::size_t>(i + j * k)]) ? 0 : 1;
+        if (bad > 0)
+            throw_numeric_error("cuSOLVER syevd: " + nonfinite_what(bad) + " in a " + std::to_string(k) +
+                                "x" + std::to_string(k) + " Gram matrix");
         const auto g = upload(a);
         auto lambda = gram_eigenvalues(*g, checked_int(k, "dimension"), vectors);
         if (vectors) a = download(*g);
@@ -151,6 +160,7 @@ private:
     // The matrix on the device as f64, row-major (= col-major Wᵀ, n × m, ld n).
     template <typename T>
     std::unique_ptr<DeviceBuffer<double>> upload(const Matrix<T>& w) {
+        require_finite(std::span<const T>(w.data), "cuSOLVER");  // the callers count NaN/Inf first
         auto d = std::make_unique<DeviceBuffer<double>>(w.data.size());
         upload_->decode_into(reinterpret_cast<const std::byte*>(w.data.data()), w.data.size(),
                              std::is_same_v<T, float> ? Encoding::f32 : Encoding::f64, false, d->ptr);
@@ -238,8 +248,8 @@ private:
         cusolverDnDestroyParams(params);
         for (std::size_t i = 0; i < len; ++i)
             if (host_info[i] != 0)
-                throw std::runtime_error("cuSOLVER syevBatched failed on matrix " + std::to_string(i) +
-                                         " (info " + std::to_string(host_info[i]) + ")");
+                throw_numeric_error("cuSOLVER syevBatched failed on matrix " + std::to_string(i) + " (info " +
+                                    std::to_string(host_info[i]) + ")");
     }
 
     // Eigenvalues (ascending) of one column-major symmetric k × k matrix (lower triangle) on the
@@ -262,7 +272,7 @@ private:
             cudaMemcpyAsync(&host_info, info.ptr, sizeof(int), cudaMemcpyDeviceToHost, stream_));
         DIFFRACT_CUDA_CHECK(cudaStreamSynchronize(stream_));
         if (host_info != 0)
-            throw std::runtime_error("cuSOLVER syevd failed (info " + std::to_string(host_info) + ")");
+            throw_numeric_error("cuSOLVER syevd failed (info " + std::to_string(host_info) + ")");
         return host;
     }
 
@@ -331,6 +341,9 @@ private:
         cusolverDnDestroyGesvdjInfo(params);
         if (host_info < 0)
             throw std::runtime_error("cuSOLVER gesvdj: invalid argument " + std::to_string(-host_info));
+        if (host_info > 0)
+            throw_numeric_error("cuSOLVER gesvdj did not converge on a " + std::to_string(m) + "x" +
+                                std::to_string(n) + " matrix (info " + std::to_string(host_info) + ")");
         // gesvdj returns descending values: reverse into ascending; W's U = V', W's V = U'.
         Svd out;
         out.s.assign(hs.rbegin(), hs.rend());

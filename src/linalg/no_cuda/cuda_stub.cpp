@@ -5,6 +5,8 @@
 
 namespace diffract::linalg {
 
+bool cuda_backend_built() { return false; }
+
 std::unique_ptr<Backend> make_cuda_backend() {
     throw InputError(
         "--device cuda: this diffract was built without CUDA (configure with -DDIFFRACT_CUDA=ON)");

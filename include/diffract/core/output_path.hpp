@@ -1,0 +1,17 @@
+// One rule for where any command may write: an output never is, contains or lies inside one of the
+// run's inputs or the results store. Every command checks its outputs with it before it computes or
+// writes anything, so a mistyped --out costs a message, not a model or a store.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace diffract {
+
+// Throws InputError naming `out` (and the input it collides with) when `out` is, contains or lies
+// inside any of `protected_paths` (files or directories; symbolic links resolved, missing paths
+// compared lexically). `flag` names the option in the message ("--out").
+void check_output_path(const std::string& out, const std::vector<std::string>& protected_paths,
+                       const std::string& flag = "--out");
+
+}  // namespace diffract

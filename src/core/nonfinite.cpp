@@ -1,0 +1,87 @@
+#include "diffract/core/nonfinite.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace diffract {
+namespace {
+
+thread_local const TensorScope* current_scope = nullptr;
+
+// Rows per slab: about 64K values decoded at a time.
+std::int64_t slab_rows(std::int64_t cols) {
+    return std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(cols, 1));
+}
+
+template <typename T>
+std::int64_t count_block(const TensorInfo& t, const MatrixBlock& b) {
+    check_block_inside(t, b);
+    std::int64_t n = 0;
+    const std::int64_t step = slab_rows(b.cols);
+    for (std::int64_t r = 0; r < b.rows; r += step) {
+        const MatrixBlock slab{b.row0 + r, std::min(step, b.rows - r), b.col0, b.cols, false};
+        const auto m = read_matrix<T>(t, slab);
+        n += count_nonfinite(std::span<const T>(m.data));
+    }
+    return n;
+}
+
+template <typename T>
+NonfinitePair count_pair(const TensorInfo& a, const TensorInfo& b, const MatrixBlock& blk) {
+    check_block_inside(a, blk);
+    check_block_inside(b, blk);
+    NonfinitePair n;
+    const std::int64_t step = slab_rows(blk.cols);
+    for (std::int64_t r = 0; r < blk.rows; r += step) {
+        const MatrixBlock slab{blk.row0 + r, std::min(step, blk.rows - r), blk.col0, blk.cols, false};
+        const auto x = read_matrix<T>(a, slab), y = read_matrix<T>(b, slab);
+        for (std::size_t i = 0; i < x.data.size(); ++i) {
+            const bool bad_x = !std::isfinite(x.data[i]), bad_y = !std::isfinite(y.data[i]);
+            n.first += bad_x, n.second += bad_y, n.either += bad_x || bad_y;
+        }
+    }
+    return n;
+}
+
+}  // namespace
+
+NonfinitePair count_nonfinite_pair(const TensorInfo& first, const TensorInfo& second,
+                                   const MatrixBlock& block, bool f64) {
+    return f64 ? count_pair<double>(first, second, block) : count_pair<float>(first, second, block);
+}
+
+std::int64_t count_nonfinite(const TensorInfo& t, const MatrixBlock& block, bool f64) {
+    return f64 ? count_block<double>(t, block) : count_block<float>(t, block);
+}
+
+std::int64_t count_nonfinite(const TensorInfo& t, bool f64) {
+    return count_nonfinite(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
+}
+
+std::string nonfinite_what(std::int64_t count) {
+    return fmt::format("{} non-finite {} (NaN/Inf)", count, count == 1 ? "entry" : "entries");
+}
+
+std::string nonfinite_warning(std::string_view path, std::string_view tensor, std::int64_t count) {
+    return error_context(path, tensor, nonfinite_what(count) + "; its metrics are NaN");
+}
+
+TensorScope::TensorScope(std::string path, std::string tensor)
+    : path_(std::move(path)), tensor_(std::move(tensor)), outer_(current_scope) {
+    current_scope = this;
+}
+
+TensorScope::~TensorScope() { current_scope = outer_; }
+
+const TensorScope* TensorScope::current() { return current_scope; }
+
+void throw_numeric_error(std::string_view what) {
+    if (!current_scope) throw std::runtime_error(std::string(what));
+    throw_input_error(current_scope->path(), current_scope->tensor(), what);
+}
+
+}  // namespace diffract

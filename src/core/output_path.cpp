@@ -1,0 +1,51 @@
+#include "diffract/core/output_path.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace diffract {
+namespace {
+
+// The absolute path with symbolic links resolved as far as the path exists.
+fs::path resolved(const std::string& p) {
+    std::error_code ec;
+    auto c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    return ec ? fs::absolute(p).lexically_normal() : c.lexically_normal();
+}
+
+// Whether `inner` is `outer` or lies below it, component by component.
+bool within(const fs::path& inner, const fs::path& outer) {
+    auto i = inner.begin();
+    for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+        if (o->empty()) continue;  // a trailing separator
+        if (i == inner.end() || *i != *o) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+void check_output_path(const std::string& out, const std::vector<std::string>& protected_paths,
+                       const std::string& flag) {
+    if (out.empty()) throw InputError(fmt::format("{}: an empty path", flag));
+    const fs::path target = resolved(out);
+    for (const auto& p : protected_paths) {
+        if (p.empty()) continue;
+        const fs::path in = resolved(p);
+        const char* how = target == in         ? "is"
+                          : within(in, target) ? "contains"
+                          : within(target, in) ? "lies inside"
+                                               : nullptr;
+        if (how)
+            throw_input_error(
+                out, "",
+                fmt::format("{} {} an input or the results store ({}); nothing was written", flag, how, p));
+    }
+}
+
+}  // namespace diffract

@@ -1,0 +1,93 @@
+#include "diffract/store/content_id.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "diffract/core/parallel.hpp"
+#include "diffract/core/progress.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::store {
+namespace {
+
+// Hashed in slices so that a tensor's pages can be released as it is read: resident memory stays at
+// one slice per thread however large the tensor.
+constexpr std::size_t kSlice = std::size_t{64} << 20;
+
+std::string hash_bytes(const TensorInfo& t) {
+    XXH3_state_t* state = XXH3_createState();
+    if (!state) throw std::bad_alloc();
+    XXH3_128bits_reset(state);
+    const auto bytes = t.bytes();
+    for (std::size_t off = 0; off < bytes.size(); off += kSlice) {
+        const std::size_t n = std::min(kSlice, bytes.size() - off);
+        t.file->will_need(t.offset + off, n);
+        XXH3_128bits_update(state, bytes.data() + off, n);
+        t.file->dont_need(t.offset + off, n);
+    }
+    const XXH128_hash_t h = XXH3_128bits_digest(state);
+    XXH3_freeState(state);
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
+    std::string shape;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += fmt::format("{}{}", i ? "x" : "", t.shape[i]);
+    return fmt::format("{}/{}/{}", dtype_name(t.dtype), shape, byte_hash);
+}
+
+}  // namespace
+
+ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cache, int threads,
+                       bool progress) {
+    std::vector<const TensorInfo*> unique = tensors;
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+
+    ContentIds ids;
+    std::vector<const TensorInfo*> todo;
+    for (const auto* t : unique) {
+        const auto& identity = t->file->identity();
+        if (cache && identity)
+            if (auto h = cache->cached_hash(*identity, t->offset, t->nbytes)) {
+                ids[t] = content_id(*t, *h);
+                continue;
+            }
+        todo.push_back(t);
+    }
+    std::vector<TaskCost> costs;
+    for (const auto* t : todo) costs.push_back({static_cast<double>(t->nbytes), 0});
+    std::vector<std::string> hashes(todo.size());
+    Progress bar("hash", todo.size(), progress);
+    run_tasks(costs, threads, 0, [&](std::size_t i) {
+        hashes[i] = hash_bytes(*todo[i]);
+        bar.advance();
+    });
+    bar.finish();
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+        const auto* t = todo[i];
+        if (cache && t->file->identity())
+            cache->cache_hash(*t->file->identity(), t->offset, t->nbytes, hashes[i]);
+        ids[t] = content_id(*t, hashes[i]);
+    }
+    return ids;
+}
+
+ContentIds identify_model(Store& db, const formats::Checkpoint& ck,
+                          const std::vector<const TensorInfo*>& tensors, int threads, bool progress) {
+    auto ids = content_ids(tensors, &db, threads, progress);
+    std::map<std::string, TensorRecord> records;  // by tensor name: one row each, in name order
+    for (const auto& [t, id] : ids) records[t->name] = {t->name, id, t->path(), t->file->identity()};
+    std::vector<TensorRecord> rows;
+    for (auto& [name, r] : records) rows.push_back(std::move(r));
+    db.record_model(ck.name, ck.path, rows);
+    return ids;
+}
+
+}  // namespace diffract::store

@@ -1,0 +1,190 @@
+// The fuzz targets' bodies, shared by the libFuzzer harnesses (tests/fuzz/*_fuzz.cpp) and the unit
+// test that replays every corpus file (tests/unit/fuzz_corpus_test.cpp).
+//
+// Each target feeds arbitrary bytes to one parser entry point. The parser may only return or throw
+// InputError (caught here); after a successful parse the invariants it promises are checked, and a
+// violation throws Finding. Anything that escapes a target (Finding, another exception, a crash, a
+// sanitizer report) is a bug.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/edit/edit.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/formats/gguf.hpp"
+#include "diffract/formats/safetensors.hpp"
+#include "diffract/formats/shard_index.hpp"
+#include "diffract/model/schema.hpp"
+
+namespace diffract::fuzz {
+
+using Bytes = std::span<const std::byte>;
+
+// A broken invariant: never an InputError, so that nothing catches it on the way out.
+struct Finding : std::logic_error {
+    using std::logic_error::logic_error;
+};
+
+inline void expect(bool ok, const std::string& what) {
+    if (!ok) throw Finding(what);
+}
+
+// Every head block of `t` lies inside the tensor as stored; throws InputError when the geometry
+// does not fit the shape (that is the parser's answer, not a finding).
+inline void check_head_blocks(const model::ModelSchema& schema, const TensorInfo& t) {
+    if (t.shape.size() != 2) return;
+    const auto role = model::classify_tensor(t.name).role;
+    for (const auto& hb : model::head_blocks(schema, t, role)) {
+        const auto& b = hb.block;
+        expect(b.row0 >= 0 && b.col0 >= 0 && b.rows > 0 && b.cols > 0, "empty or negative head block");
+        expect(b.row0 + b.rows <= t.shape[0] && b.col0 + b.cols <= t.shape[1],
+               fmt::format("head block of {} outside the tensor", t.name));
+    }
+}
+
+// The schema's geometry checked against projections shaped as the geometry says (every head block
+// inside, the expected number of heads), and against one the fuzzer's bytes shape.
+inline void check_schema(const model::ModelSchema& s, std::int64_t extra_rows, std::int64_t extra_cols) {
+    if (!s.heads) return;
+    const auto& g = *s.heads;
+    expect(g.n_heads > 0 && g.n_kv_heads > 0 && g.head_dim > 0 && g.n_heads % g.n_kv_heads == 0,
+           "accepted geometry is not positive and divisible");
+    if (g.n_heads > 4096) return;  // valid, but too many blocks to list at fuzzing speed
+    const std::int64_t d = g.head_dim, hidden = g.hidden > 0 ? g.hidden : 64;
+    auto tensor = [&](const char* name, std::int64_t rows, std::int64_t cols) {
+        TensorInfo t;
+        t.name = name;
+        t.shape = s.conv1d_transposed ? std::vector<std::int64_t>{cols, rows}
+                                      : std::vector<std::int64_t>{rows, cols};
+        return t;
+    };
+    if (s.qkv_layout == model::QkvLayout::separate) {
+        const auto q = tensor("model.layers.0.self_attn.q_proj.weight", g.n_heads * d, hidden);
+        expect(model::head_blocks(s, q, model::Role::attn_q).size() == static_cast<std::size_t>(g.n_heads),
+               "query heads");
+        const auto k = tensor("model.layers.0.self_attn.k_proj.weight", g.n_kv_heads * d, hidden);
+        expect(model::head_blocks(s, k, model::Role::attn_k).size() == static_cast<std::size_t>(g.n_kv_heads),
+               "key heads");
+        check_head_blocks(s, q);
+        check_head_blocks(s, tensor("model.layers.0.self_attn.o_proj.weight", hidden, g.n_heads * d));
+    }
+    try {
+        check_head_blocks(s, tensor("model.layers.0.self_attn.q_proj.weight", extra_rows, extra_cols));
+    } catch (const InputError&) {
+    }
+}
+
+// safetensors: the header JSON and offsets. Every tensor lies inside the input.
+inline void safetensors_header(Bytes bytes) {
+    try {
+        const auto h = formats::parse_safetensors(bytes, "fuzz.safetensors");
+        std::set<std::string> names;
+        for (const auto& t : h.tensors) {
+            expect(h.data_start() + t.end <= bytes.size() && t.begin <= t.end, "tensor outside the file");
+            expect(names.insert(t.name).second, "duplicate tensor name accepted");
+        }
+    } catch (const InputError&) {
+    }
+}
+
+// model.safetensors.index.json: accepted file names never leave the model directory.
+inline void shard_index(Bytes bytes) {
+    try {
+        const auto idx = formats::parse_shard_index(bytes, "fuzz.index.json");
+        expect(!idx.weight_map.empty(), "empty weight_map accepted");
+        for (const auto& [tensor, file] : idx.weight_map)
+            expect(!file.empty() && file.find('/') == std::string::npos && file != "..",
+                   "shard outside the directory");
+    } catch (const InputError&) {
+    }
+}
+
+// GGUF: header, metadata, tensor infos; then the geometry the metadata gives, against the tensors.
+inline void gguf(Bytes bytes) {
+    try {
+        const auto f = formats::parse_gguf_bytes(bytes, "fuzz.gguf");
+        (void)f.metadata.dump();  // strings were made valid UTF-8
+        volatile unsigned sink = 0;
+        for (const auto& t : f.tensors) {
+            expect(t.offset <= bytes.size() && t.nbytes <= bytes.size() - t.offset,
+                   "tensor outside the file");
+            if (t.nbytes > 0) sink = sink + static_cast<unsigned>(bytes[t.offset + t.nbytes - 1]);
+            if (t.dtype == DType::Q8_0) {
+                const auto n = static_cast<std::size_t>(t.numel());
+                expect(n / 32 * 34 == t.nbytes, "Q8_0 size");
+                if (n <= 4096) {
+                    std::vector<float> out(n);
+                    formats::dequantize_q8_0(bytes.data() + t.offset, n, out.data());
+                }
+            }
+        }
+        const auto schema = model::schema_from_config(formats::gguf_config(f, "fuzz.gguf"), "fuzz.gguf");
+        check_schema(schema, 0, 0);
+        for (const auto& t : f.tensors) check_head_blocks(schema, t);
+    } catch (const InputError&) {
+    }
+}
+
+// config.json: the JSON, the family and every geometry key; the same object read as GGUF metadata
+// (keys such as "llama.attention.head_count", architecture from "general.architecture").
+inline void config_geometry(Bytes bytes) {
+    const auto rows = static_cast<std::int64_t>(bytes.size() % 97),
+               cols = static_cast<std::int64_t>(bytes.size() % 89);
+    nlohmann::json config;
+    try {
+        config = formats::parse_config_json(bytes, "fuzz/config.json");
+        expect(config.is_object(), "a config that is not an object accepted");
+        check_schema(model::schema_from_config(config, "fuzz/config.json"), rows, cols);
+    } catch (const InputError&) {
+    }
+    if (!config.is_object()) return;
+    try {
+        formats::GgufFile g;
+        g.metadata = config;
+        if (auto a = config.find("general.architecture"); a != config.end() && a->is_string())
+            g.architecture = a->get<std::string>();
+        check_schema(model::schema_from_config(formats::gguf_config(g, "fuzz.gguf"), "fuzz.gguf"), rows,
+                     cols);
+    } catch (const InputError&) {
+    }
+}
+
+// rewind --heads FILE: every accepted row is a distinct non-negative (layer, head) with its line.
+inline void heads_csv(Bytes bytes) {
+    try {
+        const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        const auto heads = edit::parse_heads_csv(text, "fuzz.csv");
+        expect(!heads.empty(), "no heads accepted");
+        std::set<std::pair<int, int>> seen;
+        int last_line = 0;
+        for (const auto& h : heads) {
+            expect(h.layer >= 0 && h.head >= 0, "negative head accepted");
+            expect(seen.insert({h.layer, h.head}).second, "duplicate head accepted");
+            expect(h.line > last_line, "lines out of order");
+            last_line = h.line;
+        }
+    } catch (const InputError&) {
+    }
+}
+
+struct Target {
+    const char* name;  // the harness and its corpus folder: tests/fuzz/corpus/<name>
+    void (*run)(Bytes);
+};
+
+inline constexpr Target kTargets[] = {
+    {"safetensors_header_fuzz", safetensors_header}, {"shard_index_fuzz", shard_index}, {"gguf_fuzz", gguf},
+    {"config_geometry_fuzz", config_geometry},       {"heads_csv_fuzz", heads_csv},
+};
+
+}  // namespace diffract::fuzz
