@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -44,6 +47,34 @@ const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo
         throw_input_error(ck.path, t.name,
                           fmt::format("not a floating tensor (found {})", dtype_name(other->dtype)));
     return *other;
+}
+
+// diffract_edit.json: the edit, its parameters, its inputs (the primary first: the output's layout,
+// untouched tensors and carried files come from it), what was edited, and the primary's own record
+// when it was itself made by an edit.
+nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
+    nlohmann::json inputs = nlohmann::json::array();
+    inputs.push_back({{"name", job.primary->name}, {"path", job.primary->path}, {"role", "primary"}});
+    for (const auto* ck : job.aligned)
+        inputs.push_back({{"name", ck->name}, {"path", ck->path}, {"role", "aligned"}});
+    nlohmann::json p{
+        {"tool", "diffract"},
+        {"edit", job.record.edit},
+        {"parameters", job.record.parameters.is_null() ? nlohmann::json::object() : job.record.parameters},
+        {"per_head", job.common.per_head},
+        {"allow_nonfinite", job.common.allow_nonfinite},
+        {"inputs", inputs},
+        {"tensors_edited", summary.edited},
+        {"tensors_copied", summary.copied}};
+    const auto dir = job.primary->directory();
+    if (!dir.empty()) {
+        std::ifstream in(std::filesystem::path(dir) / formats::kProvenanceFile);
+        if (in) {
+            const auto earlier = nlohmann::json::parse(in, nullptr, false);
+            if (!earlier.is_discarded()) p["input_provenance"] = earlier;
+        }
+    }
+    return p;
 }
 
 }  // namespace
@@ -88,6 +119,13 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
     for (const auto* ck : all) w.inputs.push_back(ck->path);
+    w.provenance = provenance(job, summary);
+    if (!w.copy_files_from.empty()) {
+        std::set<std::string> own{"model.safetensors.index.json"};
+        for (const auto& t : primary.tensors)
+            own.insert(std::filesystem::relative(t.path(), w.copy_files_from).generic_string());
+        w.replaced_weight_files.assign(own.begin(), own.end());
+    }
     std::size_t next = 0;  // tensors are produced in the order given
     formats::write_checkpoint(
         out_dir, specs,
@@ -185,10 +223,12 @@ void add_components(const linalg::Svd& f, const std::vector<double>& s, std::siz
     }
 }
 
-EditSummary run_matrix_edit(const std::string& out_dir, const formats::Checkpoint& primary,
+EditSummary run_matrix_edit(const std::string& out_dir, const EditRecord& record,
+                            const formats::Checkpoint& primary,
                             std::vector<const formats::Checkpoint*> aligned, const EditCommon& common,
                             const MatrixFn& fn) {
     EditJob job;
+    job.record = record;
     job.primary = &primary;
     job.aligned = std::move(aligned);
     job.editable = Editable::matrices;

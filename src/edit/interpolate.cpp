@@ -12,6 +12,7 @@ EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a
                         const formats::Checkpoint& b, double omega, const EditCommon& common) {
     if (!std::isfinite(omega)) throw InputError(fmt::format("--omega: expected a number, found {}", omega));
     EditJob job;
+    job.record = {"interpolate", {{"omega", omega}}};
     job.common = common;
     job.primary = omega == 1.0 ? &b : &a;
     job.aligned = {omega == 1.0 ? &a : &b};  // at the endpoints: only checked to match

@@ -66,6 +66,14 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
     const bool normalize = o.normalize < 0 ? o.method == MergeMethod::ties : o.normalize > 0;
 
     EditJob job;
+    const char* method_names[] = {"task_arithmetic", "ties", "dare_linear", "dare_ties"};
+    job.record = {"merge",
+                  {{"method", method_names[static_cast<int>(o.method)]},
+                   {"weights", weights},
+                   {"density", o.density},
+                   {"lambda", o.lambda},
+                   {"normalize", normalize},
+                   {"seed", o.seed}}};
     job.primary = &base;
     job.aligned = models;
     job.editable = Editable::any_float;

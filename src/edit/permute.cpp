@@ -14,15 +14,17 @@ namespace diffract::edit {
 EditSummary permute(const std::string& out_dir, const formats::Checkpoint& model, std::uint64_t seed,
                     const EditCommon& common) {
     auto backend = linalg::make_backend(common.device);
-    return run_matrix_edit(out_dir, model, {}, common, [&](const auto& in, const std::string& unit) {
-        const auto f = backend->svd(in[0]);
-        auto s = f.s;
-        std::uint64_t state = stream_seed(seed, "permute", unit);
-        for (std::size_t i = s.size(); i > 1; --i) std::swap(s[i - 1], s[splitmix64(state) % i]);
-        Matrix<double> out(in[0].rows, in[0].cols);
-        add_components(f, s, 0, out);
-        return out;
-    });
+    return run_matrix_edit(out_dir, {"permute", {{"seed", seed}}}, model, {}, common,
+                           [&](const auto& in, const std::string& unit) {
+                               const auto f = backend->svd(in[0]);
+                               auto s = f.s;
+                               std::uint64_t state = stream_seed(seed, "permute", unit);
+                               for (std::size_t i = s.size(); i > 1; --i)
+                                   std::swap(s[i - 1], s[splitmix64(state) % i]);
+                               Matrix<double> out(in[0].rows, in[0].cols);
+                               add_components(f, s, 0, out);
+                               return out;
+                           });
 }
 
 }  // namespace diffract::edit

@@ -121,6 +121,9 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
     check_heads(heads, model, common.selection);
     const auto set = head_set(heads, model.schema, kv, model.path);
     EditJob job;
+    nlohmann::json rewound = nlohmann::json::array();
+    for (const auto& h : heads) rewound.push_back({h.layer, h.head});
+    job.record = {"rewind", {{"heads", rewound}, {"kv_policy", kv == KvPolicy::all ? "all" : "any"}}};
     job.primary = &model;
     job.aligned = {&base};
     job.editable = Editable::attention_heads;

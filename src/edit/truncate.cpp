@@ -40,16 +40,20 @@ EditSummary truncate(const std::string& out_dir, const formats::Checkpoint& base
         throw InputError(
             fmt::format("truncate: expected a fraction in [0, 1] (or a rank >= 0), found {}", rule.value));
     auto backend = linalg::make_backend(common.device);
-    return run_matrix_edit(out_dir, model, {&base}, common, [&](const auto& in, const std::string&) {
-        const auto& w = in[0];
-        Matrix<double> out = in[1];  // the base
-        Matrix<double> delta(w.rows, w.cols);
-        for (std::size_t i = 0; i < w.data.size(); ++i) delta.data[i] = w.data[i] - out.data[i];
-        const auto f = backend->svd(delta);
-        const int k = rule.k_for(f.s);
-        add_components(f, f.s, f.s.size() - static_cast<std::size_t>(k), out);
-        return out;
-    });
+    const char* kinds[] = {"keep", "rank", "energy"};
+    const nlohmann::json parameters{{kinds[static_cast<int>(rule.kind)], rule.value}};
+    return run_matrix_edit(out_dir, {"truncate", parameters}, model, {&base}, common,
+                           [&](const auto& in, const std::string&) {
+                               const auto& w = in[0];
+                               Matrix<double> out = in[1];  // the base
+                               Matrix<double> delta(w.rows, w.cols);
+                               for (std::size_t i = 0; i < w.data.size(); ++i)
+                                   delta.data[i] = w.data[i] - out.data[i];
+                               const auto f = backend->svd(delta);
+                               const int k = rule.k_for(f.s);
+                               add_components(f, f.s, f.s.size() - static_cast<std::size_t>(k), out);
+                               return out;
+                           });
 }
 
 }  // namespace diffract::edit

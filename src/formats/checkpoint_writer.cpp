@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -63,6 +64,44 @@ void write_shard(const std::string& path, const std::vector<const TensorSpec*>& 
         throw_input_error(path, "", "write failed (disk full?)");
 }
 
+// Copies every file of `from` (recursively) into `to` except weight files, hidden entries and the
+// files the writer itself produces; returns the weight files left out (relative paths, sorted).
+std::vector<std::string> carry_files(const fs::path& from, const fs::path& to, const WriteOptions& options) {
+    std::vector<std::string> left_out;
+    std::error_code ec;
+    auto it = fs::recursive_directory_iterator(from, fs::directory_options::follow_directory_symlink, ec);
+    if (ec) throw_input_error(from.string(), "", "cannot list the model directory: " + ec.message());
+    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (ec) throw_input_error(from.string(), "", "cannot list the model directory: " + ec.message());
+        const fs::path rel = fs::relative(it->path(), from);
+        const auto rel_text = rel.generic_string();
+        if (rel.filename().string().starts_with(".")) {
+            if (it->is_directory(ec)) it.disable_recursion_pending();
+            continue;
+        }
+        if (it->is_directory(ec)) {
+            fs::create_directories(to / rel, ec);
+            if (ec) throw_input_error((to / rel).string(), "", "cannot create: " + ec.message());
+            continue;
+        }
+        if (!it->is_regular_file(ec)) continue;  // sockets, FIFOs, dangling links: nothing to carry
+        if (is_weight_file(rel_text)) {
+            const auto& replaced = options.replaced_weight_files;
+            if (std::find(replaced.begin(), replaced.end(), rel_text) == replaced.end())
+                left_out.push_back(rel_text);
+            continue;
+        }
+        const bool rewritten = (rel_text == "config.json" && !options.config.is_null()) ||
+                               options.extra_files.count(rel_text) ||
+                               (rel_text == kProvenanceFile && !options.provenance.is_null());
+        if (rewritten) continue;
+        if (!fs::copy_file(it->path(), to / rel, ec))
+            throw_input_error(it->path().string(), "", "cannot copy into the output: " + ec.message());
+    }
+    std::sort(left_out.begin(), left_out.end());
+    return left_out;
+}
+
 }  // namespace
 
 std::uint64_t TensorSpec::nbytes() const {
@@ -71,12 +110,18 @@ std::uint64_t TensorSpec::nbytes() const {
     return n;
 }
 
-bool is_companion_file(const std::string& f) {
-    if (f == "config.json" || f == "generation_config.json" || f == "special_tokens_map.json" ||
-        f == "vocab.json" || f == "merges.txt" || f == "added_tokens.json" || f == "vocab.txt" ||
-        f == "chat_template.jinja")
-        return true;
-    return f.starts_with("tokenizer") || f.ends_with(".model") || f.ends_with(".tiktoken");
+bool is_weight_file(const std::string& relative_path) {
+    const fs::path p(relative_path);
+    const auto name = p.filename().string();
+    if (name.ends_with(".index.json"))
+        return true;  // model.safetensors.index.json, pytorch_model.bin.index.json
+    static const char* kWeightExtensions[] = {".safetensors", ".bin",       ".pt", ".pth",
+                                              ".ckpt",        ".gguf",      ".h5", ".msgpack",
+                                              ".onnx",        ".onnx_data", ".ot"};
+    const auto ext = p.extension().string();
+    for (const char* e : kWeightExtensions)
+        if (ext == e) return true;
+    return false;
 }
 
 void write_directory_atomically(const std::string& out_dir, const std::vector<std::string>& inputs,
@@ -99,14 +144,13 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         current += t.nbytes();
     }
     write_directory_atomically(out_dir, options.inputs, [&](const std::string& tmp) {
-        if (!options.copy_files_from.empty()) {
-            for (const auto& e : fs::directory_iterator(options.copy_files_from)) {
-                const auto name = e.path().filename().string();
-                std::error_code ec;
-                if (e.is_regular_file() && is_companion_file(name) &&
-                    !fs::copy_file(e.path(), fs::path(tmp) / name, ec))
-                    throw_input_error(e.path().string(), "", "cannot copy into the output: " + ec.message());
-            }
+        std::vector<std::string> not_carried;
+        if (!options.copy_files_from.empty())
+            not_carried = carry_files(options.copy_files_from, tmp, options);
+        if (!options.provenance.is_null()) {
+            auto provenance = options.provenance;
+            provenance["not_carried"] = not_carried;
+            write_file_fully((fs::path(tmp) / kProvenanceFile).string(), provenance.dump(2) + "\n");
         }
         if (!options.config.is_null()) {
             write_file_fully((fs::path(tmp) / "config.json").string(), options.config.dump(2) + "\n");

@@ -220,3 +220,24 @@ def test_disk_full_during_a_sweep_is_exit_2_naming_the_path(fam, tmp_path):
         assert not [x for x in mnt.rglob("*") if ".tmp-" in x.name or x.suffix == ".safetensors"]
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_two_runs_racing_for_one_out_never_mix_or_fail_internally(fam, tmp_path):
+    out = tmp_path / "an"
+    procs = [subprocess.Popen([binary(), "analyze", fam / "math", "--out", out, "--store", tmp_path / f"s{i}.sqlite",
+                               "--no-heads", "--quiet", "--metrics", metric], stderr=subprocess.PIPE, text=True)
+             for i, metric in enumerate(("stable_rank", "frob_norm"))]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode in (0, 2), err
+    # Whichever run came last, the directory is one run's whole result set.
+    header = (out / "metrics.csv").read_text().splitlines()[0]
+    assert header.endswith(",stable_rank") or header.endswith(",frob_norm")
+    assert sorted(x.name for x in out.iterdir()) == ["aggregates.csv", "metrics.csv"]
+    assert not [x for x in tmp_path.iterdir() if ".tmp-" in x.name]
+    # Two edits racing for one output: exactly one writes it, the other is refused with exit 2.
+    edits = [subprocess.Popen([binary(), "edit", "interpolate", fam / "pretrained", fam / "math", "--omega", w,
+                               "--out", tmp_path / "ed"], stderr=subprocess.PIPE, text=True) for w in ("0.25", "0.75")]
+    codes = sorted(p.wait(timeout=300) for p in edits)
+    assert codes == [0, 2]
+    assert not [x for x in tmp_path.iterdir() if ".tmp-" in x.name]

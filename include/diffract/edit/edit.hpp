@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/head_ranking.hpp"
@@ -68,7 +70,14 @@ struct EditCommon {
 EditCommon parse_edit_common(const analysis::RunOptionText& run, bool per_head,
                              const std::string& max_shard_size);
 
+// What made an edited checkpoint (written to its diffract_edit.json with the inputs and counts).
+struct EditRecord {
+    std::string edit;           // "rewind", "truncate", ...
+    nlohmann::json parameters;  // the edit's own parameters
+};
+
 struct EditJob {
+    EditRecord record;
     const formats::Checkpoint* primary = nullptr;     // output layout; untouched tensors come from it
     std::vector<const formats::Checkpoint*> aligned;  // must hold each edited tensor with the same shape
     Editable editable = Editable::matrices;
@@ -102,7 +111,8 @@ void edit_matrices(const EditTensor& t, bool per_head, const MatrixFn& fn, std::
 
 // Runs an edit of Editable::matrices that applies `fn` through edit_matrices (per head with
 // common.per_head).
-EditSummary run_matrix_edit(const std::string& out_dir, const formats::Checkpoint& primary,
+EditSummary run_matrix_edit(const std::string& out_dir, const EditRecord& record,
+                            const formats::Checkpoint& primary,
                             std::vector<const formats::Checkpoint*> aligned, const EditCommon& common,
                             const MatrixFn& fn);
 // Adds Σ_{c ≥ first} s[c] u_c v_cᵀ into `out` (m × n): the SVD edits' reconstruction, with the

@@ -32,20 +32,33 @@ using TensorProducer = std::function<void(const TensorSpec& spec, std::span<std:
 
 struct WriteOptions {
     std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // as transformers' save_pretrained default
-    std::string copy_files_from;  // a model directory: config.json, tokenizer and generation files
-    nlohmann::json config;        // written as config.json when not null (overrides the copied one)
+    // A model directory whose files and folders are all carried into the output (tokenizer, chat
+    // template, README, custom code, sentence-transformers modules, ...) except weight files in any
+    // format and their indexes (they hold the input's weights, not the output's: is_weight_file) and
+    // hidden entries (.git, .cache). Symbolic links (HF cache snapshots) are copied as their targets.
+    std::string copy_files_from;
+    nlohmann::json config;  // written as config.json when not null (overrides the copied one)
     std::map<std::string, std::string> metadata = {{"format", "pt"}};
     std::vector<std::string> inputs;  // paths that must not be overwritten
     // Extra small files to place in the directory (name -> contents), e.g. the heads a rewind chose.
     std::map<std::string, std::string> extra_files;
+    // Written as diffract_edit.json when not null: which edit made the checkpoint, from what. The
+    // writer adds "not_carried": the weight files of copy_files_from that were left out.
+    nlohmann::json provenance;
+    // Weight files of copy_files_from that the output replaces (relative paths): not listed as
+    // "not_carried", which names only weights in other formats (.bin, .onnx, ...) left behind.
+    std::vector<std::string> replaced_weight_files;
 };
+
+inline constexpr const char* kProvenanceFile = "diffract_edit.json";
 
 // Writes the directory `out_dir`. Tensors are written in the order given.
 void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
                       const TensorProducer& produce, const WriteOptions& options);
 
-// Files copied from a source model directory into an edited one.
-bool is_companion_file(const std::string& file_name);
+// Whether a file of a model directory (path relative to it) holds weights or indexes them: the
+// files an edited checkpoint does not carry over from its input.
+bool is_weight_file(const std::string& relative_path);
 
 // Atomic directory creation, shared by every writer of directories: `fill(tmp_dir)` populates a
 // temporary sibling of `out_dir`, which is then renamed into place.
