@@ -24,7 +24,7 @@ struct EditArgs {
 
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
-                                                    kv_policy = "all";
+                                                    kv_policy = "all", o_bias = "keep";
     double fraction = std::nan("");
     std::uint64_t seed = 42;
     // truncate
@@ -90,7 +90,8 @@ int run_rewind(const EditArgs& a) {
         run.out = a.out;  // refused before the heads are ranked, not after
         heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
     }
-    const auto s = edit::rewind(a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a));
+    const auto s = edit::rewind(a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
+                                edit::parse_o_bias(a.o_bias));
     report(a, "rewind", s, a.out);
     if (!a.run.quiet) {
         std::string list;
@@ -197,6 +198,10 @@ void add_edit(CLI::App& app) {
         sub->add_option(
                "--kv-policy", a->kv_policy,
                "GQA: rewind a shared K/V block when all (default) or any of its query heads are rewound")
+            ->capture_default_str();
+        sub->add_option("--o-bias", a->o_bias,
+                        "The shared output-projection bias of a layer with rewound heads: keep (the model's) "
+                        "or base")
             ->capture_default_str();
         on_run(sub, [a] { return run_rewind(*a); });
     }

@@ -30,7 +30,9 @@ bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model
         case Editable::matrices:
             return floating && t.shape.size() >= 2;
         case Editable::attention_heads:
-            return floating && t.shape.size() == 2 && schema.heads && model::role_is_attention(role.role);
+            // Attention weights, and their biases (a rewound head takes its bias slice too).
+            return floating && schema.heads && model::role_is_attention(role.role) &&
+                   (t.shape.size() == 2 || (t.shape.size() == 1 && t.name.ends_with("bias")));
     }
     return false;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -14,6 +15,12 @@
 #include "diffract/edit/edit.hpp"
 
 namespace diffract::edit {
+
+OBias parse_o_bias(const std::string& text) {
+    if (text == "keep") return OBias::keep;
+    if (text == "base") return OBias::base;
+    throw InputError(fmt::format("--o-bias: expected keep or base, found '{}'", text));
+}
 
 KvPolicy parse_kv_policy(const std::string& text) {
     if (text == "all") return KvPolicy::all;
@@ -98,37 +105,72 @@ HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema&
     return s;
 }
 
+// A bias's slice for a head is its weight block's output rows: rows of a stored [out, in] weight, or
+// columns of a transposed (Conv1D, [in, out]) one; fused and interleaved QKV layouts follow from the
+// weight's head blocks. The O bias has no per-head slice: `take` decides for the whole of it.
+void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Checkpoint& model,
+                 model::Role role, const std::function<bool(const model::HeadBlock&)>& take,
+                 std::span<std::byte> out) {
+    const auto stem = cpt.name.substr(0, cpt.name.size() - std::string_view("bias").size());
+    const TensorInfo* weight = model.find(stem + "weight");
+    if (!weight || weight->shape.size() != 2) return;  // no weight to map heads through: kept as is
+    const auto es = dtype_size(cpt.dtype);
+    const auto n = static_cast<std::int64_t>(cpt.shape[0]);
+    const auto src = pre.bytes();
+    bool whole = false;
+    for (const auto& hb : model::head_blocks(model.schema, *weight, role)) {
+        if (!take(hb)) continue;
+        if (hb.proj == model::Role::attn_o) {
+            whole = true;
+            continue;
+        }
+        const auto& b = hb.block;
+        const std::int64_t first = b.transposed ? b.col0 : b.row0, count = b.transposed ? b.cols : b.rows;
+        if (first < 0 || first + count > n)
+            throw_input_error(cpt.path(), cpt.name,
+                              fmt::format("bias of {} entries does not cover head {}'s rows [{}, {})", n,
+                                          hb.head, first, first + count));
+        std::memcpy(out.data() + first * es, src.data() + first * es, static_cast<std::size_t>(count) * es);
+    }
+    if (whole) std::memcpy(out.data(), src.data(), out.size());
+}
+
 }  // namespace
 
 std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
-                              KvPolicy kv) {
+                              KvPolicy kv, OBias o_bias) {
     const auto set = head_set(heads, model.schema, kv, model.path);
     const auto& g = *model.schema.heads;
-    std::string csv = "layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm\n";
+    std::string csv =
+        "layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm,o_bias\n";
     for (const auto& h : heads) {
         const int k = g.kv_head_of(h.head);
         csv += fmt::format(
-            "{},{},{},{},{},{},{},{},{}\n", h.layer, h.head, k, set.has_kv(h.layer, k) ? 1 : 0, h.ranked.rank,
-            analysis::format_value(h.ranked.key), analysis::format_value(h.ranked.importance),
-            analysis::format_value(h.ranked.update_norm), analysis::format_value(h.ranked.ref_update_norm));
+            "{},{},{},{},{},{},{},{},{},{}\n", h.layer, h.head, k, set.has_kv(h.layer, k) ? 1 : 0,
+            h.ranked.rank, analysis::format_value(h.ranked.key), analysis::format_value(h.ranked.importance),
+            analysis::format_value(h.ranked.update_norm), analysis::format_value(h.ranked.ref_update_norm),
+            o_bias == OBias::base ? "base" : "keep");
     }
     return csv;
 }
 
 EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
                    const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
-                   const EditCommon& common) {
+                   const EditCommon& common, OBias o_bias) {
     check_heads(heads, model, common.selection);
     const auto set = head_set(heads, model.schema, kv, model.path);
     EditJob job;
     nlohmann::json rewound = nlohmann::json::array();
     for (const auto& h : heads) rewound.push_back({h.layer, h.head});
-    job.record = {"rewind", {{"heads", rewound}, {"kv_policy", kv == KvPolicy::all ? "all" : "any"}}};
+    job.record = {"rewind",
+                  {{"heads", rewound},
+                   {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
+                   {"o_bias", o_bias == OBias::base ? "base" : "keep"}}};
     job.primary = &model;
     job.aligned = {&base};
     job.editable = Editable::attention_heads;
     job.common = common;
-    job.common.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv);
+    job.common.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         const auto& cpt = *t.tensor;
         const auto& pre = *t.inputs[0];
@@ -142,6 +184,19 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
         if (!t.role.layer) return;
         const int layer = *t.role.layer;
         const auto es = static_cast<std::int64_t>(dtype_size(cpt.dtype));
+        if (cpt.shape.size() == 1) {
+            rewind_bias(
+                cpt, pre, model, t.role.role,
+                [&](const model::HeadBlock& hb) {
+                    if (!common.selection.selects_role(hb.proj)) return false;
+                    if (hb.proj == model::Role::attn_o)
+                        return o_bias == OBias::base && set.q.count(layer) > 0;
+                    const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
+                    return kv_block ? set.has_kv(layer, hb.head) : set.has_q(layer, hb.head);
+                },
+                out);
+            return;
+        }
         const std::int64_t cols = stored_cols(cpt);
         const auto src = pre.bytes();
         for (const auto& hb : model::head_blocks(*t.schema, cpt, t.role.role)) {

@@ -12,6 +12,7 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
 #include "diffract/core/output_path.hpp"
 
 namespace fs = std::filesystem;
@@ -150,10 +151,10 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         if (!options.provenance.is_null()) {
             auto provenance = options.provenance;
             provenance["not_carried"] = not_carried;
-            write_file_fully((fs::path(tmp) / kProvenanceFile).string(), provenance.dump(2) + "\n");
+            write_file_fully((fs::path(tmp) / kProvenanceFile).string(), json_text(provenance, 2) + "\n");
         }
         if (!options.config.is_null()) {
-            write_file_fully((fs::path(tmp) / "config.json").string(), options.config.dump(2) + "\n");
+            write_file_fully((fs::path(tmp) / "config.json").string(), json_text(options.config, 2) + "\n");
         }
         for (const auto& [name, contents] : options.extra_files)
             write_file_fully((fs::path(tmp) / name).string(), contents);
@@ -174,7 +175,8 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         }
         index["metadata"] = {{"total_size", total}};
         index["weight_map"] = weight_map;
-        write_file_fully((fs::path(tmp) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+        write_file_fully((fs::path(tmp) / "model.safetensors.index.json").string(),
+                         json_text(index, 2) + "\n");
     });
 }
 

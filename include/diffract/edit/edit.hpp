@@ -145,6 +145,11 @@ void check_free_space(const std::string& out_path, std::uint64_t bytes, std::str
 enum class KvPolicy { all, any };
 KvPolicy parse_kv_policy(const std::string& text);
 
+// The output projection's bias is added once for all heads, so no head owns a slice of it. `keep`
+// (default): it stays the model's; `base`: a layer with at least one rewound head takes the base's.
+enum class OBias { keep, base };
+OBias parse_o_bias(const std::string& text);
+
 struct RewindHead {
     int layer = 0, head = 0;
     analysis::RankedHead ranked;  // rank and scores (NaN with --heads FILE)
@@ -172,15 +177,18 @@ std::vector<RewindHead> read_heads_file(const std::string& path);
 // (or the model, for heads not read from a file). rewind() checks this before writing anything.
 void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
                  const analysis::Selection& selection);
-// rewound_heads.csv: layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm.
+// rewound_heads.csv: layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm,
+// o_bias (keep or base: what the layer's shared output-projection bias holds).
 std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
-                              KvPolicy kv);
+                              KvPolicy kv, OBias o_bias = OBias::keep);
 
 // Copies `model` and overwrites the Q, K, V, O blocks of `heads` with `base`'s bytes (same dtype
-// required); writes rewound_heads.csv next to the weights.
+// required), and the head's slices of the Q, K and V biases with them (separate, fused and
+// interleaved layouts alike: a bias slice follows its weight block's output rows); the O bias as
+// `o_bias` says. Writes rewound_heads.csv next to the weights.
 EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
                    const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
-                   const EditCommon& common);
+                   const EditCommon& common, OBias o_bias = OBias::keep);
 
 // ---- SVD edits ------------------------------------------------------------------------------------
 
