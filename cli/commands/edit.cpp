@@ -50,8 +50,19 @@ edit::EditCommon common_of(const EditArgs& a) {
 }
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
-    if (!a.run.quiet)
-        fmt::print(stderr, "edit {}: {} tensors edited, {} copied -> {}\n", what, s.edited, s.copied, out);
+    if (a.run.quiet) return;
+    fmt::print(stderr, "edit {}: {} tensors edited, {} copied -> {}\n", what, s.edited, s.copied, out);
+    auto list = [](const std::vector<std::string>& v) {
+        std::string text;
+        for (std::size_t i = 0; i < v.size() && i < 5; ++i) text += (i ? ", " : "") + v[i];
+        return v.size() > 5 ? fmt::format("{}, ... ({} in all)", text, v.size()) : text;
+    };
+    if (!s.only_in_primary.empty())
+        fmt::print(stderr, "edit {}: note: not in every input, carried from the primary as is: {}\n", what,
+                   list(s.only_in_primary));
+    if (!s.only_in_other.empty())
+        fmt::print(stderr, "edit {}: note: not in the primary input, left out: {}\n", what,
+                   list(s.only_in_other));
 }
 
 // The options every edit takes: --out, the shard size, the run and selection options.

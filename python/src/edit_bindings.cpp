@@ -57,6 +57,8 @@ nb::dict summary(const edit::EditSummary& s) {
     nb::dict d;
     d["edited"] = s.edited;
     d["copied"] = s.copied;
+    d["only_in_primary"] = nb::cast(s.only_in_primary);
+    d["only_in_other"] = nb::cast(s.only_in_other);
     return d;
 }
 

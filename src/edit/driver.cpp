@@ -67,7 +67,9 @@ nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
         {"allow_nonfinite", job.common.allow_nonfinite},
         {"inputs", inputs},
         {"tensors_edited", summary.edited},
-        {"tensors_copied", summary.copied}};
+        {"tensors_copied", summary.copied},
+        {"only_in_primary", summary.only_in_primary},
+        {"only_in_other", summary.only_in_other}};
     const auto dir = job.primary->directory();
     if (!dir.empty()) {
         std::ifstream in(std::filesystem::path(dir) / formats::kProvenanceFile);
@@ -94,9 +96,25 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     std::vector<formats::TensorSpec> specs;
     std::vector<std::optional<EditTensor>> plan;
     EditSummary summary;
+    for (const auto* ck : job.aligned)
+        for (const auto& t : ck->tensors)
+            if (!primary.find(t.name))
+                summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
     for (const auto& t : primary.tensors) {
         specs.push_back({t.name, t.dtype, t.shape});
         const auto role = model::classify_tensor(t.name);
+        if (std::any_of(job.aligned.begin(), job.aligned.end(),
+                        [&](const auto* ck) { return !ck->find(t.name); })) {
+            // Not in every input: carried from the primary as it is (still checked for NaN/Inf
+            // when an edit of it would have been checked).
+            if (job.common.selection.selects(t.name, role) &&
+                is_editable(t, role, primary.schema, Editable::any_float))
+                nonfinite_mask(t, {}, job.common.allow_nonfinite);
+            summary.only_in_primary.push_back(t.name);
+            plan.emplace_back();
+            ++summary.copied;
+            continue;
+        }
         const bool edited = job.edit && job.common.selection.selects(t.name, role) &&
                             is_editable(t, role, primary.schema, job.editable);
         // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.

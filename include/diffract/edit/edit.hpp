@@ -85,8 +85,15 @@ struct EditJob {
     EditCommon common;
 };
 
+// Inputs whose tensor sets differ (a buffer one transformers version saves and another does not)
+// follow one rule in every edit: a tensor the primary input has and another input lacks is carried
+// from the primary unedited; a tensor only another input has is left out. Both are listed here and
+// in diffract_edit.json. (Interpolation's primary is A, and B at omega = 1, so each endpoint is its
+// input byte for byte.)
 struct EditSummary {
     std::size_t edited = 0, copied = 0;
+    std::vector<std::string> only_in_primary;  // carried as is
+    std::vector<std::string> only_in_other;    // "tensor (input name)": left out
 };
 
 // Writes `out_dir` (an HF model directory). Throws InputError for a GGUF primary, a missing or
