@@ -427,23 +427,24 @@ std::map<std::string, std::int64_t> Store::field_counts() {
 
 namespace {
 
-std::string known_names(sqlite3* db, const std::string& path) {
+// Throws InputError, listing the names the store has, unless a model is called exactly `name`.
+void require_model(sqlite3* db, const std::string& path, const std::string& name) {
+    Statement sel(db, path, "SELECT COUNT(*) FROM models WHERE name = ?");
+    sel.bind(1, name);
+    if (sel.step() && sel.int64(0) > 0) return;
     Statement st(db, path, "SELECT name FROM models ORDER BY id");
     std::string names;
     while (st.step()) names += (names.empty() ? "" : ", ") + st.text(0);
-    return names.empty() ? "none" : names;
+    throw_input_error(
+        path, "",
+        fmt::format("no model named '{}' in the store (models: {})", name, names.empty() ? "none" : names));
 }
 
 }  // namespace
 
 std::int64_t Store::erase_model(const std::string& name) {
     std::lock_guard lock(mu_);
-    Statement sel(db_, path_, "SELECT COUNT(*) FROM models WHERE name = ?");
-    sel.bind(1, name);
-    if (!sel.step() || sel.int64(0) == 0)
-        throw_input_error(
-            path_, "",
-            fmt::format("no model named '{}' in the store (models: {})", name, known_names(db_, path_)));
+    require_model(db_, path_, name);
     return in_transaction(
         db_, [this](const char* sql) { exec(sql); },
         [&] {
@@ -472,14 +473,7 @@ std::int64_t Store::erase_model(const std::string& name) {
 
 std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const std::string& model) {
     std::lock_guard lock(mu_);
-    if (!model.empty()) {
-        Statement sel(db_, path_, "SELECT COUNT(*) FROM models WHERE name = ?");
-        sel.bind(1, model);
-        if (!sel.step() || sel.int64(0) == 0)
-            throw_input_error(
-                path_, "",
-                fmt::format("no model named '{}' in the store (models: {})", model, known_names(db_, path_)));
-    }
+    if (!model.empty()) require_model(db_, path_, model);
     return in_transaction(
         db_, [this](const char* sql) { exec(sql); },
         [&] {
