@@ -43,8 +43,7 @@ int run_analyze(const AnalyzeArgs& a) {
     analysis::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",
-                   result.rows.size(), result.computed, result.reused,
-                   o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path, a.out);
+                   result.rows.size(), result.computed, result.reused, o.run.resolved_store(), a.out);
     return 0;
 }
 

@@ -62,8 +62,7 @@ int run_compare(const CompareArgs& a) {
                    o.route == linalg::SvdRoute::auto_route && result.computed > 0
                        ? fmt::format(", {} on the whole-matrix fallback", result.whole_route)
                        : "",
-                   result.reused, o.run.store_path.empty() ? ".diffract/results.sqlite" : o.run.store_path,
-                   result.heads.size(),
+                   result.reused, o.run.resolved_store(), result.heads.size(),
                    result.skipped.empty() ? "" : fmt::format(", {} skipped", result.skipped.size()), a.out,
                    a.out);
     return 0;

@@ -37,9 +37,7 @@ std::uint64_t RunOptions::resolved_max_memory() const {
     return max_memory > 0 ? max_memory : physical_memory_bytes() / 2;
 }
 
-std::string RunOptions::resolved_store() const {
-    return store_path.empty() ? store::kDefaultStorePath : store_path;
-}
+std::string RunOptions::resolved_store() const { return store::store_path_or_default(store_path); }
 
 void check_run_output(const RunOptions& run, const std::vector<formats::Checkpoint>& inputs) {
     if (run.out.empty()) return;

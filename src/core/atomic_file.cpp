@@ -10,9 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <random>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -63,24 +61,25 @@ std::string foreign_entry(const fs::path& dir, const std::vector<std::string>& a
     return "";
 }
 
-}  // namespace
-
-void write_file_fully(const std::string& path, const std::string& contents) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw_input_error(path, "", std::string("cannot create file: ") + std::strerror(errno));
-    const bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size() &&
-                    std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+// Writes `bytes` to `path` opened with `mode`, and flushes them to disk; every step checked.
+void write_through(const std::string& path, const char* mode, const char* open_failure,
+                   const std::string& bytes) {
+    std::FILE* f = std::fopen(path.c_str(), mode);
+    if (!f) throw_input_error(path, "", open_failure + std::string(std::strerror(errno)));
+    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
+                    fsync(fileno(f)) == 0;
     const bool closed = std::fclose(f) == 0;
     if (!ok || !closed) throw_input_error(path, "", "write failed (disk full?)");
 }
 
+}  // namespace
+
+void write_file_fully(const std::string& path, const std::string& contents) {
+    write_through(path, "wb", "cannot create file: ", contents);
+}
+
 void append_to_file(const std::string& path, const std::string& text) {
-    std::FILE* f = std::fopen(path.c_str(), "ab");
-    if (!f) throw_input_error(path, "", std::string("cannot open for appending: ") + std::strerror(errno));
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                    fsync(fileno(f)) == 0;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) throw_input_error(path, "", "write failed (disk full?)");
+    write_through(path, "ab", "cannot open for appending: ", text);
 }
 
 void remove_stale_temporaries(const std::string& target_path) {

@@ -103,27 +103,21 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     for (const auto& t : primary.tensors) {
         specs.push_back({t.name, t.dtype, t.shape});
         const auto role = model::classify_tensor(t.name);
-        if (std::any_of(job.aligned.begin(), job.aligned.end(),
-                        [&](const auto* ck) { return !ck->find(t.name); })) {
-            // Not in every input: carried from the primary as it is (still checked for NaN/Inf
-            // when an edit of it would have been checked).
-            if (job.common.selection.selects(t.name, role) &&
-                is_editable(t, role, primary.schema, Editable::any_float))
-                nonfinite_mask(t, {}, job.common.allow_nonfinite);
-            summary.only_in_primary.push_back(t.name);
-            plan.emplace_back();
-            ++summary.copied;
-            continue;
-        }
-        const bool edited = job.edit && job.common.selection.selects(t.name, role) &&
-                            is_editable(t, role, primary.schema, job.editable);
+        // A tensor not in every input is carried from the primary as it is (EditSummary's rule).
+        const bool in_all = std::all_of(job.aligned.begin(), job.aligned.end(),
+                                        [&](const auto* ck) { return ck->find(t.name) != nullptr; });
+        if (!in_all) summary.only_in_primary.push_back(t.name);
+        const bool selected = job.common.selection.selects(t.name, role);
+        const bool edited =
+            in_all && job.edit && selected && is_editable(t, role, primary.schema, job.editable);
         // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
         EditTensor e{&t, {}, role, &primary.schema};
-        if (edited || job.editable == Editable::none)
+        if (in_all && (edited || job.editable == Editable::none))
             for (const auto* ck : job.aligned) e.inputs.push_back(&aligned_tensor(*ck, t, primary));
         if (!edited) {
-            // Interpolation's endpoints copy an input: its selected floating tensors are checked too.
-            if (job.editable == Editable::none && job.common.selection.selects(t.name, role) &&
+            // Copied, yet checked for NaN/Inf where an edit would have read it: interpolation's
+            // endpoints, and a tensor not in every input.
+            if ((job.editable == Editable::none || !in_all) && selected &&
                 is_editable(t, role, primary.schema, Editable::any_float))
                 nonfinite_mask(t, e.inputs, job.common.allow_nonfinite);
             plan.emplace_back();

@@ -105,7 +105,7 @@ ReportSummary write_report(const ReportOptions& o) {
     {
         // The page or figure folder never replaces an input directory, one of its CSVs or a store.
         std::vector<std::string> inputs = o.inputs;
-        inputs.push_back(o.store.empty() ? store::kDefaultStorePath : o.store);
+        inputs.push_back(store::store_path_or_default(o.store));
         check_output_path(o.out, inputs);
     }
     const auto data = load_inputs(o);

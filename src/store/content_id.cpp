@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -51,7 +50,7 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cac
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
 
     ContentIds ids;
-    std::vector<const TensorInfo*> todo;
+    std::vector<const TensorInfo*> to_hash;
     for (const auto* t : unique) {
         const auto& identity = t->file->identity();
         if (cache && identity)
@@ -59,19 +58,19 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cac
                 ids[t] = content_id(*t, *h);
                 continue;
             }
-        todo.push_back(t);
+        to_hash.push_back(t);
     }
     std::vector<TaskCost> costs;
-    for (const auto* t : todo) costs.push_back({static_cast<double>(t->nbytes), 0});
-    std::vector<std::string> hashes(todo.size());
-    Progress bar("hash", todo.size(), progress);
+    for (const auto* t : to_hash) costs.push_back({static_cast<double>(t->nbytes), 0});
+    std::vector<std::string> hashes(to_hash.size());
+    Progress bar("hash", to_hash.size(), progress);
     run_tasks(costs, threads, 0, [&](std::size_t i) {
-        hashes[i] = hash_bytes(*todo[i]);
+        hashes[i] = hash_bytes(*to_hash[i]);
         bar.advance();
     });
     bar.finish();
-    for (std::size_t i = 0; i < todo.size(); ++i) {
-        const auto* t = todo[i];
+    for (std::size_t i = 0; i < to_hash.size(); ++i) {
+        const auto* t = to_hash[i];
         if (cache && t->file->identity())
             cache->cache_hash(*t->file->identity(), t->offset, t->nbytes, hashes[i]);
         ids[t] = content_id(*t, hashes[i]);

@@ -138,6 +138,24 @@ private:
     sqlite3_stmt* st_ = nullptr;
 };
 
+void exec_sql(sqlite3* db, const std::string& path, const char* sql) {
+    // The busy handler does not cover every wait: SQLite answers SQLITE_BUSY at once where waiting could
+    // deadlock (a journal-mode switch or schema creation racing another process opening the same new
+    // store). Those statements are retried here, within the same two-minute bound.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (true) {
+        char* err = nullptr;
+        const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+        if (rc == SQLITE_OK) return;
+        std::string msg = err ? err : "unknown error";
+        sqlite3_free(err);
+        const bool busy = (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_LOCKED;
+        if (!busy || std::chrono::steady_clock::now() > deadline)
+            throw_sqlite(busy ? rc : SQLITE_IOERR, path, msg);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
 }  // namespace
 
 std::string display_block(const std::string& store_block) {
@@ -228,37 +246,21 @@ void Store::check_schema(StoreMode mode) {
     if (mode == StoreMode::read_write) exec("PRAGMA synchronous=NORMAL");
 }
 
-void Store::exec(const char* sql) {
-    // The busy handler does not cover every wait: SQLite answers SQLITE_BUSY at once where waiting could
-    // deadlock (a journal-mode switch or schema creation racing another process opening the same new
-    // store). Those statements are retried here, within the same two-minute bound.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (true) {
-        char* err = nullptr;
-        const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
-        if (rc == SQLITE_OK) return;
-        std::string msg = err ? err : "unknown error";
-        sqlite3_free(err);
-        const bool busy = (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_LOCKED;
-        if (!busy || std::chrono::steady_clock::now() > deadline)
-            throw_sqlite(busy ? rc : SQLITE_IOERR, path_, msg);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-}
+void Store::exec(const char* sql) { exec_sql(db_, path_, sql); }
 
 namespace {
 
 // Runs `body` in one write transaction, rolled back if it throws.
 template <typename F>
-auto in_transaction(sqlite3* db, const std::function<void(const char*)>& exec, F&& body) {
-    exec("BEGIN IMMEDIATE");
+auto in_transaction(sqlite3* db, const std::string& path, F&& body) {
+    exec_sql(db, path, "BEGIN IMMEDIATE");
     try {
         if constexpr (std::is_void_v<decltype(body())>) {
             body();
-            exec("COMMIT");
+            exec_sql(db, path, "COMMIT");
         } else {
             auto r = body();
-            exec("COMMIT");
+            exec_sql(db, path, "COMMIT");
             return r;
         }
     } catch (...) {
@@ -272,56 +274,52 @@ auto in_transaction(sqlite3* db, const std::function<void(const char*)>& exec, F
 void Store::record_model(const std::string& name, const std::string& path,
                          const std::vector<TensorRecord>& tensors) {
     std::lock_guard lock(mu_);
-    in_transaction(
-        db_, [this](const char* sql) { exec(sql); },
-        [&] {
-            // A name moved to another checkpoint keeps nothing of the one it named before.
-            Statement was(db_, path_, "SELECT path FROM models WHERE name = ?");
-            was.bind(1, name);
-            if (was.step() && was.text(0) != path)
-                for (const char* sql : {"DELETE FROM model_tensors WHERE name = ?1",
-                                        "DELETE FROM pairs WHERE name = ?1 OR other = ?1"}) {
-                    Statement del(db_, path_, sql);
-                    del.bind(1, name).step();
-                }
-            Statement model(
-                db_, path_,
-                "INSERT INTO models(name, path) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET path = "
-                "excluded.path");
-            model.bind(1, name).bind(2, path).step();
-            // Rows of earlier runs: kept only while their file is unchanged (a tensor this run did not
-            // hash, under a selection, still shows its results; a rewritten file's rows are dropped).
-            Statement old(
-                db_, path_,
-                "SELECT tensor, file, device, inode, size, mtime_ns, ctime_ns FROM model_tensors WHERE "
-                "name = ?");
-            old.bind(1, name);
-            std::vector<std::string> stale;
-            while (old.step()) {
-                const auto now = file_identity(old.text(1));
-                const bool same = !old.is_null(2) && now &&
-                                  *now == FileIdentity{static_cast<std::uint64_t>(old.int64(2)),
-                                                       static_cast<std::uint64_t>(old.int64(3)),
-                                                       static_cast<std::uint64_t>(old.int64(4)), old.int64(5),
-                                                       old.int64(6)};
-                if (!same) stale.push_back(old.text(0));
+    in_transaction(db_, path_, [&] {
+        // A name moved to another checkpoint keeps nothing of the one it named before.
+        Statement was(db_, path_, "SELECT path FROM models WHERE name = ?");
+        was.bind(1, name);
+        if (was.step() && was.text(0) != path)
+            for (const char* sql : {"DELETE FROM model_tensors WHERE name = ?1",
+                                    "DELETE FROM pairs WHERE name = ?1 OR other = ?1"}) {
+                Statement del(db_, path_, sql);
+                del.bind(1, name).step();
             }
-            Statement drop(db_, path_, "DELETE FROM model_tensors WHERE name = ? AND tensor = ?");
-            for (const auto& t : stale) {
-                drop.bind(1, name).bind(2, t).step();
-                drop.reset();
-            }
-            Statement put(
-                db_, path_,
-                "INSERT OR REPLACE INTO model_tensors(name, tensor, content, file, device, inode, size, "
-                "mtime_ns, ctime_ns) VALUES(?,?,?,?,?,?,?,?,?)");
-            for (const auto& t : tensors) {
-                put.bind(1, name).bind(2, t.tensor).bind(3, t.content).bind(4, t.file);
-                if (t.identity) put.bind_identity(5, *t.identity);
-                put.step();
-                put.reset();
-            }
-        });
+        Statement model(db_, path_,
+                        "INSERT INTO models(name, path) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET path = "
+                        "excluded.path");
+        model.bind(1, name).bind(2, path).step();
+        // Rows of earlier runs: kept only while their file is unchanged (a tensor this run did not
+        // hash, under a selection, still shows its results; a rewritten file's rows are dropped).
+        Statement old(db_, path_,
+                      "SELECT tensor, file, device, inode, size, mtime_ns, ctime_ns FROM model_tensors WHERE "
+                      "name = ?");
+        old.bind(1, name);
+        std::vector<std::string> stale;
+        while (old.step()) {
+            const auto now = file_identity(old.text(1));
+            const bool same =
+                !old.is_null(2) && now &&
+                *now == FileIdentity{static_cast<std::uint64_t>(old.int64(2)),
+                                     static_cast<std::uint64_t>(old.int64(3)),
+                                     static_cast<std::uint64_t>(old.int64(4)), old.int64(5), old.int64(6)};
+            if (!same) stale.push_back(old.text(0));
+        }
+        Statement drop(db_, path_, "DELETE FROM model_tensors WHERE name = ? AND tensor = ?");
+        for (const auto& t : stale) {
+            drop.bind(1, name).bind(2, t).step();
+            drop.reset();
+        }
+        Statement put(
+            db_, path_,
+            "INSERT OR REPLACE INTO model_tensors(name, tensor, content, file, device, inode, size, "
+            "mtime_ns, ctime_ns) VALUES(?,?,?,?,?,?,?,?,?)");
+        for (const auto& t : tensors) {
+            put.bind(1, name).bind(2, t.tensor).bind(3, t.content).bind(4, t.file);
+            if (t.identity) put.bind_identity(5, *t.identity);
+            put.step();
+            put.reset();
+        }
+    });
 }
 
 void Store::record_pair(const std::string& name, const std::string& base) {
@@ -356,32 +354,26 @@ void Store::put(const ResultKey& key, const analysis::FieldValues& values,
                 const std::vector<std::string>& vector_fields) {
     if (key.content.empty()) throw std::logic_error("store: a result without a content id");
     std::lock_guard lock(mu_);
-    in_transaction(
-        db_, [this](const char* sql) { exec(sql); },
-        [&] {
-            Statement st(db_, path_,
-                         "INSERT OR REPLACE INTO results(content, other, block, config, field, value, vec) "
-                         "VALUES(?,?,?,?,?,?,?)");
-            auto common = [&](const std::string& field) {
-                st.bind(1, key.content)
-                    .bind(2, key.other)
-                    .bind(3, key.block)
-                    .bind(4, key.config)
-                    .bind(5, field);
-            };
-            for (const auto& [field, value] : values.scalars) {
-                common(field);
-                st.bind(6, value).bind_null(7).step();
-                st.reset();
-            }
-            for (const auto& field : vector_fields) {
-                auto it = values.vectors.find(field);
-                if (it == values.vectors.end()) continue;
-                common(field);
-                st.bind_null(6).bind_blob(7, it->second).step();
-                st.reset();
-            }
-        });
+    in_transaction(db_, path_, [&] {
+        Statement st(db_, path_,
+                     "INSERT OR REPLACE INTO results(content, other, block, config, field, value, vec) "
+                     "VALUES(?,?,?,?,?,?,?)");
+        auto common = [&](const std::string& field) {
+            st.bind(1, key.content).bind(2, key.other).bind(3, key.block).bind(4, key.config).bind(5, field);
+        };
+        for (const auto& [field, value] : values.scalars) {
+            common(field);
+            st.bind(6, value).bind_null(7).step();
+            st.reset();
+        }
+        for (const auto& field : vector_fields) {
+            auto it = values.vectors.find(field);
+            if (it == values.vectors.end()) continue;
+            common(field);
+            st.bind_null(6).bind_blob(7, it->second).step();
+            st.reset();
+        }
+    });
 }
 
 std::optional<std::string> Store::cached_hash(const FileIdentity& file, std::uint64_t offset,
@@ -445,52 +437,47 @@ void require_model(sqlite3* db, const std::string& path, const std::string& name
 std::int64_t Store::erase_model(const std::string& name) {
     std::lock_guard lock(mu_);
     require_model(db_, path_, name);
-    return in_transaction(
-        db_, [this](const char* sql) { exec(sql); },
-        [&] {
-            exec("CREATE TEMP TABLE IF NOT EXISTS erased(content TEXT PRIMARY KEY)");
-            exec("DELETE FROM temp.erased");
-            Statement keep(
-                db_, path_,
-                "INSERT OR IGNORE INTO temp.erased SELECT content FROM model_tensors WHERE name = ?");
-            keep.bind(1, name).step();
-            for (const char* sql :
-                 {"DELETE FROM model_tensors WHERE name = ?",
-                  "DELETE FROM pairs WHERE name = ?1 OR other = ?1", "DELETE FROM models WHERE name = ?"}) {
-                Statement del(db_, path_, sql);
-                del.bind(1, name).step();
-            }
-            // The results of contents that another name still holds stay: they are that model's too.
-            exec("DELETE FROM temp.erased WHERE content IN (SELECT content FROM model_tensors)");
-            Statement del(
-                db_, path_,
-                "DELETE FROM results WHERE content IN (SELECT content FROM temp.erased) OR (other <> '' AND "
-                "other IN (SELECT content FROM temp.erased))");
-            del.step();
-            return static_cast<std::int64_t>(sqlite3_changes(db_));
-        });
+    return in_transaction(db_, path_, [&] {
+        exec("CREATE TEMP TABLE IF NOT EXISTS erased(content TEXT PRIMARY KEY)");
+        exec("DELETE FROM temp.erased");
+        Statement keep(db_, path_,
+                       "INSERT OR IGNORE INTO temp.erased SELECT content FROM model_tensors WHERE name = ?");
+        keep.bind(1, name).step();
+        for (const char* sql :
+             {"DELETE FROM model_tensors WHERE name = ?", "DELETE FROM pairs WHERE name = ?1 OR other = ?1",
+              "DELETE FROM models WHERE name = ?"}) {
+            Statement del(db_, path_, sql);
+            del.bind(1, name).step();
+        }
+        // The results of contents that another name still holds stay: they are that model's too.
+        exec("DELETE FROM temp.erased WHERE content IN (SELECT content FROM model_tensors)");
+        Statement del(
+            db_, path_,
+            "DELETE FROM results WHERE content IN (SELECT content FROM temp.erased) OR (other <> '' AND "
+            "other IN (SELECT content FROM temp.erased))");
+        del.step();
+        return static_cast<std::int64_t>(sqlite3_changes(db_));
+    });
 }
 
 std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const std::string& model) {
     std::lock_guard lock(mu_);
     if (!model.empty()) require_model(db_, path_, model);
-    return in_transaction(
-        db_, [this](const char* sql) { exec(sql); },
-        [&] {
-            std::int64_t erased = 0;
-            for (const auto& f : analysis::dependents_of(fields)) {
-                Statement del(db_, path_,
-                              model.empty()
-                                  ? "DELETE FROM results WHERE field = ?"
-                                  : "DELETE FROM results WHERE field = ? AND content IN (SELECT content FROM "
-                                    "model_tensors WHERE name = ?)");
-                del.bind(1, f);
-                if (!model.empty()) del.bind(2, model);
-                del.step();
-                erased += sqlite3_changes(db_);
-            }
-            return erased;
-        });
+    return in_transaction(db_, path_, [&] {
+        std::int64_t erased = 0;
+        for (const auto& f : analysis::dependents_of(fields)) {
+            Statement del(db_, path_,
+                          model.empty()
+                              ? "DELETE FROM results WHERE field = ?"
+                              : "DELETE FROM results WHERE field = ? AND content IN (SELECT content FROM "
+                                "model_tensors WHERE name = ?)");
+            del.bind(1, f);
+            if (!model.empty()) del.bind(2, model);
+            del.step();
+            erased += sqlite3_changes(db_);
+        }
+        return erased;
+    });
 }
 
 std::int64_t Store::merge_from(const std::string& other_path) {
@@ -507,19 +494,17 @@ std::int64_t Store::merge_from(const std::string& other_path) {
     Statement attach(db_, path_, "ATTACH DATABASE ? AS other_store");
     attach.bind(1, other_path).step();
     try {
-        const auto added = in_transaction(
-            db_, [this](const char* sql) { exec(sql); },
-            [&] {
-                exec("INSERT OR IGNORE INTO results SELECT * FROM other_store.results");
-                const std::int64_t n = sqlite3_changes(db_);
-                exec(
-                    "INSERT OR IGNORE INTO models(name, path) SELECT name, path FROM other_store.models "
-                    "ORDER BY id");
-                exec("INSERT OR IGNORE INTO model_tensors SELECT * FROM other_store.model_tensors");
-                exec("INSERT OR IGNORE INTO pairs SELECT * FROM other_store.pairs");
-                exec("INSERT OR IGNORE INTO file_hashes SELECT * FROM other_store.file_hashes");
-                return n;
-            });
+        const auto added = in_transaction(db_, path_, [&] {
+            exec("INSERT OR IGNORE INTO results SELECT * FROM other_store.results");
+            const std::int64_t n = sqlite3_changes(db_);
+            exec(
+                "INSERT OR IGNORE INTO models(name, path) SELECT name, path FROM other_store.models "
+                "ORDER BY id");
+            exec("INSERT OR IGNORE INTO model_tensors SELECT * FROM other_store.model_tensors");
+            exec("INSERT OR IGNORE INTO pairs SELECT * FROM other_store.pairs");
+            exec("INSERT OR IGNORE INTO file_hashes SELECT * FROM other_store.file_hashes");
+            return n;
+        });
         exec("DETACH DATABASE other_store");
         return added;
     } catch (...) {

@@ -36,7 +36,7 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
 SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
     // Before anything is written (candidates are built inside --out).
-    std::vector<std::string> inputs{o.run.store.empty() ? store::kDefaultStorePath : o.run.store};
+    std::vector<std::string> inputs{store::store_path_or_default(o.run.store)};
     for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b})
         if (!spec->empty()) inputs.push_back(formats::split_model_name(*spec).second);
     check_output_path(o.out, inputs);

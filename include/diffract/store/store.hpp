@@ -28,6 +28,10 @@ struct sqlite3;
 namespace diffract::store {
 
 inline constexpr const char* kDefaultStorePath = ".diffract/results.sqlite";
+// `path` as given (--store), or the default store when it is empty.
+inline std::string store_path_or_default(const std::string& path) {
+    return path.empty() ? kDefaultStorePath : path;
+}
 // Version 1 keyed results by a sampled fingerprint of the whole model (64 bytes a MiB): its results
 // cannot be trusted for the bytes they claim, so it is refused, not migrated.
 inline constexpr int kSchemaVersion = 2;
