@@ -73,8 +73,8 @@ class Checkpoint:
 
     Tensors of dtype F32/F16/F64, integers and BOOL are read-only numpy views of the mapped file (or of
     the caller's buffer for in-memory models); each view keeps the mapping alive. BF16 and F8 tensors
-    are ml_dtypes views when ml_dtypes is importable, else decoded float32 copies. GGUF Q8_0 tensors
-    are decoded float32 copies.
+    are ml_dtypes views when ml_dtypes is importable, else decoded float32 copies. GGUF block-quantised
+    tensors (Q8_0, Q4_K, IQ2_XS, ...) are decoded float32 copies.
     """
 
     def __init__(self, core: "_core.Checkpoint"):

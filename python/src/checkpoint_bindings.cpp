@@ -21,7 +21,7 @@ namespace {
 using Array = nb::ndarray<nb::numpy, nb::ro>;
 
 // The numpy dtype a stored dtype is viewed as. BF16 and F8 are viewed as their bits (uint16, uint8):
-// the Python layer reinterprets them as ml_dtypes types. Q8_0 has no view.
+// the Python layer reinterprets them as ml_dtypes types. Block-quantised GGUF types have no view.
 std::optional<nb::dlpack::dtype> view_dtype(DType t) {
     using C = nb::dlpack::dtype_code;
     auto d = [](C code, int bits) {
@@ -77,7 +77,7 @@ Array float32_array(std::vector<float> values, const std::vector<std::size_t>& s
     return Array(owned->data(), shape.size(), shape.data(), owner, nullptr, nb::dtype<float>());
 }
 
-// The tensor's bytes viewed in place (BF16/F8 as bits); Q8_0 decoded into float32.
+// The tensor's bytes viewed in place (BF16/F8 as bits); block-quantised types decoded into float32.
 Array tensor_view(const PyCheckpoint& self, const std::string& name) {
     const auto& t = find_tensor(*self.ck, name);
     const auto shape = shape_of(t);
@@ -96,7 +96,7 @@ Array tensor_view(const PyCheckpoint& self, const std::string& name) {
 Array tensor_decoded(const PyCheckpoint& self, const std::string& name) {
     const auto& t = find_tensor(*self.ck, name);
     if (!dtype_is_float(t.dtype)) throw_input_error(t.path(), name, "not a floating-point tensor");
-    if (t.dtype == DType::Q8_0) return tensor_view(self, name);
+    if (dtype_is_block(t.dtype)) return tensor_view(self, name);
     std::vector<float> out(static_cast<std::size_t>(t.numel()));
     convert_to_f32(t.bytes().data(), t.dtype, out.size(), out.data());
     return float32_array(std::move(out), shape_of(t));

@@ -15,11 +15,15 @@ namespace {
 struct DTypeInfo {
     DType type;
     std::string_view name;
-    std::size_t size;
+    std::size_t size;  // bytes per element, or per block
     bool is_float;
+    std::size_t block = 1;  // elements per block
 };
 
-constexpr std::array<DTypeInfo, 16> kDTypes{{
+constexpr std::size_t kQK = 256;  // QK_K: elements per super-block of the K, IQ and TQ types
+
+// Block sizes and bytes per block as ggml's type_traits (ggml.c) give them.
+constexpr std::array<DTypeInfo, 38> kDTypes{{
     {DType::BOOL, "BOOL", 1, false},
     {DType::U8, "U8", 1, false},
     {DType::I8, "I8", 1, false},
@@ -35,8 +39,37 @@ constexpr std::array<DTypeInfo, 16> kDTypes{{
     {DType::BF16, "BF16", 2, true},
     {DType::F32, "F32", 4, true},
     {DType::F64, "F64", 8, true},
-    {DType::Q8_0, "Q8_0", 34, true},
+    {DType::Q8_0, "Q8_0", 2 + 32, true, 32},
+    {DType::Q4_0, "Q4_0", 2 + 16, true, 32},
+    {DType::Q4_1, "Q4_1", 2 + 2 + 16, true, 32},
+    {DType::Q5_0, "Q5_0", 2 + 4 + 16, true, 32},
+    {DType::Q5_1, "Q5_1", 2 + 2 + 4 + 16, true, 32},
+    {DType::Q2_K, "Q2_K", kQK / 16 + kQK / 4 + 2 + 2, true, kQK},
+    {DType::Q3_K, "Q3_K", kQK / 8 + kQK / 4 + 12 + 2, true, kQK},
+    {DType::Q4_K, "Q4_K", 2 + 2 + 12 + kQK / 2, true, kQK},
+    {DType::Q5_K, "Q5_K", 2 + 2 + 12 + kQK / 8 + kQK / 2, true, kQK},
+    {DType::Q6_K, "Q6_K", kQK / 2 + kQK / 4 + kQK / 16 + 2, true, kQK},
+    {DType::IQ2_XXS, "IQ2_XXS", 2 + kQK / 4, true, kQK},
+    {DType::IQ2_XS, "IQ2_XS", 2 + kQK / 4 + kQK / 32, true, kQK},
+    {DType::IQ2_S, "IQ2_S", 2 + kQK / 4 + kQK / 16, true, kQK},
+    {DType::IQ3_XXS, "IQ3_XXS", 2 + kQK / 4 + kQK / 8, true, kQK},
+    {DType::IQ3_S, "IQ3_S", 2 + kQK / 4 + kQK / 32 + kQK / 8 + kQK / 64, true, kQK},
+    {DType::IQ1_S, "IQ1_S", 2 + kQK / 8 + kQK / 16, true, kQK},
+    {DType::IQ1_M, "IQ1_M", kQK / 8 + kQK / 16 + kQK / 32, true, kQK},
+    {DType::IQ4_NL, "IQ4_NL", 2 + 16, true, 32},
+    {DType::IQ4_XS, "IQ4_XS", 2 + 2 + kQK / 64 + kQK / 2, true, kQK},
+    {DType::TQ1_0, "TQ1_0", (kQK - 4 * kQK / 64) / 5 + kQK / 64 + 2, true, kQK},
+    {DType::TQ2_0, "TQ2_0", kQK / 4 + 2, true, kQK},
+    {DType::MXFP4, "MXFP4", 1 + 16, true, 32},
+    {DType::NVFP4, "NVFP4", 4 + 32, true, 64},
 }};
+
+constexpr bool table_in_enum_order() {
+    for (std::size_t i = 0; i < kDTypes.size(); ++i)
+        if (static_cast<std::size_t>(kDTypes[i].type) != i) return false;
+    return kDTypes.back().type == DType::NVFP4;
+}
+static_assert(table_in_enum_order(), "kDTypes must list every DType in enum order");
 
 const DTypeInfo& info(DType t) { return kDTypes[static_cast<std::size_t>(t)]; }
 
@@ -137,12 +170,23 @@ void convert_floats(const std::byte* src, DType t, std::size_t n, Out* dst) {
 }  // namespace
 
 std::size_t dtype_size(DType t) { return info(t).size; }
+std::size_t dtype_block_size(DType t) { return info(t).block; }
+bool dtype_is_block(DType t) { return info(t).block > 1; }
+
+std::size_t dtype_bytes(DType t, std::size_t n) {
+    const auto& d = info(t);
+    if (n % d.block != 0)
+        throw std::invalid_argument("dtype_bytes: " + std::to_string(n) + " elements of " +
+                                    std::string(d.name) + " is not a multiple of the block size " +
+                                    std::to_string(d.block));
+    return n / d.block * d.size;
+}
 std::string_view dtype_name(DType t) { return info(t).name; }
 bool dtype_is_float(DType t) { return info(t).is_float; }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
     for (const auto& d : kDTypes) {
-        if (d.name == name && d.type != DType::Q8_0) return d.type;
+        if (d.name == name && d.block == 1) return d.type;
     }
     return std::nullopt;
 }

@@ -1,8 +1,8 @@
 #include <fmt/format.h>
 
+#include "diffract/core/block_quant.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
-#include "diffract/formats/gguf.hpp"
 
 namespace diffract {
 
@@ -34,15 +34,15 @@ Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
     Matrix<T> out(b.logical_rows(), b.logical_cols());
     std::vector<T> row(static_cast<std::size_t>(b.cols));
     std::vector<float> dequant;
-    const bool q8 = t.dtype == DType::Q8_0;
-    const std::size_t row_bytes =
-        q8 ? static_cast<std::size_t>(C / 32 * 34) : static_cast<std::size_t>(C) * dtype_size(t.dtype);
+    // A block-quantised row is decoded whole (its blocks span the row), then the block's columns kept.
+    const bool blocks = dtype_is_block(t.dtype);
+    const std::size_t row_bytes = dtype_bytes(t.dtype, static_cast<std::size_t>(C));
     for (std::int64_t i = 0; i < b.rows; ++i) {
         const std::byte* src = bytes.data() + static_cast<std::size_t>(b.row0 + i) * row_bytes;
         T* dst = b.transposed ? row.data() : out.data.data() + i * b.cols;
-        if (q8) {
+        if (blocks) {
             dequant.resize(static_cast<std::size_t>(C));
-            formats::dequantize_q8_0(src, static_cast<std::size_t>(C), dequant.data());
+            dequantize_blocks(src, t.dtype, static_cast<std::size_t>(C), dequant.data());
             for (std::int64_t j = 0; j < b.cols; ++j)
                 dst[j] = static_cast<T>(dequant[static_cast<std::size_t>(b.col0 + j)]);
         } else {

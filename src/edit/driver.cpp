@@ -21,7 +21,7 @@ namespace {
 
 bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model::ModelSchema& schema,
                  Editable kind) {
-    const bool floating = dtype_is_float(t.dtype) && t.dtype != DType::Q8_0;
+    const bool floating = dtype_is_float(t.dtype) && !dtype_is_block(t.dtype);
     switch (kind) {
         case Editable::none:
             return false;
@@ -45,7 +45,7 @@ const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo
         throw_input_error(ck.path, t.name,
                           fmt::format("shape differs (expected {}, found {})", shape_string(t.shape),
                                       shape_string(other->shape)));
-    if (dtype_is_float(t.dtype) && (!dtype_is_float(other->dtype) || other->dtype == DType::Q8_0))
+    if (dtype_is_float(t.dtype) && (!dtype_is_float(other->dtype) || dtype_is_block(other->dtype)))
         throw_input_error(ck.path, t.name,
                           fmt::format("not a floating tensor (found {})", dtype_name(other->dtype)));
     return *other;
@@ -88,9 +88,9 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     std::vector<const formats::Checkpoint*> all{job.primary};
     all.insert(all.end(), job.aligned.begin(), job.aligned.end());
     for (const auto* ck : all)
-        if (ck->format != "safetensors")
+        if (ck->format != "safetensors" && ck->format != "pytorch")
             throw_input_error(ck->path, "",
-                              "edit reads safetensors checkpoints only (found " + ck->format + ")");
+                              "edit reads safetensors and PyTorch checkpoints only (found " + ck->format + ")");
 
     // Plan: which tensors are edited, and their aligned counterparts (checked before writing anything).
     std::vector<formats::TensorSpec> specs;

@@ -497,19 +497,4 @@ std::string gguf_type_name(const GgufFile& f, const TensorInfo& t) {
     return std::string(dtype_name(t.dtype));
 }
 
-void dequantize_q8_0(const std::byte* src, std::size_t n, float* dst) {
-    constexpr std::size_t kBlock = 32;
-    constexpr std::size_t kBlockBytes = 2 + kBlock;
-    if (n % kBlock != 0)
-        throw std::invalid_argument(fmt::format("dequantize_q8_0: {} elements is not a multiple of 32", n));
-    for (std::size_t b = 0; b < n / kBlock; ++b) {
-        const std::byte* block = src + b * kBlockBytes;
-        std::uint16_t h = 0;
-        std::memcpy(&h, block, 2);
-        const float d = f16_to_f32(h);
-        for (std::size_t i = 0; i < kBlock; ++i)
-            dst[b * kBlock + i] = d * static_cast<float>(static_cast<std::int8_t>(block[2 + i]));
-    }
-}
-
 }  // namespace diffract::formats

@@ -36,7 +36,7 @@ Checkpoint memory_checkpoint(std::string name, std::vector<MemoryTensor> tensors
     for (auto& m : tensors) {
         if (m.name.empty()) throw_input_error(ck.path, "", "a tensor has an empty name");
         if (!seen.insert(m.name).second) throw_input_error(ck.path, m.name, "duplicate tensor name");
-        if (m.dtype == DType::Q8_0)
+        if (dtype_is_block(m.dtype))
             throw_input_error(ck.path, m.name, "block-quantised dtypes cannot be given in memory");
         TensorInfo t;
         t.name = m.name;

@@ -37,7 +37,7 @@ std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backe
 }
 
 Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64) {
-    // Every stored dtype but f64 decodes to values exact in f32 (Q8_0 dequantises through f32), so
+    // Every stored dtype but f64 decodes to values exact in f32 (GGUF block types dequantise through f32), so
     // reading them as f64 directly gives the same numbers in one pass.
     if (f64 || t.dtype != DType::F64) return read_matrix<double>(t, block);
     const auto narrow = read_matrix<float>(t, block);

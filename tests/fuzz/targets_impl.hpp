@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/block_quant.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint.hpp"
@@ -119,12 +120,12 @@ inline void gguf(Bytes bytes) {
             expect(t.offset <= bytes.size() && t.nbytes <= bytes.size() - t.offset,
                    "tensor outside the file");
             if (t.nbytes > 0) sink = sink + static_cast<unsigned>(bytes[t.offset + t.nbytes - 1]);
-            if (t.dtype == DType::Q8_0) {
+            if (dtype_is_block(t.dtype)) {
                 const auto n = static_cast<std::size_t>(t.numel());
-                expect(n / 32 * 34 == t.nbytes, "Q8_0 size");
+                expect(dtype_bytes(t.dtype, n) == t.nbytes, "block-quantised size");
                 if (n <= 4096) {
                     std::vector<float> out(n);
-                    formats::dequantize_q8_0(bytes.data() + t.offset, n, out.data());
+                    dequantize_blocks(bytes.data() + t.offset, t.dtype, n, out.data());
                 }
             }
         }

@@ -2,7 +2,8 @@
 //                                "tensors": [{"name", "dtype" (ggml type name), "shape", "offset",
 //                                "nbytes"}], "metadata": {...}} as JSON on stdout.
 // gguf_dump FILE TENSOR OUT.f32  writes TENSOR dequantised to raw little-endian float32
-//                                (F32, F16, BF16, F64 and Q8_0 tensors).
+//                                (every floating type: F32, F16, BF16, F64 and the block-quantised types
+//                                of core/block_quant.hpp), in stored order.
 // An InputError is printed as one line on stderr and exits 2; bad usage exits 1.
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "diffract/core/block_quant.hpp"
 #include "diffract/core/dtype.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/formats/gguf.hpp"
@@ -46,14 +48,15 @@ void extract(const GgufFile& f, const std::string& name, const std::string& out_
     if (t == nullptr) throw_input_error(f.file->path(), name, "no such tensor in the file");
     const auto n = static_cast<std::size_t>(t->numel());
     std::vector<float> values(n);
-    if (t->dtype == DType::Q8_0) {
-        dequantize_q8_0(t->bytes().data(), n, values.data());
+    if (dtype_is_block(t->dtype)) {
+        dequantize_blocks(t->bytes().data(), t->dtype, n, values.data());
     } else if (dtype_is_float(t->dtype)) {
         convert_to_f32(t->bytes().data(), t->dtype, n, values.data());
     } else {
-        throw_input_error(f.file->path(), name,
-                          fmt::format("cannot dequantise ggml type {} (expected F32, F16, BF16, F64 or Q8_0)",
-                                      gguf_type_name(f, *t)));
+        throw_input_error(
+            f.file->path(), name,
+            fmt::format("cannot dequantise ggml type {} (expected a floating or block-quantised type)",
+                        gguf_type_name(f, *t)));
     }
     std::ofstream out(out_path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(n * sizeof(float)));

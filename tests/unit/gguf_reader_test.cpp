@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "diffract/core/block_quant.hpp"
 #include "diffract/core/dtype.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/formats/gguf.hpp"
@@ -39,7 +40,7 @@ enum : std::uint32_t {
     kI64 = 11,
     kF64 = 12
 };
-enum : std::uint32_t { kTF32 = 0, kTF16 = 1, kTQ4_0 = 2, kTQ8_0 = 8, kTQ4_K = 12, kTBF16 = 30 };
+enum : std::uint32_t { kTF32 = 0, kTF16 = 1, kTQ4_0 = 2, kTQ8_0 = 8, kTQ4_K = 12, kTQ8_K = 15, kTBF16 = 30 };
 
 template <typename T>
 void put(Bytes& b, T v) {
@@ -109,7 +110,7 @@ Bytes build(const Spec& s) {
     return b;
 }
 
-// A valid v3 file: F32 [2, 3], F16 [4], Q8_0 [2, 32], Q4_K [256], and assorted metadata.
+// A valid v3 file: F32 [2, 3], F16 [4], Q8_0 [2, 32], Q8_K [256] (not decoded), and assorted metadata.
 Spec valid_spec() {
     Spec s;
     s.kvs.push_back(kv_str("general.architecture", "llama"));
@@ -178,8 +179,8 @@ Spec valid_spec() {
     s.tis.push_back({"blk.0.attn_q.weight", {3, 2}, kTF32, 0});
     s.tis.push_back({"blk.0.attn_norm.weight", {4}, kTF16, 32});
     s.tis.push_back({"token_embd.weight", {32, 2}, kTQ8_0, 64});
-    s.tis.push_back({"output.weight", {256}, kTQ4_K, 160});
-    s.data.resize(160 + 144);
+    s.tis.push_back({"output.weight", {256}, kTQ8_K, 160});
+    s.data.resize(160 + 292);
     // F32: 1..6
     for (int i = 0; i < 6; ++i) {
         const float v = static_cast<float>(i + 1);
@@ -234,7 +235,7 @@ TEST(GgufReader, ParsesValidV3File) {
     EXPECT_EQ(f.architecture, "llama");
     EXPECT_EQ(f.alignment, 32u);
     EXPECT_EQ(f.data_offset % 32, 0u);
-    EXPECT_EQ(f.data_offset + 304, bytes.size());
+    EXPECT_EQ(f.data_offset + 452, bytes.size());
 
     ASSERT_EQ(f.tensors.size(), 4u);
     const auto& a = f.tensors[0];
@@ -262,11 +263,11 @@ TEST(GgufReader, ParsesValidV3File) {
 
     const auto& d = f.tensors[3];
     EXPECT_EQ(d.dtype, DType::U8);
-    EXPECT_EQ(d.nbytes, 144u);
+    EXPECT_EQ(d.nbytes, 292u);
     EXPECT_EQ(d.numel(), 256);
     ASSERT_EQ(f.unsupported_types.size(), 1u);
-    EXPECT_EQ(f.unsupported_types.at("output.weight"), "Q4_K");
-    EXPECT_EQ(gguf_type_name(f, d), "Q4_K");
+    EXPECT_EQ(f.unsupported_types.at("output.weight"), "Q8_K");
+    EXPECT_EQ(gguf_type_name(f, d), "Q8_K");
     EXPECT_EQ(gguf_type_name(f, c), "Q8_0");
     EXPECT_EQ(gguf_type_name(f, b), "F16");
 
@@ -347,13 +348,13 @@ TEST(GgufReader, DequantizesQ8_0) {
     const auto f = parse(bytes);
     const auto& t = f.tensors[2];
     std::vector<float> out(64);
-    dequantize_q8_0(bytes.data() + t.offset, out.size(), out.data());
+    dequantize_blocks(bytes.data() + t.offset, DType::Q8_0, out.size(), out.data());
     EXPECT_EQ(out[0], -8.0f);    // 0.5 * -16
     EXPECT_EQ(out[17], 0.5f);    // 0.5 * 1
     EXPECT_EQ(out[31], 7.5f);    // 0.5 * 15
     EXPECT_EQ(out[32], 31.75f);  // 0.25 * 127
     EXPECT_EQ(out[63], 24.0f);   // 0.25 * 96
-    EXPECT_THROW(dequantize_q8_0(bytes.data(), 33, out.data()), std::invalid_argument);
+    EXPECT_THROW(dequantize_blocks(bytes.data(), DType::Q8_0, 33, out.data()), std::invalid_argument);
 }
 
 TEST(GgufReader, TypeTableMatchesGgml) {
@@ -379,7 +380,14 @@ TEST(GgufReader, TypeTableMatchesGgml) {
         EXPECT_EQ(t->name, e.name);
         EXPECT_EQ(t->block_size, e.block) << e.name;
         EXPECT_EQ(t->type_size, e.size) << e.name;
-        EXPECT_FALSE(t->dtype.has_value()) << e.name;
+        // Decoded types carry a DType whose block geometry is ggml's; the others are listed only.
+        if (t->dtype) {
+            EXPECT_EQ(dtype_name(*t->dtype), e.name);
+            EXPECT_EQ(dtype_block_size(*t->dtype), e.block) << e.name;
+            EXPECT_EQ(dtype_size(*t->dtype), e.size) << e.name;
+        } else {
+            EXPECT_TRUE(e.name == "Q8_1" || e.name == "Q8_K" || e.name == "Q1_0") << e.name;
+        }
     }
 }
 

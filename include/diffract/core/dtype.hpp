@@ -1,8 +1,9 @@
 // Storage dtypes of checkpoint tensors and their conversion to f32/f64.
 //
 // Floating types are decoded exactly (bf16/f16/f8 widen without rounding); integer and bool
-// tensors are read and reported but never analysed. GGUF block-quantised types (Q8_0) are
-// dequantised by the GGUF reader into f32 and do not appear here.
+// tensors are read and reported but never analysed. The GGUF block-quantised types (Q8_0 ... NVFP4)
+// store elements in blocks: dtype_block_size elements in dtype_size bytes, dequantised to f32 by
+// core/block_quant.hpp exactly as ggml does.
 #pragma once
 
 #include <cstddef>
@@ -28,17 +29,47 @@ enum class DType : std::uint8_t {
     BF16,
     F32,
     F64,
-    Q8_0,  // GGUF: blocks of 32 int8 with one f16 scale (34 bytes per block)
+    // GGUF (ggml) block-quantised types; block layouts in core/block_quant.hpp.
+    Q8_0,  // blocks of 32 int8 with one f16 scale (34 bytes per block)
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    IQ2_XXS,
+    IQ2_XS,
+    IQ2_S,
+    IQ3_XXS,
+    IQ3_S,
+    IQ1_S,
+    IQ1_M,
+    IQ4_NL,
+    IQ4_XS,
+    TQ1_0,
+    TQ2_0,
+    MXFP4,
+    NVFP4,
 };
 
-// Bytes per element; for Q8_0 the bytes of one 32-element block.
+// Bytes per element; for a block-quantised type the bytes of one block of dtype_block_size elements.
 std::size_t dtype_size(DType t);
-// The safetensors spelling ("BF16", "F8_E4M3", ...).
+// Elements per block: 1 for plain types, e.g. 32 for Q8_0 and 256 for the K and IQ types.
+std::size_t dtype_block_size(DType t);
+// True for the GGUF block-quantised types (dtype_block_size > 1).
+bool dtype_is_block(DType t);
+// Bytes of n elements (n a multiple of dtype_block_size, else std::invalid_argument).
+std::size_t dtype_bytes(DType t, std::size_t n);
+// The safetensors spelling ("BF16", "F8_E4M3", ...); the ggml spelling for block types ("Q4_K").
 std::string_view dtype_name(DType t);
+// Safetensors dtypes only: block-quantised names give nullopt.
 std::optional<DType> dtype_from_name(std::string_view name);
 bool dtype_is_float(DType t);
 
-// Widen n elements of a floating dtype (not Q8_0) at src into dst. src needs no alignment.
+// Widen n elements of a plain floating dtype (not a block type) at src into dst. src needs no alignment.
 void convert_to_f32(const std::byte* src, DType t, std::size_t n, float* dst);
 void convert_to_f64(const std::byte* src, DType t, std::size_t n, double* dst);
 

@@ -17,7 +17,7 @@
 //     string name
 //     u32    n_dims             1..4
 //     u64    ne[n_dims]         ggml order: ne[0] is the innermost (contiguous) dimension
-//     u32    ggml_type          0 F32, 1 F16, 8 Q8_0, 30 BF16, ... (see gguf_types_impl.hpp)
+//     u32    ggml_type          0 F32, 1 F16, 8 Q8_0, 12 Q4_K, 30 BF16, ... (gguf_types_impl.hpp)
 //     u64    offset             relative to the data section, a multiple of the alignment
 //   padding                     zeros up to the next multiple of the alignment
 //   data section                tensor bytes; alignment = general.alignment (u32) or 32
@@ -67,9 +67,10 @@ struct GgufFile {
     nlohmann::json metadata = nlohmann::json::object();
     // In file order. shape is row-major, i.e. the reversed ggml ne: ne = [cols, rows] -> {rows, cols}.
     // offset is absolute (data_offset + the tensor's relative offset).
-    // dtype: F32/F16/BF16/F64, Q8_0, I8/I16/I32/I64; any other ggml type is reported as DType::U8
-    // with its name in unsupported_types, nbytes taken from the ggml block table (then
-    // TensorInfo::numel() counts logical elements, not bytes).
+    // dtype: F32/F16/BF16/F64, I8/I16/I32/I64, or the block-quantised DType of every ggml type that
+    // core/block_quant.hpp decodes (Q4_0 ... Q6_K, IQ*, TQ1_0, TQ2_0, MXFP4, NVFP4). Any other ggml type
+    // (Q8_1, Q8_K, repacked variants, Q1_0) is reported as DType::U8 with its name in unsupported_types,
+    // nbytes taken from the ggml block table (then TensorInfo::numel() counts logical elements).
     std::vector<TensorInfo> tensors;
     std::string architecture;                              // general.architecture or ""
     std::map<std::string, std::string> unsupported_types;  // tensor name -> ggml type name, e.g. "Q4_K"
@@ -93,10 +94,5 @@ GgufFile open_gguf(const std::string& path);
 
 // The ggml spelling of a tensor's storage type in `f` ("F32", "Q8_0", "Q4_K", ...).
 std::string gguf_type_name(const GgufFile& f, const TensorInfo& t);
-
-// Dequantises n elements (a multiple of 32, else std::invalid_argument) of GGML Q8_0 blocks: each
-// block is an f16 scale d followed by 32 int8 q, and x = d * q (computed in f32, as ggml does).
-// src needs no alignment; it must hold n / 32 * 34 bytes.
-void dequantize_q8_0(const std::byte* src, std::size_t n, float* dst);
 
 }  // namespace diffract::formats

@@ -168,7 +168,7 @@ private:
     }
 
     // The whole stored tensor on the device as f64 holding what read_matrix<T> reads (T = double
-    // when `f64`): bf16/f16/f32/f64 decoded on the device, other dtypes (f8, Q8_0) on the host.
+    // when `f64`): bf16/f16/f32/f64 decoded on the device, other dtypes (f8, GGUF block types) on the host.
     std::unique_ptr<DeviceBuffer<double>> upload(const TensorInfo& t, bool f64) {
         const auto n = static_cast<std::size_t>(t.numel());
         auto d = std::make_unique<DeviceBuffer<double>>(n);
