@@ -1,6 +1,7 @@
 #include "diffract/formats/checkpoint.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -9,8 +10,10 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/formats/file_kind.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/hf_cache.hpp"
+#include "diffract/formats/pytorch.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
 
@@ -61,14 +64,57 @@ nlohmann::json read_config(const fs::path& dir) {
     return parse_config_json(file->bytes(), p.string());
 }
 
-void append_file(Checkpoint& ck, SafetensorsFile&& f, std::set<std::string>& seen) {
-    for (auto& t : f.tensors) {
+// The tensors of one weight file, by what its bytes are (the extension decides only for bytes that
+// look like no format, so that a damaged .safetensors or .gguf file gets its own parser's message).
+// Formats diffract does not read are refused here, with what the file is and what to do.
+std::vector<TensorInfo> open_weight_file(const fs::path& p, std::string& format) {
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    std::array<std::byte, 64> buffer{};
+    std::ifstream in(p, std::ios::binary);
+    in.read(reinterpret_cast<char*>(buffer.data()), buffer.size());
+    const std::span<const std::byte> head(
+        buffer.data(), static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    const auto kind = detect_file_kind(head, ec ? head.size() : size);
+    const auto ext = p.extension();
+    if (kind == FileKind::zip) {
+        format = "pytorch";
+        return open_pytorch(p.string());
+    }
+    if (kind == FileKind::safetensors || (kind == FileKind::unknown && ext == ".safetensors")) {
+        format = "safetensors";
+        return open_safetensors(p.string()).tensors;
+    }
+    if (kind == FileKind::gguf || (kind == FileKind::unknown && ext == ".gguf")) {
+        format = "gguf";
+        return {};
+    }
+    throw_input_error(p.string(), "", unsupported_kind_message(kind, head));
+}
+
+void append_file(Checkpoint& ck, std::vector<TensorInfo>&& tensors, std::set<std::string>& seen) {
+    for (auto& t : tensors) {
         if (!seen.insert(t.name).second)
-            throw_input_error(f.file->path(), t.name, "tensor appears in more than one file");
+            throw_input_error(t.path(), t.name, "tensor appears in more than one file");
         ck.tensors.push_back(std::move(t));
     }
 }
 
+// A non-GGUF weight file appended to `ck`, whose format it must share with the files before it.
+void append_weight_file(Checkpoint& ck, const fs::path& p, std::set<std::string>& seen) {
+    std::string format;
+    auto tensors = open_weight_file(p, format);
+    if (format == "gguf")
+        throw_input_error(p.string(), "", "a GGUF file cannot be one of several weight files");
+    if (!ck.format.empty() && ck.format != format)
+        throw_input_error(p.string(), "",
+                          fmt::format("weight files mix formats (expected {}, found {})", ck.format, format));
+    ck.format = format;
+    append_file(ck, std::move(tensors), seen);
+}
+
+// Shards listed by an index (model.safetensors.index.json, pytorch_model.bin.index.json): every
+// shard holds exactly the tensors the index maps to it.
 void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_path) {
     const auto index_file = MappedFile::open(index_path.string());
     const auto index = parse_shard_index(index_file->bytes(), index_path.string());
@@ -82,9 +128,15 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
             throw_input_error(index_path.string(), *names.begin(),
                               fmt::format("weight_map names shard '{}', which does not exist", shard));
         require_file_or_directory(shard_path, false);
-        auto f = open_safetensors(shard_path.string());
+        std::string format;
+        auto tensors = open_weight_file(shard_path, format);
+        if (format == "gguf") throw_input_error(shard_path.string(), "", "a GGUF file cannot be a shard");
+        if (!ck.format.empty() && ck.format != format)
+            throw_input_error(shard_path.string(), "",
+                              fmt::format("shards mix formats (expected {}, found {})", ck.format, format));
+        ck.format = format;
         std::set<std::string> found;
-        for (const auto& t : f.tensors) {
+        for (const auto& t : tensors) {
             found.insert(t.name);
             if (!names.count(t.name))
                 throw_input_error(shard_path.string(), t.name,
@@ -96,7 +148,7 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
             if (!found.count(n))
                 throw_input_error(shard_path.string(), n,
                                   "index maps the tensor to this shard but the shard does not hold it");
-        append_file(ck, std::move(f), seen);
+        append_file(ck, std::move(tensors), seen);
     }
 }
 
@@ -144,41 +196,54 @@ Checkpoint open_checkpoint(std::string_view spec) {
     ck.name = !name.empty() ? name : (looks_like_model_id(location) ? location : base.filename().string());
 
     if (fs::is_directory(p, ec)) {
-        ck.format = "safetensors";
+        // safetensors first (sharded, then every .safetensors file), then PyTorch (sharded, then
+        // pytorch_model.bin), then a lone .gguf.
         ck.config = read_config(p);
-        const fs::path index = p / "model.safetensors.index.json";
-        if (fs::exists(index, ec)) {
-            require_file_or_directory(index, false);
-            open_sharded(ck, p, index);
-        } else {
-            std::vector<fs::path> files;
-            for (const auto& e : fs::directory_iterator(p)) {
-                if (e.path().extension() != ".safetensors") continue;
-                require_file_or_directory(e.path(), false);
-                files.push_back(e.path());
-            }
-            std::sort(files.begin(), files.end());
-            if (files.empty()) {
-                std::vector<fs::path> ggufs;
-                for (const auto& e : fs::directory_iterator(p))
-                    if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
-                for (const auto& f : ggufs) require_file_or_directory(f, false);
-                if (ggufs.size() != 1)
-                    throw_input_error(ck.path, "",
-                                      "directory holds no .safetensors file (and not exactly one .gguf)");
-                open_gguf_file(ck, ggufs.front().string());
-            } else {
-                std::set<std::string> seen;
-                for (const auto& f : files) append_file(ck, open_safetensors(f.string()), seen);
-            }
+        const fs::path st_index = p / "model.safetensors.index.json",
+                       pt_index = p / "pytorch_model.bin.index.json", pt_file = p / "pytorch_model.bin";
+        std::vector<fs::path> files;
+        for (const auto& e : fs::directory_iterator(p)) {
+            if (e.path().extension() != ".safetensors") continue;
+            require_file_or_directory(e.path(), false);
+            files.push_back(e.path());
         }
-    } else if (p.extension() == ".gguf") {
-        open_gguf_file(ck, ck.path);
+        std::sort(files.begin(), files.end());
+        if (fs::exists(st_index, ec)) {
+            require_file_or_directory(st_index, false);
+            open_sharded(ck, p, st_index);
+        } else if (!files.empty()) {
+            std::set<std::string> seen;
+            for (const auto& f : files) append_weight_file(ck, f, seen);
+        } else if (fs::exists(pt_index, ec)) {
+            require_file_or_directory(pt_index, false);
+            open_sharded(ck, p, pt_index);
+        } else if (fs::exists(pt_file, ec)) {
+            require_file_or_directory(pt_file, false);
+            std::set<std::string> seen;
+            append_weight_file(ck, pt_file, seen);
+        } else {
+            std::vector<fs::path> ggufs;
+            for (const auto& e : fs::directory_iterator(p))
+                if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
+            for (const auto& f : ggufs) require_file_or_directory(f, false);
+            if (ggufs.size() != 1)
+                throw_input_error(
+                    ck.path, "",
+                    "directory holds no .safetensors file, no pytorch_model.bin (and not exactly one "
+                    ".gguf)");
+            open_gguf_file(ck, ggufs.front().string());
+        }
     } else {
-        ck.format = "safetensors";
-        ck.config = read_config(p.parent_path().empty() ? fs::path(".") : p.parent_path());
-        std::set<std::string> seen;
-        append_file(ck, open_safetensors(ck.path), seen);
+        std::string format;
+        auto tensors = open_weight_file(p, format);
+        if (format == "gguf") {
+            open_gguf_file(ck, ck.path);
+        } else {
+            ck.format = format;
+            ck.config = read_config(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+            std::set<std::string> seen;
+            append_file(ck, std::move(tensors), seen);
+        }
     }
     ck.schema = model::schema_from_config(
         ck.config, ck.format == "gguf" ? ck.path

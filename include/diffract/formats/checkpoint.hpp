@@ -1,8 +1,12 @@
 // Opening a checkpoint, whatever its form, as one list of tensor views.
 //
 // A model is named on the command line as
-//   PATH                   a .safetensors file, a .gguf file, or an HF model directory
-//                          (model.safetensors, or shards listed by model.safetensors.index.json)
+//   PATH                   a .safetensors file, a .gguf file, a torch.save file (.bin, .pt, .pth:
+//                          formats/pytorch.hpp), or an HF model directory (model.safetensors, or
+//                          shards listed by model.safetensors.index.json; else pytorch_model.bin,
+//                          or shards listed by pytorch_model.bin.index.json; else one .gguf)
+// A file is read by what its bytes are (formats/file_kind.hpp); a format diffract does not read
+// (ONNX, HDF5, NumPy, plain or legacy pickles) is refused with what it is and what to do.
 //   org/name[@revision]    a model in the local Hugging Face cache (offline; see hf_cache.hpp)
 //   NAME=...               any of the above, displayed as NAME
 // Files are mapped read-only; nothing is read until a tensor's bytes are.
@@ -23,7 +27,7 @@ namespace diffract::formats {
 struct Checkpoint {
     std::string name;       // display name: NAME= if given, else the directory's (or file's) base name
     std::string path;       // resolved file or directory
-    std::string format;     // "safetensors" | "gguf"
+    std::string format;     // "safetensors" | "pytorch" | "gguf"
     nlohmann::json config;  // config.json; for GGUF, head geometry mapped to HF keys; null if none
     std::vector<TensorInfo> tensors;                       // in file order, shard by shard
     std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
