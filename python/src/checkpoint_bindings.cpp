@@ -77,12 +77,13 @@ Array float32_array(std::vector<float> values, const std::vector<std::size_t>& s
     return Array(owned->data(), shape.size(), shape.data(), owner, nullptr, nb::dtype<float>());
 }
 
-// The tensor's bytes viewed in place (BF16/F8 as bits); block-quantised types decoded into float32.
+// The tensor's bytes viewed in place (BF16/F8 as bits); block-quantised types and GGUF Q/K in RoPE
+// layout decoded into float32, in Hugging Face row order.
 Array tensor_view(const PyCheckpoint& self, const std::string& name) {
     const auto& t = find_tensor(*self.ck, name);
     const auto shape = shape_of(t);
     const auto dt = view_dtype(t.dtype);
-    if (!dt) {  // block-quantised: decode the stored matrix
+    if (!dt || t.rope_head_rows > 0) {  // block-quantised or reordered rows: decode the logical matrix
         const MatrixBlock all{0, stored_rows(t), 0, stored_cols(t), false};
         return float32_array(read_matrix<float>(t, all).data, shape);
     }
@@ -96,7 +97,7 @@ Array tensor_view(const PyCheckpoint& self, const std::string& name) {
 Array tensor_decoded(const PyCheckpoint& self, const std::string& name) {
     const auto& t = find_tensor(*self.ck, name);
     if (!dtype_is_float(t.dtype)) throw_input_error(t.path(), name, "not a floating-point tensor");
-    if (dtype_is_block(t.dtype)) return tensor_view(self, name);
+    if (dtype_is_block(t.dtype) || t.rope_head_rows > 0) return tensor_view(self, name);
     std::vector<float> out(static_cast<std::size_t>(t.numel()));
     convert_to_f32(t.bytes().data(), t.dtype, out.size(), out.data());
     return float32_array(std::move(out), shape_of(t));

@@ -486,6 +486,25 @@ std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, 
     return most;
 }
 
+// The tensor of `ck` that pairs with `t` of the other checkpoint: the one of the same name or, when
+// the two name their tensors differently (a Hugging Face checkpoint and its GGUF conversion), the one
+// tensor of the same layer, role and kind (weight or bias) as the schema classifies both namings.
+// Norms and unclassified tensors pair by name only.
+const TensorInfo* counterpart(const formats::Checkpoint& ck, const TensorInfo& t) {
+    if (const auto* same = ck.find(t.name)) return same;
+    const auto role = model::classify_tensor(t.name);
+    if (role.role == model::Role::other || role.role == model::Role::norm) return nullptr;
+    const bool bias = t.name.ends_with("bias");
+    const TensorInfo* found = nullptr;
+    for (const auto& c : ck.tensors) {
+        const auto r = model::classify_tensor(c.name);
+        if (r.role != role.role || r.layer != role.layer || c.name.ends_with("bias") != bias) continue;
+        if (found) return nullptr;  // ambiguous: pair by name only
+        found = &c;
+    }
+    return found;
+}
+
 }  // namespace
 
 CompareResult compare(const CompareOptions& o) {
@@ -557,14 +576,14 @@ CompareResult compare(const CompareOptions& o) {
         }
         for (auto& job : jobs) {
             const auto& name = job.tensor->name;
-            const TensorInfo* t = ck.find(name);
+            const TensorInfo* t = counterpart(ck, *job.tensor);
             if (!t) {
                 mismatch(ck, ck.path, name, "", "missing from this model (present in the base)");
             } else if (t->shape != job.tensor->shape) {
                 mismatch(ck, t->path(), name, "",
                          fmt::format("shape differs from the base (expected {}, found {})",
                                      shape_string(job.tensor->shape), shape_string(t->shape)));
-            } else if (!dtype_is_float(t->dtype) || ck.unsupported_types.count(name)) {
+            } else if (!dtype_is_float(t->dtype) || ck.unsupported_types.count(t->name)) {
                 mismatch(ck, t->path(), name, "",
                          fmt::format("dtype {} cannot be compared (the base has {})", dtype_name(t->dtype),
                                      dtype_name(job.tensor->dtype)));
@@ -576,7 +595,7 @@ CompareResult compare(const CompareOptions& o) {
         for (const auto& t : ck.tensors) {
             if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name))
                 continue;
-            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) || base.find(t.name))
+            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) || counterpart(base, t))
                 continue;
             mismatch(ck, t.path(), t.name, "", "not in the base");
         }

@@ -51,8 +51,9 @@ std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selec
             if (t.shape.size() < 2 || !selection.selects(t.name, model::classify_tensor(t.name))) continue;
             if (auto u = ck.unsupported_types.find(t.name); u != ck.unsupported_types.end())
                 throw_input_error(t.path(), t.name,
-                                  fmt::format("ggml type {} is not supported (expected F32, F16, BF16, F64 "
-                                              "or Q8_0, found {}): no selected matrix can be analysed",
+                                  fmt::format("ggml type {} is not supported (expected a floating or "
+                                              "block-quantised type such as Q4_K, found {}): no selected "
+                                              "matrix can be analysed",
                                               u->second, u->second));
             if (!dtype_is_float(t.dtype))
                 throw_input_error(t.path(), t.name,

@@ -38,7 +38,7 @@ Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
     const bool blocks = dtype_is_block(t.dtype);
     const std::size_t row_bytes = dtype_bytes(t.dtype, static_cast<std::size_t>(C));
     for (std::int64_t i = 0; i < b.rows; ++i) {
-        const std::byte* src = bytes.data() + static_cast<std::size_t>(b.row0 + i) * row_bytes;
+        const std::byte* src = bytes.data() + static_cast<std::size_t>(t.stored_row(b.row0 + i)) * row_bytes;
         T* dst = b.transposed ? row.data() : out.data.data() + i * b.cols;
         if (blocks) {
             dequant.resize(static_cast<std::size_t>(C));

@@ -8,6 +8,13 @@ std::int64_t TensorInfo::numel() const {
     return n;
 }
 
+std::int64_t TensorInfo::stored_row(std::int64_t r) const {
+    if (rope_head_rows <= 0) return r;
+    const std::int64_t half = rope_head_rows / 2;
+    const std::int64_t within = r % rope_head_rows;
+    return r - within + 2 * (within % half) + within / half;
+}
+
 const std::string& TensorInfo::path() const {
     static const std::string none;
     return file ? file->path() : none;

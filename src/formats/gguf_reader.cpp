@@ -477,7 +477,9 @@ private:
 }  // namespace
 
 GgufFile parse_gguf_bytes(std::span<const std::byte> bytes, const std::string& label) {
-    return Parser(bytes, label).run();
+    auto f = Parser(bytes, label).run();
+    undo_gguf_rope_layout(f);
+    return f;
 }
 
 GgufFile parse_gguf(std::shared_ptr<const MappedFile> file) {

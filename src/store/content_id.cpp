@@ -38,7 +38,9 @@ std::string hash_bytes(const TensorInfo& t) {
 std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
     std::string shape;
     for (std::size_t i = 0; i < t.shape.size(); ++i) shape += fmt::format("{}{}", i ? "x" : "", t.shape[i]);
-    return fmt::format("{}/{}/{}", dtype_name(t.dtype), shape, byte_hash);
+    // A reordered view of the bytes is other content than the bytes in stored order.
+    const auto layout = t.rope_head_rows > 0 ? fmt::format("/rope{}", t.rope_head_rows) : std::string();
+    return fmt::format("{}/{}/{}{}", dtype_name(t.dtype), shape, byte_hash, layout);
 }
 
 }  // namespace

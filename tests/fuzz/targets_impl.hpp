@@ -23,6 +23,7 @@
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/formats/gguf.hpp"
+#include "diffract/formats/pytorch.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
 #include "diffract/model/schema.hpp"
@@ -120,6 +121,8 @@ inline void gguf(Bytes bytes) {
             expect(t.offset <= bytes.size() && t.nbytes <= bytes.size() - t.offset,
                    "tensor outside the file");
             if (t.nbytes > 0) sink = sink + static_cast<unsigned>(bytes[t.offset + t.nbytes - 1]);
+            if (t.rope_head_rows > 0)  // a RoPE row order permutes rows within whole heads
+                expect(t.rope_head_rows % 2 == 0 && t.shape[0] % t.rope_head_rows == 0, "RoPE row order");
             if (dtype_is_block(t.dtype)) {
                 const auto n = static_cast<std::size_t>(t.numel());
                 expect(dtype_bytes(t.dtype, n) == t.nbytes, "block-quantised size");
@@ -178,14 +181,65 @@ inline void heads_csv(Bytes bytes) {
     }
 }
 
+// zip directory, then the same bytes as a torch.save archive: accepted entries lie inside the input,
+// disjoint and uniquely named; every accepted tensor reads only bytes of its storage entry.
+inline void zip_directory(Bytes bytes) {
+    try {
+        const auto entries = formats::parse_zip_directory(bytes, "fuzz.zip");
+        std::set<std::string> names;
+        for (const auto& e : entries) {
+            expect(e.data_offset <= bytes.size() && e.compressed_size <= bytes.size() - e.data_offset,
+                   "zip entry outside the file");
+            expect(e.local_header_offset < e.data_offset, "zip data before its local header");
+            expect(names.insert(e.name).second, "duplicate zip entry accepted");
+            expect(e.method != 0 || e.size == e.compressed_size, "stored entry with two sizes");
+        }
+    } catch (const InputError&) {
+        return;
+    }
+    try {
+        for (const auto& t : formats::parse_pytorch_archive(bytes, "fuzz.bin")) {
+            expect(t.nbytes <= t.pickled.storage_bytes, "tensor larger than its storage");
+            expect(
+                t.storage_begin <= bytes.size() && t.pickled.storage_bytes <= bytes.size() - t.storage_begin,
+                "storage outside the file");
+            if (t.contiguous)
+                expect(t.offset >= t.storage_begin &&
+                           t.offset - t.storage_begin + t.nbytes <= t.pickled.storage_bytes,
+                       "contiguous tensor outside its storage");
+        }
+    } catch (const InputError&) {
+    }
+}
+
+// data.pkl through the restricted unpickler: accepted tensors have unique non-empty names and as
+// many strides as dimensions; whatever the bytes, nothing but InputError escapes.
+inline void pickle(Bytes bytes) {
+    try {
+        std::set<std::string> names;
+        for (const auto& t : formats::parse_torch_pickle(bytes, "fuzz/data.pkl")) {
+            expect(!t.name.empty() && names.insert(t.name).second, "empty or duplicate tensor name accepted");
+            expect(t.shape.size() == t.stride.size(), "strides do not match the dimensions");
+            expect(!t.storage_key.empty() && t.storage_key.find('/') == std::string::npos,
+                   "storage key outside data/");
+        }
+    } catch (const InputError&) {
+    }
+}
+
 struct Target {
     const char* name;  // the harness and its corpus folder: tests/fuzz/corpus/<name>
     void (*run)(Bytes);
 };
 
 inline constexpr Target kTargets[] = {
-    {"safetensors_header_fuzz", safetensors_header}, {"shard_index_fuzz", shard_index}, {"gguf_fuzz", gguf},
-    {"config_geometry_fuzz", config_geometry},       {"heads_csv_fuzz", heads_csv},
+    {"safetensors_header_fuzz", safetensors_header},
+    {"shard_index_fuzz", shard_index},
+    {"gguf_fuzz", gguf},
+    {"config_geometry_fuzz", config_geometry},
+    {"heads_csv_fuzz", heads_csv},
+    {"zip_directory_fuzz", zip_directory},
+    {"pickle_fuzz", pickle},
 };
 
 }  // namespace diffract::fuzz

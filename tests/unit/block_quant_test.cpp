@@ -73,3 +73,25 @@ TEST(BlockQuant, MatrixReadDecodesRowsOfBlocks) {
     EXPECT_EQ(m(0, 2), 10 + 1 + 0);  // column 32: the second block
     EXPECT_EQ(m(0, 3), 10 + 1 + 1);
 }
+
+TEST(BlockQuant, MatrixReadFollowsTheRowOrder) {
+    // 4 rows of one Q8_0 block each, row r holding the value r; one head of 4 rows in RoPE layout.
+    std::vector<std::byte> bytes(4 * 34);
+    for (int r = 0; r < 4; ++r) {
+        const std::uint16_t one = 0x3C00;
+        std::memcpy(bytes.data() + 34 * r, &one, 2);
+        for (int j = 0; j < 32; ++j) bytes[34 * r + 2 + j] = static_cast<std::byte>(r);
+    }
+    TensorInfo t;
+    t.name = "blk.0.attn_k.weight";
+    t.dtype = DType::Q8_0;
+    t.shape = {4, 32};
+    t.nbytes = bytes.size();
+    t.rope_head_rows = 4;
+    t.file = MappedFile::from_memory("mem", nullptr, bytes.data(), bytes.size());
+    const auto m = read_matrix<float>(t, {0, 4, 0, 32, false});
+    EXPECT_EQ(m(0, 0), 0.0f);
+    EXPECT_EQ(m(1, 0), 2.0f);  // logical row 1 (first half, pair 1) is stored at row 2
+    EXPECT_EQ(m(2, 0), 1.0f);
+    EXPECT_EQ(m(3, 5), 3.0f);
+}

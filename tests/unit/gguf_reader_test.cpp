@@ -603,3 +603,40 @@ TEST(GgufReader, RejectsBadTensorOffsets) {
                       }),
                       "data overlaps tensor");
 }
+
+// llama.cpp's converter stores the two halves of each Q/K head interleaved (LlamaModel.permute); the
+// reader marks those tensors so that rows read in the Hugging Face order.
+TEST(GgufReader, UndoesTheRopeLayoutOfLlamaQK) {
+    for (const std::string arch : {"llama", "qwen2"}) {
+        Spec s;
+        s.kvs.push_back(kv_str("general.architecture", arch));
+        s.kvs.push_back(kv_u32(arch + ".attention.head_count", 2));
+        s.kvs.push_back(kv_u32(arch + ".attention.head_count_kv", 1));
+        s.tis.push_back({"blk.0.attn_q.weight", {1, 8}, kTF32, 0});   // 2 heads of 4 rows
+        s.tis.push_back({"blk.0.attn_k.weight", {1, 4}, kTF32, 32});  // 1 head of 4 rows
+        s.tis.push_back({"blk.0.attn_v.weight", {1, 4}, kTF32, 64});
+        s.tis.push_back({"blk.0.attn_q.bias", {8}, kTF32, 96});
+        s.data.resize(128);
+        const auto f = parse(build(s));
+        const bool permuted = arch == "llama";
+        EXPECT_EQ(gguf_rope_permuted(arch), permuted);
+        EXPECT_EQ(f.tensors[0].rope_head_rows, permuted ? 4 : 0);
+        EXPECT_EQ(f.tensors[1].rope_head_rows, permuted ? 4 : 0);
+        EXPECT_EQ(f.tensors[2].rope_head_rows, 0);
+        EXPECT_EQ(f.tensors[3].rope_head_rows, permuted ? 4 : 0);
+        // HF rows [0 1 | 2 3] of a head are stored as [0 2 1 3]: logical row r is at stored_row(r).
+        std::vector<std::int64_t> rows;
+        for (std::int64_t r = 0; r < 8; ++r) rows.push_back(f.tensors[0].stored_row(r));
+        EXPECT_EQ(rows, permuted ? (std::vector<std::int64_t>{0, 2, 1, 3, 4, 6, 5, 7})
+                                 : (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+    }
+}
+
+TEST(GgufReader, RopeLayoutNeedsHeadsOfAnEvenRowCount) {
+    Spec s;
+    s.kvs.push_back(kv_str("general.architecture", "llama"));
+    s.kvs.push_back(kv_u32("llama.attention.head_count", 4));
+    s.tis.push_back({"blk.0.attn_q.weight", {1, 4}, kTF32, 0});  // heads of one row: left as stored
+    s.data.resize(32);
+    EXPECT_EQ(parse(build(s)).tensors[0].rope_head_rows, 0);
+}

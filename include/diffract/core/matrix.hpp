@@ -32,7 +32,8 @@ struct MatrixBlock {
 };
 
 // Reads `block` of `t` into a logical matrix of T (float or double), decoding the storage dtype
-// (bf16/f16/f8/f32/f64, the GGUF block-quantised types of core/block_quant.hpp). Touches only the rows of the block in the mapping.
+// (bf16/f16/f8/f32/f64, the GGUF block-quantised types of core/block_quant.hpp), in logical row
+// order (TensorInfo::stored_row). Touches only the rows of the block in the mapping.
 // Throws InputError for integer or unsupported dtypes and for blocks outside the tensor.
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& block);

@@ -19,8 +19,15 @@ struct TensorInfo {
     std::shared_ptr<const MappedFile> file;
     std::size_t offset = 0;  // absolute byte offset of the data in `file`
     std::size_t nbytes = 0;
+    // Row order. 0: rows are stored in order. n > 0: each group of n rows (one attention head) is
+    // stored in llama.cpp's RoPE layout, the halves interleaved: logical row j * n/2 + i of a group
+    // is stored at row 2i + j (i < n/2, j < 2). GGUF Q/K projections of Llama-family models are
+    // written this way by convert_hf_to_gguf.py; readers see the Hugging Face order.
+    std::int64_t rope_head_rows = 0;
 
     std::int64_t numel() const;
+    // The stored row holding logical row r (r itself unless rope_head_rows is set).
+    std::int64_t stored_row(std::int64_t r) const;
     std::span<const std::byte> bytes() const { return file->bytes().subspan(offset, nbytes); }
     // The file's path ("" for a tensor not backed by a file, as in tests and in-memory models).
     const std::string& path() const;

@@ -40,6 +40,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,8 +83,20 @@ struct GgufFile {
 // model::geometry_value, named "metadata key '<arch>.<key>'"; throws InputError naming `label`.
 nlohmann::json gguf_config(const GgufFile& f, const std::string& label);
 
+// True for the architectures (general.architecture) whose Q/K projections llama.cpp's
+// convert_hf_to_gguf.py writes in its RoPE row layout (LlamaModel.permute): llama, granite,
+// granitemoe, smollm3, arcee, minicpm.
+bool gguf_rope_permuted(std::string_view architecture);
+
+// For those architectures, marks blk.N.attn_q/attn_k weights and biases with TensorInfo::rope_head_rows
+// (the rows of one head: rows / head_count for Q, rows / head_count_kv for K, per-layer arrays read at
+// N) so that every reader sees the Hugging Face row order. Tensors whose rows do not split into heads
+// of an even row count (no converter writes them) stay in stored order. Called by parse_gguf_bytes.
+void undo_gguf_rope_layout(GgufFile& f);
+
 // Validates and parses a complete GGUF file held in `bytes`; `label` (normally the path) prefixes
-// every error. The TensorInfos have a null `file`. Throws InputError.
+// every error. The TensorInfos have a null `file`; Q/K of Llama-family files carry their RoPE row order
+// (undo_gguf_rope_layout). Throws InputError.
 GgufFile parse_gguf_bytes(std::span<const std::byte> bytes, const std::string& label);
 
 // parse_gguf_bytes over a mapping; sets `file` in the result and in every TensorInfo.

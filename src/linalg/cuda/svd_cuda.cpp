@@ -168,11 +168,13 @@ private:
     }
 
     // The whole stored tensor on the device as f64 holding what read_matrix<T> reads (T = double
-    // when `f64`): bf16/f16/f32/f64 decoded on the device, other dtypes (f8, GGUF block types) on the host.
+    // when `f64`): bf16/f16/f32/f64 decoded on the device, other dtypes (f8, GGUF block types) and
+    // reordered rows (GGUF RoPE layout) on the host.
     std::unique_ptr<DeviceBuffer<double>> upload(const TensorInfo& t, bool f64) {
         const auto n = static_cast<std::size_t>(t.numel());
         auto d = std::make_unique<DeviceBuffer<double>>(n);
-        if (const auto e = device_encoding(t.dtype)) {
+        const auto e = device_encoding(t.dtype);
+        if (e && t.rope_head_rows == 0) {  // rows in stored order: the device decodes the bytes as they are
             if (t.nbytes != n * cuda::encoding_size(*e))
                 throw_input_error(t.path(), t.name, "byte count does not match the shape");
             upload_->decode_into(t.bytes().data(), n, *e, !f64, d->ptr);
