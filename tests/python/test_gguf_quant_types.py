@@ -10,11 +10,12 @@ equal numpy's SVD of gguf's dequantised matrix (f64, gesdd route, rtol 1e-10).
 """
 import csv
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from conftest import ROOT, run, tool
 
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as QT  # noqa: E402
@@ -105,3 +106,10 @@ def test_analyze_q4_k_matches_numpy_svd(tmp_path):
         np.testing.assert_allclose(float(r[0][field]), value, rtol=1e-10, err_msg=field)
     skipped = out / "skipped.csv"
     assert not skipped.exists() or "blk.0.ffn_up.weight" not in skipped.read_text()
+
+
+def test_generated_grids_are_current():
+    """src/core/gguf_grids_impl.hpp is what scripts/gen_gguf_grids.py renders from the installed gguf-py."""
+    script = ROOT / "scripts" / "gen_gguf_grids.py"
+    p = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
