@@ -556,6 +556,14 @@ private:
     }
 
     void push_global(const std::string& module, const std::string& name) {
+        if (module == "torch" &&
+            (name.ends_with("Storage") || name.starts_with("complex") || name.starts_with("qint") ||
+             name.starts_with("quint")) &&
+            !allowed_global(module, name))
+            fail(fmt::format(
+                "torch.{} is not a supported dtype (diffract reads real floating, integer and bool "
+                "tensors; complex and quantized ones are not)",
+                name));
         if (!allowed_global(module, name))
             fail(
                 fmt::format("refusing pickle global '{}.{}': only tensors and state-dict containers are read "
