@@ -17,6 +17,7 @@ struct AnalyzeArgs {
     std::string precision = "f64";
     std::string svd_route = "auto";
     std::int64_t seed = 42;
+    int min_fit_size = analysis::kDefaultMinFitSize;
     RunArgs run;
 };
 
@@ -35,6 +36,9 @@ int run_analyze(const AnalyzeArgs& a) {
     else if (a.svd_route != "auto")
         throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
     o.kernel.rand_seed = a.seed;
+    if (a.min_fit_size < 0)
+        throw InputError(fmt::format("--min-fit-size: expected an integer >= 0, found {}", a.min_fit_size));
+    o.kernel.min_fit_size = a.min_fit_size;
     o.run = analysis::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = analysis::analyze(o);
@@ -63,6 +67,10 @@ void add_analyze(CLI::App& app) {
     sub->add_option("--svd-route", a->svd_route, "Singular values: auto, gesdd or gram (see docs/metrics.md)")
         ->capture_default_str();
     sub->add_option("--seed", a->seed, "Seed of the permutation null (-1: unseeded)")->capture_default_str();
+    sub->add_option(
+           "--min-fit-size", a->min_fit_size,
+           "Fewest tail (MP: bulk) eigenvalues a fit is reported on; 0: every fit (see docs/metrics.md)")
+        ->capture_default_str();
     add_run_options(sub, a->run);
     on_run(sub, [a] { return run_analyze(*a); });
 }

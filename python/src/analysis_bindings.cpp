@@ -13,6 +13,7 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/custom_fields.hpp"
+#include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/option_values.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/parallel.hpp"
@@ -71,7 +72,11 @@ nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& f
         nonfinite.append(r.nonfinite_count);
         for (std::size_t f = 0; f < fields.size(); ++f) {
             auto it = r.values.find(fields[f]);
-            values[f].append(it == r.values.end() ? std::nan("") : it->second);
+            const double v = it == r.values.end() ? std::nan("") : it->second;
+            if (analysis::is_status_field(fields[f]))  // names, as the CSVs write them
+                values[f].append(std::string(analysis::fit_status_name(v)));
+            else
+                values[f].append(v);
         }
     }
     nb::dict d;

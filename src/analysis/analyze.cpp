@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "diffract/analysis/custom_fields.hpp"
+#include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/cancel.hpp"
@@ -136,12 +137,18 @@ FieldValues compute_unit(const MatrixUnit& unit, std::optional<std::vector<doubl
 
 AnalyzeResult analyze(const AnalyzeOptions& o) {
     AnalyzeResult result;
-    for (const auto& f : field_catalog())
-        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) != o.metrics.end())
-            result.fields.emplace_back(f.name);
-    std::vector<std::string> wanted = result.fields;
-    for (const auto& f : kAlwaysStored)
-        if (std::find(wanted.begin(), wanted.end(), f) == wanted.end()) wanted.push_back(f);
+    std::vector<std::string> wanted;
+    for (const auto& f : field_catalog()) {
+        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) == o.metrics.end()) continue;
+        if (f.level == Level::parameter)
+            result.fields.emplace_back(f.name);  // metrics.csv columns
+        else if (f.level == Level::in_model)
+            wanted.emplace_back(f.inputs);  // an aggregate: the per-matrix field it is computed from
+    }
+    wanted.insert(wanted.begin(), result.fields.begin(), result.fields.end());
+    for (const auto& f : kAlwaysStored) wanted.push_back(f);
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
     std::vector<std::string> stored_check = wanted;
     stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
     std::vector<std::string> compute_list = stored_check;
@@ -329,7 +336,9 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
             fmt::format("{},{},{},{},{},{},{},{}", csv_field(row.model), csv_field(row.tensor),
                         row.layer ? std::to_string(*row.layer) : "", row.role,
                         row.head ? std::to_string(*row.head) : "", row.rows, row.cols, row.nonfinite_count);
-        for (const auto& f : r.fields) csv += "," + format_value(row.values.at(f));
+        for (const auto& f : r.fields)
+            csv += "," + (is_status_field(f) ? std::string(fit_status_name(row.values.at(f)))
+                                             : format_value(row.values.at(f)));
         csv += "\n";
     }
     std::string agg = "model";

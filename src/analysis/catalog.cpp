@@ -60,6 +60,12 @@ const std::vector<FieldInfo>& field_catalog() {
          "clip((lambda_+ - lambda_-) / (lambda_max - lambda_min + EPS), 0, 1)", "esd, mp fit"},
         {"mp_num_spikes", L::parameter, false, "#{lambda_i > mp_esd_max}", "esd, mp fit"},
         {"mp_soft_rank", L::parameter, false, "mp_esd_max / (esd_max + EPS)", "esd, mp fit"},
+        {"mp_n_bulk", L::parameter, false,
+         "#{mp_esd_min <= lambda_i <= mp_esd_max} (0 when the fit is undefined)", "esd, mp fit"},
+        {"mp_status", L::parameter, false,
+         "ok | too_few (mp_n_bulk < min_fit_size: every other mp_* field NaN); a code in the store, a name "
+         "in CSVs",
+         "esd, mp fit"},
         {"tw_esd_bound", L::parameter, false, "Johnstone soft edge mu + s F_TW1^-1(1 - p), p = 0.005",
          "mp_bulk_std, N, M"},
         {"tw_num_spikes", L::parameter, false, "#{lambda_i > tw_esd_bound}", "esd, tw_esd_bound"},
@@ -74,6 +80,18 @@ const std::vector<FieldInfo>& field_catalog() {
         {"pl_alpha_weighted", L::parameter, false, "pl_alpha * log10(esd_max)", "esd, power-law fit"},
         {"pl_alpha_norm", L::parameter, false, "sum lambda_i^pl_alpha; NaN when not finite and positive",
          "esd, power-law fit"},
+        {"pl_n_tail", L::parameter, false, "#{lambda_i >= pl_esd_xmin} (0 when no fit is possible)",
+         "esd, power-law fit"},
+        {"pl_status", L::parameter, false,
+         "ok | too_few (pl_n_tail < min_fit_size: pl_* NaN but pl_n_tail, pl_esd_xmin); code in the store",
+         "esd, power-law fit"},
+        {"pl_alpha_xmin2", L::parameter, false,
+         "power-law alpha at the runner-up x_min: least KS distance among tails >= min_fit_size holding at "
+         "most "
+         "half or at least twice pl_n_tail",
+         "esd, power-law fit"},
+        {"pl_ks_gap", L::parameter, false,
+         "KS distance at the runner-up x_min minus at the optimal one (>= 0)", "esd, power-law fit"},
         {"tpl_alpha", L::parameter, false,
          "truncated power law p ~ lambda^-alpha e^(-Lambda lambda): alpha (MLE, powerlaw 1.5)", "esd"},
         {"tpl_lambda", L::parameter, false, "truncated power law: Lambda", "esd"},
@@ -84,6 +102,11 @@ const std::vector<FieldInfo>& field_catalog() {
          "esd, tpl fit"},
         {"tpl_scale", L::parameter, false, "lambda_max * tpl_lambda", "esd, tpl fit"},
         {"tpl_alpha_norm", L::parameter, false, "sum lambda_i^tpl_alpha", "esd, tpl fit"},
+        {"tpl_n_tail", L::parameter, false, "#{lambda_i >= tpl_esd_xmin}", "esd, tpl fit"},
+        {"tpl_status", L::parameter, false,
+         "ok | too_few | no_convergence | at_bound:alpha (alpha <= 1 + 1e-4) | at_bound:lambda (Lambda <= "
+         "1e-4)",
+         "esd, tpl fit"},
         {"expon_lambda", L::parameter, false, "exponential tail: Lambda = 1 / (mean of the tail - x_min)",
          "esd"},
         {"expon_esd_xmin", L::parameter, false, "x_min of the exponential fit", "esd"},
@@ -93,6 +116,9 @@ const std::vector<FieldInfo>& field_catalog() {
         {"expon_presence", L::parameter, false, "(lambda_max - x_min) / (lambda_max - lambda_min)",
          "esd, exponential fit"},
         {"expon_scale", L::parameter, false, "lambda_max * expon_lambda", "esd, exponential fit"},
+        {"expon_n_tail", L::parameter, false, "#{lambda_i >= expon_esd_xmin}", "esd, exponential fit"},
+        {"expon_status", L::parameter, false,
+         "ok | too_few | no_convergence | at_bound:lambda (Lambda <= 1e-4)", "esd, exponential fit"},
         {"pl_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D); NaN with < 50 tail points",
          "esd, power-law fit", false},
         {"tpl_p_value", L::parameter, false, "semi-parametric bootstrap Pr(D* > D)", "esd, tpl fit", false},
@@ -156,9 +182,10 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
             const auto* f = find_field(name);
             if (!f)
                 throw InputError(fmt::format("--metrics: unknown field '{}' (see `diffract metrics`)", name));
-            if (f->level != Level::parameter || f->is_vector)
-                throw InputError(fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix scalar",
-                                             name, level_name(f->level), f->is_vector ? "vector" : "scalar"));
+            if (f->level == Level::cross_model || f->is_vector)
+                throw InputError(
+                    fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix or per-model scalar",
+                                name, level_name(f->level), f->is_vector ? "vector" : "scalar"));
             if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
         }
         if (comma == std::string_view::npos) break;
@@ -170,9 +197,10 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
 std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
-    return fmt::format("v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={}",
-                       precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol,
-                       tw_p, p_value_bootstraps, p_value_seed);
+    return fmt::format(
+        "v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={}",
+        precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
+        p_value_bootstraps, p_value_seed, min_fit_size);
 }
 
 }  // namespace diffract::analysis

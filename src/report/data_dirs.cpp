@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "diffract/analysis/fit_status.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
@@ -44,7 +45,18 @@ std::vector<Record> read_records(const std::string& path, ReportData& data) {
         if (role >= 0) rec.role = t.cell(r, role);
         if (layer >= 0) rec.layer = t.integer(r, layer);
         if (head >= 0) rec.head = t.integer(r, head);
-        for (const auto& [name, c] : fields) rec.values[name] = t.number(r, c);
+        for (const auto& [name, c] : fields) {
+            if (!analysis::is_status_field(name)) {
+                rec.values[name] = t.number(r, c);
+                continue;
+            }
+            // Fit statuses are written by name (fit_status.hpp); the report keeps their codes.
+            const auto code = analysis::fit_status_code(t.cell(r, c));
+            if (!code)
+                throw InputError(fmt::format("{}:{}: column '{}': expected a fit status, found '{}'", t.source,
+                                             t.lines[r], name, t.cell(r, c)));
+            rec.values[name] = *code;
+        }
         data.add_model(rec.model);
         out.push_back(std::move(rec));
     }

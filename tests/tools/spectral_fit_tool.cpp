@@ -1,9 +1,10 @@
 // spectral_fit_tool: runs the spectral fits on one ESD for the Python parity tests.
 //
 // stdin: {"esd": [...], "esd_rand": [...], "weights_std": s, "Q": q, "N": n, "M": m, "p": 0.005,
-//         "p_value_boot": 0}      (only "esd" is required)
+//         "p_value_boot": 0, "min_tail": 50}      (only "esd" is required; min_tail: runner-up x_min)
 // stdout: one JSON object: pl_*, tpl_*, expon_* always; mp_*, tw_esd_bound, w1 when esd_rand, weights_std,
 // Q, N and M are all given; tw1_quantile_0995 always. NaN is written as null. Exit 2 on bad input.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -54,7 +55,7 @@ int main() {
         for (const char* k : {"weights_std", "Q", "p"})
             if (in.contains(k) && !in[k].is_number())
                 throw std::runtime_error(std::string(k) + " must be a number");
-        for (const char* k : {"N", "M", "p_value_boot"})
+        for (const char* k : {"N", "M", "p_value_boot", "min_tail"})
             if (in.contains(k) && !in[k].is_number_integer())
                 throw std::runtime_error(std::string(k) + " must be an integer");
         for (const char* k : {"N", "M"})
@@ -81,6 +82,15 @@ int main() {
     out["expon_esd_xmin"] = num(ex.xmin);
     out["expon_ks"] = num(ex.ks);
     out["expon_n_tail"] = ex.n_tail;
+    out["tpl_n_tail"] = tpl.n_tail;
+    out["tpl_converged"] = tpl.converged;
+    out["expon_converged"] = ex.converged;
+    const da::XminRunnerUp second =
+        da::power_law_runner_up(esd, static_cast<std::size_t>(std::max(0, in.value("min_tail", 50))));
+    out["pl_alpha_xmin2"] = num(second.alpha);
+    out["pl_esd_xmin2"] = num(second.xmin);
+    out["pl_ks_gap"] = num(second.ks_gap);
+    out["pl_n_tail_xmin2"] = second.n_tail;
     if (const int boot = in.value("p_value_boot", 0); boot > 0) {
         out["pl_p_value"] = num(da::tail_p_value(pl, esd, da::kTailPowerLaw, boot, 42));
         out["expon_p_value"] = num(da::tail_p_value(ex, esd, da::kTailExponential, boot, 42));

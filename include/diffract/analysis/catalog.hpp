@@ -35,11 +35,15 @@ struct FieldInfo {
 const std::vector<FieldInfo>& field_catalog();
 const FieldInfo* find_field(std::string_view name);
 
-// "default", "all", or a comma-separated list of PARAMETER-level scalar field names.
-// Throws InputError naming an unknown field.
+// "default", "all", or a comma-separated list of PARAMETER-level scalar field names and IN_MODEL
+// aggregates (aggregates.csv; selecting one computes the per-matrix field it aggregates, its
+// FieldInfo::inputs). "default" and "all" list PARAMETER fields only (the aggregates are always
+// written). Throws InputError naming an unknown field or a CROSS_MODEL / vector field.
 std::vector<std::string> resolve_metrics(std::string_view spec);
 
 enum class Precision { f32, f64 };
+
+inline constexpr int kDefaultMinFitSize = 50;
 
 struct KernelConfig {
     Precision precision = Precision::f64;
@@ -49,6 +53,9 @@ struct KernelConfig {
     double tw_p = 0.005;
     int p_value_bootstraps = 100;
     std::uint64_t p_value_seed = 0;
+    // Fewest points a fit is reported on: the tail for pl/tpl/expon, the bulk for MP. Below it the fit's
+    // fields are NaN and its status too_few (docs/metrics.md: why 50). 0 reports every fit.
+    int min_fit_size = kDefaultMinFitSize;
     // A canonical string of every setting: results computed under another configuration are
     // never reused.
     std::string key() const;

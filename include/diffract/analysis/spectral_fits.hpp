@@ -34,6 +34,8 @@
 #include <limits>
 #include <span>
 
+#include "diffract/analysis/fit_status.hpp"
+
 namespace diffract::analysis {
 
 inline constexpr double kFitNaN = std::numeric_limits<double>::quiet_NaN();
@@ -48,6 +50,9 @@ struct TailFit {
     double ks = kFitNaN;
     double p_value = kFitNaN;
     std::size_t n_tail = 0;
+    // False when the Nelder-Mead search (exponential Lambda, truncated power law) stopped at its
+    // evaluation or iteration limit (200 per parameter) before its tolerances held; true otherwise.
+    bool converged = true;
 };
 
 // pl_alpha, pl_esd_xmin, pl_ks. O(n log n) set-up plus a KS scan over the candidates that stops a candidate
@@ -59,6 +64,31 @@ TailFit fit_truncated_power_law(std::span<const double> esd);
 
 // expon_lambda, expon_esd_xmin, expon_ks (x_min from the exponential's own KS search).
 TailFit fit_exponential(std::span<const double> esd);
+
+// The optimiser's absolute tolerance on a parameter (scipy fmin's xtol, as powerlaw calls it): a fitted
+// alpha <= 1 + kFitParamTolerance or Lambda <= kFitParamTolerance cannot be told from its bound.
+inline constexpr double kFitParamTolerance = 1e-4;
+
+// The status of a tail fit (fit_status.hpp), first rule that applies: too_few when n_tail is 0 (no fit
+// possible) or below min_fit_size; no_convergence when the optimiser did not converge; at_bound:alpha
+// when a fitted alpha (has_alpha with has_lambda: the truncated power law; the power law's alpha is
+// closed form) is <= 1 + kFitParamTolerance or NaN; at_bound:lambda when a fitted Lambda (has_lambda)
+// is <= kFitParamTolerance or NaN; else ok.
+FitStatus tail_fit_status(const TailFit& fit, bool has_lambda, bool has_alpha, int min_fit_size);
+
+// The power-law fit at the runner-up x_min, to show how stable the KS-optimal choice is: among the
+// candidates whose tail holds at least `min_tail` points and at most half or at least twice as many as
+// the KS-optimal tail (a different region of the ESD, not the optimum's neighbour), the one with the
+// smallest KS distance (the search's form of D, first minimum). `ks_gap` = its D minus the optimal D
+// (>= 0): a small gap with a different alpha means the data support two exponents almost equally.
+// NaN fields (n_tail 0) when the ESD cannot be fitted or no candidate qualifies.
+struct XminRunnerUp {
+    double alpha = kFitNaN;
+    double xmin = kFitNaN;
+    double ks_gap = kFitNaN;
+    std::size_t n_tail = 0;
+};
+XminRunnerUp power_law_runner_up(std::span<const double> esd, std::size_t min_tail);
 
 inline constexpr int kTailPowerLaw = 0;
 inline constexpr int kTailTruncatedPowerLaw = 1;

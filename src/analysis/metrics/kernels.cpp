@@ -12,6 +12,7 @@
 
 #include "core/random_impl.hpp"
 #include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 
 namespace diffract::analysis {
@@ -64,22 +65,22 @@ const std::vector<Kernel>& kernels() {
         {"marchenko_pastur",
          {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
          {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration",
-          "mp_presence", "mp_num_spikes", "mp_soft_rank"}},
+          "mp_presence", "mp_num_spikes", "mp_soft_rank", "mp_n_bulk", "mp_status"}},
         {"tracy_widom",
          {"esd", "mp_bulk_std", "greater_dim", "lower_dim"},
          {"tw_esd_bound", "tw_num_spikes"}},
         {"power_law",
          {"esd"},
          {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted",
-          "pl_alpha_norm"}},
+          "pl_alpha_norm", "pl_n_tail", "pl_status", "pl_alpha_xmin2", "pl_ks_gap"}},
         {"truncated_power_law",
          {"esd"},
          {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence",
-          "tpl_scale", "tpl_alpha_norm"}},
+          "tpl_scale", "tpl_alpha_norm", "tpl_n_tail", "tpl_status"}},
         {"exponential",
          {"esd"},
          {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence",
-          "expon_scale"}},
+          "expon_scale", "expon_n_tail", "expon_status"}},
         {"pl_p_value", {"esd"}, {"pl_p_value"}},
         {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
         {"expon_p_value", {"esd"}, {"expon_p_value"}},
@@ -155,16 +156,22 @@ Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
     return p;
 }
 
+// Stores a tail fit and its diagnostics; a too_few fit keeps only its tail size and x_min.
 template <typename T>
-void store_fit(Context<T>& c, std::string_view prefix, const TailFit& f, bool has_lambda, bool has_alpha) {
+void store_fit(Context<T>& c, std::string_view prefix, TailFit f, bool has_lambda, bool has_alpha) {
     const std::string p(prefix);
     const auto& esd = c.v("esd");
+    const FitStatus status = tail_fit_status(f, has_lambda, has_alpha, c.config.min_fit_size);
+    c.s(p + "_status") = static_cast<double>(status);
+    c.s(p + "_n_tail") = static_cast<double>(f.n_tail);
+    if (status == FitStatus::too_few) f.alpha = f.lambda = f.ks = kNaN;
     if (has_alpha) c.s(p + "_alpha") = f.alpha;
     if (has_lambda) c.s(p + "_lambda") = f.lambda;
     c.s(p + "_esd_xmin") = f.xmin;
     c.s(p + "_ks") = f.ks;
-    c.s(p + "_concentration") = concentration(esd, f.xmin);
-    c.s(p + "_presence") = presence(esd, f.xmin);
+    const bool reported = status != FitStatus::too_few;
+    c.s(p + "_concentration") = reported ? concentration(esd, f.xmin) : kNaN;
+    c.s(p + "_presence") = reported ? presence(esd, f.xmin) : kNaN;
 }
 
 template <typename T>
@@ -223,8 +230,15 @@ void run_kernel(std::string_view name, Context<T>& c) {
     } else if (name == "marchenko_pastur") {
         const auto& e = c.v("esd");
         const double Q = c.s("aspect_ratio");
-        const auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q,
-                                              static_cast<std::size_t>(c.s("lower_dim")));
+        auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q,
+                                        static_cast<std::size_t>(c.s("lower_dim")));
+        // The bulk the fit describes; below min_fit_size eigenvalues the fit is not reported.
+        const auto n_bulk =
+            std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; });
+        const bool too_few = std::isnan(fit.esd_max) || n_bulk < std::max(cfg.min_fit_size, 0);
+        c.s("mp_n_bulk") = static_cast<double>(n_bulk);
+        c.s("mp_status") = static_cast<double>(too_few ? FitStatus::too_few : FitStatus::ok);
+        if (too_few) fit = MarchenkoPasturFit{};
         c.s("mp_esd_max") = fit.esd_max;
         c.s("mp_esd_min") = fit.esd_min;
         c.s("mp_bulk_std") = fit.bulk_std;
@@ -237,7 +251,7 @@ void run_kernel(std::string_view name, Context<T>& c) {
         c.s("mp_concentration") = any_nan || e.empty() ? kNaN : inside / static_cast<double>(e.size());
         const double width = e.empty() ? 0 : e.back() - e.front();
         c.s("mp_presence") = std::clamp((fit.esd_max - fit.esd_min) / (width + kEps), 0.0, 1.0);
-        c.s("mp_num_spikes") = count_above(e, fit.esd_max);
+        c.s("mp_num_spikes") = too_few ? kNaN : count_above(e, fit.esd_max);
         c.s("mp_soft_rank") = fit.esd_max / ((e.empty() ? kNaN : e.back()) + kEps);
     } else if (name == "tracy_widom") {
         const double bound =
@@ -249,25 +263,36 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const auto& e = c.v("esd");
         const auto f = fit_power_law(e);
         store_fit(c, "pl", f, false, true);
-        c.s("pl_alpha_weighted") = e.empty() ? kNaN : f.alpha * std::log10(e.back());
-        c.s("pl_alpha_norm") = alpha_norm(e, f.alpha);
+        const double alpha = c.s("pl_alpha");
+        c.s("pl_alpha_weighted") = e.empty() ? kNaN : alpha * std::log10(e.back());
+        c.s("pl_alpha_norm") = alpha_norm(e, alpha);
+        const auto second =
+            std::isnan(alpha)
+                ? XminRunnerUp{}
+                : power_law_runner_up(e, static_cast<std::size_t>(std::max(cfg.min_fit_size, 2)));
+        c.s("pl_alpha_xmin2") = second.alpha;
+        c.s("pl_ks_gap") = second.ks_gap;
     } else if (name == "truncated_power_law") {
         const auto& e = c.v("esd");
         const auto f = fit_truncated_power_law(e);
         store_fit(c, "tpl", f, true, true);
-        c.s("tpl_scale") = e.empty() ? kNaN : e.back() * f.lambda;
-        c.s("tpl_alpha_norm") = alpha_norm(e, f.alpha);
+        c.s("tpl_scale") = e.empty() ? kNaN : e.back() * c.s("tpl_lambda");
+        c.s("tpl_alpha_norm") = alpha_norm(e, c.s("tpl_alpha"));
     } else if (name == "exponential") {
         const auto& e = c.v("esd");
         const auto f = fit_exponential(e);
         store_fit(c, "expon", f, true, false);
-        c.s("expon_scale") = e.empty() ? kNaN : e.back() * f.lambda;
+        c.s("expon_scale") = e.empty() ? kNaN : e.back() * c.s("expon_lambda");
     } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
         const auto& e = c.v("esd");
         const int kind = name == "pl_p_value" ? 0 : (name == "tpl_p_value" ? 1 : 2);
         const TailFit f =
             kind == 0 ? fit_power_law(e) : (kind == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
-        c.s(std::string(name)) = tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed);
+        // A fit not reported (too_few) has no p-value either.
+        const bool reported =
+            f.n_tail > 0 && f.n_tail >= static_cast<std::size_t>(std::max(cfg.min_fit_size, 0));
+        c.s(std::string(name)) =
+            reported ? tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed) : kNaN;
     } else if (name == "w1_rand") {
         const auto& e = c.v("esd");
         const double mean =

@@ -149,8 +149,9 @@ inline double nanmax(double acc, double v) {
     return (std::isnan(acc) || std::isnan(v)) ? kNaN : std::max(acc, v);
 }
 
+// `converged` (optional) is set to whether the tolerances held (false: stopped at maxfun or maxiter).
 template <int N, class F>
-Vec<N> nelder_mead(F&& objective, const Vec<N>& x0) {
+Vec<N> nelder_mead(F&& objective, const Vec<N>& x0, bool* converged = nullptr) {
     constexpr double rho = 1.0, chi = 2.0, psi = 0.5, sigma = 0.5;
     constexpr double xatol = 1e-4, fatol = 1e-4;
     constexpr int maxfun = 200 * N, maxiter = 200 * N;
@@ -182,6 +183,7 @@ Vec<N> nelder_mead(F&& objective, const Vec<N>& x0) {
     sort_simplex<N>(sim, fsim);
 
     int iterations = 1;
+    if (converged) *converged = false;
     while (fcalls < maxfun && iterations < maxiter) {
         try {
             double dx = 0.0, df = 0.0;
@@ -189,7 +191,10 @@ Vec<N> nelder_mead(F&& objective, const Vec<N>& x0) {
                 for (int i = 0; i < N; ++i) dx = nanmax(dx, std::fabs(sim[j][i] - sim[0][i]));
                 df = nanmax(df, std::fabs(fsim[0] - fsim[j]));
             }
-            if (dx <= xatol && df <= fatol) break;
+            if (dx <= xatol && df <= fatol) {
+                if (converged) *converged = true;
+                break;
+            }
 
             Vec<N> xbar = sim[0];
             for (int j = 1; j < N; ++j)
@@ -407,9 +412,9 @@ double exponential_nll(const TailStats& t, double lambda) {
     return -(t.n * std::log(lambda) + lambda * (t.n * t.xmin - t.sum_x));
 }
 
-double exponential_lambda(const TailStats& t) {
+double exponential_lambda(const TailStats& t, bool* converged = nullptr) {
     const Vec<1> x0 = {1.0 / t.mean};
-    return nelder_mead<1>([&](const Vec<1>& p) { return exponential_nll(t, p[0]); }, x0)[0];
+    return nelder_mead<1>([&](const Vec<1>& p) { return exponential_nll(t, p[0]); }, x0, converged)[0];
 }
 
 double exponential_ks(const Spectrum& s, std::size_t j, double lambda, bool search, double stop = kInf,
@@ -457,9 +462,9 @@ double tpl_nll(const Spectrum& s, const TailStats& t, double alpha, double lambd
     return -ll;
 }
 
-Vec<2> tpl_parameters(const Spectrum& s, const TailStats& t) {
+Vec<2> tpl_parameters(const Spectrum& s, const TailStats& t, bool* converged) {
     const Vec<2> x0 = {1.0 + t.n / t.sum_log_ratio, 1.0 / t.mean};
-    return nelder_mead<2>([&](const Vec<2>& p) { return tpl_nll(s, t, p[0], p[1]); }, x0);
+    return nelder_mead<2>([&](const Vec<2>& p) { return tpl_nll(s, t, p[0], p[1]); }, x0, converged);
 }
 
 double tpl_ks(const Spectrum& s, std::size_t j, double alpha, double lambda) {
@@ -529,13 +534,48 @@ TailFit fit_power_law(std::span<const double> esd) {
     return fit;
 }
 
+FitStatus tail_fit_status(const TailFit& f, bool has_lambda, bool has_alpha, int min_fit_size) {
+    if (f.n_tail == 0 || f.n_tail < static_cast<std::size_t>(std::max(min_fit_size, 0)))
+        return FitStatus::too_few;
+    if (!f.converged) return FitStatus::no_convergence;
+    if (has_alpha && has_lambda && !(f.alpha > 1.0 + kFitParamTolerance)) return FitStatus::at_bound_alpha;
+    if (has_lambda && !(f.lambda > kFitParamTolerance)) return FitStatus::at_bound_lambda;
+    return FitStatus::ok;
+}
+
+XminRunnerUp power_law_runner_up(std::span<const double> esd, std::size_t min_tail) {
+    XminRunnerUp out;
+    const Spectrum s = prepare(esd);
+    if (!s.valid) return out;
+    const std::size_t best_j = power_law_xmin_index(s);
+    const double best_d = power_law_ks(s, best_j, power_law_alpha(tail_stats(s, best_j)), true);
+    const std::size_t n_best = s.n() - s.first[best_j];
+    double second = kInf;
+    std::size_t second_j = 0;
+    bool found = false;
+    KsHint hint;
+    for (std::size_t j = 0; j < s.candidates(); ++j) {
+        const std::size_t nt = s.n() - s.first[j];
+        if (nt < min_tail || (2 * nt > n_best && nt < 2 * n_best)) continue;
+        const double d = power_law_ks(s, j, power_law_alpha(tail_stats(s, j)), true, second, &hint);
+        if (d < second) second = d, second_j = j, found = true;
+    }
+    if (!found) return out;
+    const TailStats t = tail_stats(s, second_j);
+    out.alpha = power_law_alpha(t);
+    out.xmin = t.xmin;
+    out.ks_gap = second - best_d;
+    out.n_tail = s.n() - t.begin;
+    return out;
+}
+
 TailFit fit_truncated_power_law(std::span<const double> esd) {
     TailFit fit;
     const Spectrum s = prepare(esd);
     if (!s.valid) return fit;
     const std::size_t j = power_law_xmin_index(s);
     const TailStats t = tail_stats(s, j);
-    const Vec<2> p = tpl_parameters(s, t);
+    const Vec<2> p = tpl_parameters(s, t, &fit.converged);
     fit.alpha = p[0];
     fit.lambda = p[1];
     fit.xmin = t.xmin;
@@ -572,7 +612,7 @@ TailFit fit_exponential(std::span<const double> esd) {
     }
     const std::size_t j = (any_in && any_out) ? j_in : j_all;
     const TailStats t = tail_stats(s, j);
-    fit.lambda = exponential_lambda(t);
+    fit.lambda = exponential_lambda(t, &fit.converged);
     fit.xmin = t.xmin;
     fit.ks = exponential_ks(s, j, fit.lambda, false);
     fit.n_tail = s.n() - t.begin;
