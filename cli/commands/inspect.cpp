@@ -88,7 +88,8 @@ void add_inspect(CLI::App& app) {
     auto* sub =
         app.add_subcommand("inspect", "Format, architecture, head geometry and every tensor of a checkpoint");
     sub->add_option("path", args->path,
-                    "safetensors file, HF model directory, org/name[@rev] in the HF cache, or GGUF")
+                    "safetensors, torch.save (.bin/.pt) or GGUF file, HF model directory, or org/name[@rev] "
+                    "in the HF cache")
         ->required();
     sub->add_flag("--json", args->json, "Print one JSON object (format, architecture, tensors)");
     on_run(sub, [args] { return run_inspect(*args); });

@@ -72,6 +72,7 @@ std::vector<TensorInfo> open_weight_file(const fs::path& p, std::string& format)
     const auto size = fs::file_size(p, ec);
     std::array<std::byte, 64> buffer{};
     std::ifstream in(p, std::ios::binary);
+    if (!in) MappedFile::open(p.string());  // throws the InputError that names the path and strerror
     in.read(reinterpret_cast<char*>(buffer.data()), buffer.size());
     const std::span<const std::byte> head(
         buffer.data(), static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));

