@@ -144,8 +144,8 @@ def test_gguf_f32_f16_views_and_q8_decoded(tmp_path):
     q_src = rng.standard_normal((32, 64)).astype(np.float32)
     packed = gguf.quants.quantize(q_src, QT.Q8_0)
     w.add_tensor("token_embd.weight", f32)
-    w.add_tensor("blk.0.attn_q.weight", f16)
-    w.add_tensor("blk.0.attn_k.weight", packed, raw_dtype=QT.Q8_0)
+    w.add_tensor("blk.0.ffn_up.weight", f16)  # not Q/K: those are read in HF row order (test_gguf_rope.py)
+    w.add_tensor("blk.0.ffn_down.weight", packed, raw_dtype=QT.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -153,9 +153,9 @@ def test_gguf_f32_f16_views_and_q8_decoded(tmp_path):
     ck = diffract.open(path)
     assert ck.format == "gguf"
     np.testing.assert_array_equal(ck["token_embd.weight"], f32)
-    np.testing.assert_array_equal(ck["blk.0.attn_q.weight"], f16)
-    assert np.shares_memory(ck["blk.0.attn_q.weight"], ck["blk.0.attn_q.weight"])
-    q = ck["blk.0.attn_k.weight"]
+    np.testing.assert_array_equal(ck["blk.0.ffn_up.weight"], f16)
+    assert np.shares_memory(ck["blk.0.ffn_up.weight"], ck["blk.0.ffn_up.weight"])
+    q = ck["blk.0.ffn_down.weight"]
     assert q.dtype == np.float32 and q.shape == (32, 64)
     np.testing.assert_allclose(q, gguf.quants.dequantize(packed, QT.Q8_0).reshape(32, 64), rtol=0, atol=1e-6)
 

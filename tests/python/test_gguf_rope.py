@@ -197,3 +197,16 @@ def test_what_quantisation_did_to_each_matrix_and_head(hf, tmp_path, qtype):
         delta = q - base
         assert float(r["delta_frob_norm"]) == pytest.approx(np.linalg.norm(delta), rel=1e-9), (name, r["head"])
         assert 0 < float(r["rel_delta_frob_norm"]) < (0.02 if qtype == QT.Q8_0 else 0.3)
+
+
+def test_bindings_read_q_k_in_hf_order(hf, tmp_path):
+    diffract = pytest.importorskip("diffract")
+    d, tensors = hf
+    g = tmp_path / "tiny.gguf"
+    convert(tensors, g, "F16")
+    ck = diffract.open(g)
+    for name, x in tensors.items():
+        got = ck[gguf_name(name)]
+        np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), x, err_msg=name)
+    q = ck["blk.0.attn_q.weight"]
+    assert q.dtype == np.float32  # a decoded copy in HF order, not a view of the permuted bytes
