@@ -44,7 +44,9 @@ End read_end(std::span<const std::byte> f, const std::string& label) {
     End e{le(f, at + 10, 2), le(f, at + 12, 4), le(f, at + 16, 4)};
     if (le(f, at + 8, 2) != e.entries)
         throw_input_error(label, "", "zip end record: entries on this disk differ from the total");
-    const bool zip64 = e.entries == 0xFFFF || e.cd_size == 0xFFFFFFFF || e.cd_offset == 0xFFFFFFFF;
+    // Zip64 records when a field overflowed, or when a writer added them anyway (a locator just before).
+    const bool zip64 = e.entries == 0xFFFF || e.cd_size == 0xFFFFFFFF || e.cd_offset == 0xFFFFFFFF ||
+                       (at >= kLocatorSize && le(f, at - kLocatorSize, 4) == kEnd64Locator);
     if (!zip64) {
         if (!fits(e.cd_offset, e.cd_size, at) || e.cd_offset + e.cd_size != at)
             throw_input_error(

@@ -191,6 +191,15 @@ def test_nested_dicts_without_a_preferred_name_are_refused(tmp_path):
     assert_input_error(run(["inspect", p], check=False), p, "'student', 'teacher'")
 
 
+@pytest.mark.parametrize("saturate", [True, False])
+def test_zip64_end_records(tmp_path, saturate):
+    plain = torch_zip.save(tmp_path / "plain.bin", W)
+    z64 = tmp_path / "zip64.bin"
+    z64.write_bytes(torch_zip.with_zip64_end(plain.read_bytes(), saturate))
+    assert tensors_of(z64) == tensors_of(plain) == [("layer.weight", "F32", [3, 4])]
+    assert read_back(z64, tmp_path)["layer.weight"].tobytes() == W["layer.weight"].tobytes()
+
+
 def test_directory_prefers_safetensors(family_f32, tmp_path):
     d = tmp_path / "both"
     shutil.copytree(family_f32 / "math", d)

@@ -203,3 +203,17 @@ def write(path, obj, storages, folder="archive", byteorder=b"little", pickled=No
 def save(path, arrays, **kw):
     sd, storages = state_dict(arrays)
     return write(path, sd, storages, **kw)
+
+
+def with_zip64_end(raw: bytes, saturate=True) -> bytes:
+    """The archive `raw` with a zip64 end-of-central-directory record and locator before its end record
+    (as writers of archives over 4 GiB or 65535 entries add them); `saturate` sets the 32-bit fields
+    of the end record to their zip64 markers."""
+    at = raw.rindex(b"PK\x05\x06")
+    entries, cd_size, cd_offset = struct.unpack("<HII", raw[at + 10:at + 20])
+    rec = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, entries, entries, cd_size, cd_offset)
+    locator = struct.pack("<IIQI", 0x07064B50, 0, at, 1)
+    end = bytearray(raw[at:])
+    if saturate:
+        end[8:20] = struct.pack("<HHII", 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+    return raw[:at] + rec + locator + bytes(end)
