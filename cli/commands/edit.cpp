@@ -11,6 +11,7 @@
 #include "diffract/core/parallel.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
+#include "diffract/formats/lora_adapter.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -30,6 +31,9 @@ struct EditArgs {
     // truncate
     double keep = std::nan(""), energy = std::nan("");
     int rank = -1;
+    bool as_lora = false;
+    // merge-lora
+    std::string adapter;
     // interpolate
     std::vector<std::string> pair;
     double omega = std::nan("");
@@ -122,7 +126,25 @@ int run_truncate(const EditArgs& a) {
     if (!std::isnan(a.energy)) rule = {edit::TruncateRule::Kind::energy, a.energy};
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
+    if (a.as_lora) {
+        if (a.rank < 0) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
+        if (a.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
+        const auto s = edit::truncate_as_lora(a.out, base, model, a.rank, common_of(a));
+        if (!a.run.quiet)
+            fmt::print(
+                stderr,
+                "edit truncate: rank-{} LoRA adapter of {} matrices ({} other tensors not in it) -> {}\n",
+                a.rank, s.modules, s.not_in_adapter.size(), a.out);
+        return 0;
+    }
     report(a, "truncate", edit::truncate(a.out, base, model, rule, common_of(a)), a.out);
+    return 0;
+}
+
+int run_merge_lora(const EditArgs& a) {
+    const auto merged = formats::open_lora_model("", a.base, a.adapter);
+    const auto base = formats::open_checkpoint(a.base.empty() ? formats::lora_base_model(a.adapter) : a.base);
+    report(a, "merge-lora", edit::merge_lora(a.out, base, merged, common_of(a)), a.out);
     return 0;
 }
 
@@ -226,8 +248,20 @@ void add_edit(CLI::App& app) {
         sub->add_option("--rank", a->rank, "Keep k singular values of the delta");
         sub->add_option("--energy", a->energy,
                         "Keep the fewest singular values holding fraction E of sum(s^2)");
+        sub->add_flag(
+            "--as-lora", a->as_lora,
+            "Write the rank-k deltas of the projection matrices as a PEFT LoRA adapter (with --rank)");
         add_per_head(sub, *a);
         on_run(sub, [a] { return run_truncate(*a); });
+    }
+    {
+        auto a = std::make_shared<EditArgs>();
+        auto* sub = add_edit_sub(edit, "merge-lora",
+                                 "W = W_base + scale B A: a LoRA adapter merged into its base", *a);
+        sub->add_option("--adapter", a->adapter, "The PEFT LoRA adapter directory")->required();
+        sub->add_option("--base", a->base,
+                        "The base checkpoint (default: the adapter's base_model_name_or_path)");
+        on_run(sub, [a] { return run_merge_lora(*a); });
     }
     {
         auto a = std::make_shared<EditArgs>();

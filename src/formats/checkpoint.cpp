@@ -13,6 +13,7 @@
 #include "diffract/formats/file_kind.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/hf_cache.hpp"
+#include "diffract/formats/lora_adapter.hpp"
 #include "diffract/formats/pytorch.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
@@ -188,6 +189,11 @@ Checkpoint open_checkpoint(std::string_view spec) {
     Checkpoint ck;
     fs::path p = location;
     std::error_code ec;
+    // LoRA: BASE+ADAPTER, or an adapter directory alone (its config names the base).
+    if (is_lora_adapter(location)) return open_lora_model(name, "", location);
+    if (!fs::exists(p, ec))
+        if (auto [base_spec, adapter_dir] = split_lora_spec(location); !adapter_dir.empty())
+            return open_lora_model(name, base_spec, adapter_dir);
     if (!fs::exists(p, ec) && looks_like_model_id(location)) p = resolve_hf_cache(location);
     if (!fs::exists(p, ec)) throw_input_error(location, "", "no such file or directory");
     require_file_or_directory(p, true);

@@ -144,6 +144,25 @@ std::uint64_t checkpoint_bytes(const formats::Checkpoint& ck);
 // available, found Y)").
 void check_free_space(const std::string& out_path, std::uint64_t bytes, std::string_view what);
 
+// ---- LoRA (see formats/lora_adapter.hpp and docs/formats/lora.md) --------------------------------
+
+// Writes `merged` (a BASE+ADAPTER checkpoint) as a plain checkpoint laid out as `base`: the merged
+// tensors rounded into the base's dtypes, every other file carried from the base.
+EditSummary merge_lora(const std::string& out_dir, const formats::Checkpoint& base,
+                       const formats::Checkpoint& merged, const EditCommon& common);
+
+struct LoraExportSummary {
+    std::size_t modules = 0;                  // projection matrices in the adapter
+    std::vector<std::string> not_in_adapter;  // floating tensors it does not represent
+};
+// Writes a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, F32) whose
+// B·A is, for every selected 2-D projection (attention and MLP; not embeddings, heads or norms), the
+// best rank-`rank` approximation of model - base (lora_alpha = r, so the scale is 1; matrices smaller
+// than the rank keep their full rank through rank_pattern/alpha_pattern; GPT-2's Conv1D gives
+// fan_in_fan_out). base_model_name_or_path is the base's absolute path.
+LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Checkpoint& base,
+                                   const formats::Checkpoint& model, int rank, const EditCommon& common);
+
 // ---- Rewind ---------------------------------------------------------------------------------------
 
 // GQA: a K/V block is shared by the query heads of its kv group. `all`: rewind it only when every

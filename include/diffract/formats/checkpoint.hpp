@@ -8,6 +8,8 @@
 // A file is read by what its bytes are (formats/file_kind.hpp); a format diffract does not read
 // (ONNX, HDF5, NumPy, plain or legacy pickles) is refused with what it is and what to do.
 //   org/name[@revision]    a model in the local Hugging Face cache (offline; see hf_cache.hpp)
+//   BASE+ADAPTER           BASE with a PEFT LoRA adapter directory merged (see lora_adapter.hpp);
+//                          an adapter directory alone names its base in base_model_name_or_path
 //   NAME=...               any of the above, displayed as NAME
 // Files are mapped read-only; nothing is read until a tensor's bytes are.
 #pragma once
@@ -32,6 +34,7 @@ struct Checkpoint {
     std::vector<TensorInfo> tensors;                       // in file order, shard by shard
     std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
     model::ModelSchema schema;
+    std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
 
     const TensorInfo* find(std::string_view tensor_name) const;
     // Directory holding config/tokenizer files to copy into edited checkpoints ("" for a lone file).

@@ -32,6 +32,8 @@ using TensorProducer = std::function<void(const TensorSpec& spec, std::span<std:
 
 struct WriteOptions {
     std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // as transformers' save_pretrained default
+    std::string weights_file =
+        "model.safetensors";  // the name of a single shard (PEFT: adapter_model.safetensors)
     // A model directory whose files and folders are all carried into the output (tokenizer, chat
     // template, README, custom code, sentence-transformers modules, ...) except weight files in any
     // format and their indexes (they hold the input's weights, not the output's: is_weight_file) and

@@ -1,0 +1,77 @@
+// LoRA adapters as PEFT writes them: a directory with adapter_config.json and
+// adapter_model.safetensors, whose tensors are
+//   base_model.model.<module>.lora_A.weight            [r, in]    (lora_embedding_A: [r, vocab])
+//   base_model.model.<module>.lora_B.weight            [out, r]   (lora_embedding_B: [dim, r])
+//   base_model.model.<module>.<param>                  a whole tensor replacing the base's
+//                                                      (modules_to_save, trained biases)
+// A model given as BASE+ADAPTER (or an adapter directory whose base_model_name_or_path is a path or a
+// model of the local HF cache) has the weights W + scale · B·A of PEFT's merge:
+//   scale = lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora; r and lora_alpha per module from
+//   rank_pattern / alpha_pattern (PEFT's rule: a key matches a module name that equals it or ends
+//   with "." + it, as a regular expression), r checked against the factors' shapes;
+//   fan_in_fan_out: the base stores the weight [in, out] (GPT-2's Conv1D), so the delta is (B·A)ᵀ;
+//   embeddings: W[vocab, dim] += scale · (B·A)ᵀ.
+// Module names are matched to the base's tensors exactly, else by the one base tensor whose name
+// ends with the module's path less its leading components (an adapter trained on
+// BertForSequenceClassification names "bert.encoder...", a BertModel checkpoint "encoder..."); a
+// module that matches no tensor, or more than one, is an InputError. DoRA and non-LoRA PEFT methods
+// are refused with one line saying so.
+//
+// The merged tensors are materialised in memory in f32 (f64 for an f64 base), computed in f64 from
+// the stored values: every command sees the adapter model as an ordinary checkpoint, and every
+// result is keyed by the merged bytes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diffract/core/tensor.hpp"
+#include "diffract/formats/checkpoint.hpp"
+
+namespace diffract::formats {
+
+struct LoraModule {
+    std::string module;  // the adapter's module path ("bert.encoder.layer.0.attention.self.query")
+    std::string target;  // the base tensor it changes ("encoder.layer.0.attention.self.query.weight")
+    TensorInfo a, b;     // lora_A [r, in] and lora_B [out, r] (embeddings: [r, vocab], [dim, r])
+    int rank = 0;
+    double alpha = 0;
+    double scale = 0;         // alpha / r, or alpha / sqrt(r) with rslora
+    bool transposed = false;  // the delta is (B·A)ᵀ: fan_in_fan_out, or an embedding
+};
+
+struct LoraAdapter {
+    std::string path;               // the adapter directory
+    nlohmann::json config;          // adapter_config.json
+    std::string base_model;         // base_model_name_or_path ("" if none)
+    std::vector<TensorInfo> files;  // keeps the weight file's tensors (and its mapping) alive
+    std::vector<LoraModule> modules;
+    std::vector<TensorInfo> replacements;  // whole tensors replacing the base's (named as the base's)
+};
+
+// Whether `path` is a directory holding adapter_config.json.
+bool is_lora_adapter(const std::string& path);
+
+// Reads and validates the adapter directory and matches its modules to `base`'s tensors (shapes
+// checked: A's columns and B's rows against the target's). Throws InputError.
+LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base);
+
+// `base` with the adapter merged: every target and replacement materialised in memory, the rest
+// still views of the base's files. The result's path and format are the base's; its name is given.
+Checkpoint apply_lora(const Checkpoint& base, const LoraAdapter& adapter, std::string name);
+
+// The base an adapter directory names (base_model_name_or_path), "" if none.
+std::string lora_base_model(const std::string& adapter_dir);
+
+// Opens BASE+ADAPTER: the base (any spec open_checkpoint reads; "" = the adapter's
+// base_model_name_or_path, as a path or a model of the local HF cache) with the adapter merged,
+// named `name` (default: the adapter directory's name).
+Checkpoint open_lora_model(std::string name, std::string base_spec, const std::string& adapter_dir);
+
+// "BASE+ADAPTER" split at the '+' whose right side is an adapter directory ({"", ""} if none is).
+std::pair<std::string, std::string> split_lora_spec(std::string_view location);
+
+}  // namespace diffract::formats

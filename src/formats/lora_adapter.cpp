@@ -1,0 +1,365 @@
+#include "diffract/formats/lora_adapter.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/core/mapped_file.hpp"
+#include "diffract/core/matrix.hpp"
+#include "diffract/formats/hf_cache.hpp"
+
+namespace fs = std::filesystem;
+
+namespace diffract::formats {
+namespace {
+
+constexpr std::string_view kPrefix = "base_model.model.";
+constexpr const char* kConfigFile = "adapter_config.json";
+
+bool ends_with_component(std::string_view name, std::string_view suffix) {
+    return name == suffix || (name.size() > suffix.size() && name.ends_with(suffix) &&
+                              name[name.size() - suffix.size() - 1] == '.');
+}
+
+// adapter_config.json, key order kept: PEFT takes the first pattern key that matches a module.
+nlohmann::ordered_json read_adapter_config(const fs::path& dir) {
+    const fs::path p = dir / kConfigFile;
+    const auto file = MappedFile::open(p.string());
+    const auto bytes = file->bytes();
+    auto j =
+        nlohmann::ordered_json::parse(reinterpret_cast<const char*>(bytes.data()),
+                                      reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr,
+                                      /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+        throw_input_error(p.string(), "", "not a JSON object (expected PEFT's adapter_config.json)");
+    return j;
+}
+
+const nlohmann::ordered_json* member(const nlohmann::ordered_json& j, const char* key) {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool config_bool(const nlohmann::ordered_json& j, const char* key, const std::string& label) {
+    const auto* v = member(j, key);
+    if (!v) return false;
+    if (!v->is_boolean())
+        throw_input_error(label, "", fmt::format("'{}' is not a boolean (found {})", key, v->dump()));
+    return v->get<bool>();
+}
+
+double config_number(const nlohmann::ordered_json& v, const std::string& key, const std::string& label) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+        throw_input_error(label, "", fmt::format("'{}' is not a positive number (found {})", key, v.dump()));
+    return v.get<double>();
+}
+
+// PEFT's pattern rule: the first key K with re.match("(.*\.)?(K)$", module).
+const nlohmann::ordered_json* pattern_value(const nlohmann::ordered_json& config, const char* key,
+                                            const std::string& module, const std::string& label) {
+    const auto* patterns = member(config, key);
+    if (!patterns) return nullptr;
+    if (!patterns->is_object()) throw_input_error(label, "", fmt::format("'{}' is not an object", key));
+    for (const auto& [k, v] : patterns->items()) {
+        try {
+            if (std::regex_match(module, std::regex("(.*\\.)?(" + k + ")"))) return &v;
+        } catch (const std::regex_error&) {
+            throw_input_error(label, "",
+                              fmt::format("'{}' key '{}' is not a valid regular expression", key, k));
+        }
+    }
+    return nullptr;
+}
+
+// target_modules: a list of names (a module matches one that it equals or ends with as ".name"), a
+// regular expression matched against the whole module name, or "all-linear".
+bool targeted(const nlohmann::ordered_json& config, const std::string& module, const std::string& label) {
+    const auto* t = member(config, "target_modules");
+    if (!t) return true;
+    if (t->is_string()) {
+        const auto s = t->get<std::string>();
+        if (s == "all-linear") return true;
+        try {
+            return std::regex_match(module, std::regex(s));
+        } catch (const std::regex_error&) {
+            throw_input_error(label, "",
+                              fmt::format("target_modules '{}' is not a valid regular expression", s));
+        }
+    }
+    if (!t->is_array()) throw_input_error(label, "", "target_modules is neither a list nor a string");
+    for (const auto& e : *t)
+        if (e.is_string() && ends_with_component(module, e.get<std::string>())) return true;
+    return false;
+}
+
+// The one base tensor `name` designates: equal, or equal up to leading module components on either
+// side ("bert.encoder.x.weight" ~ "encoder.x.weight", "encoder.x.weight" ~ "model.encoder.x.weight").
+const TensorInfo& match_base_tensor(const Checkpoint& base, const std::string& name,
+                                    const std::string& label) {
+    if (const auto* t = base.find(name)) return *t;
+    std::vector<const TensorInfo*> found;
+    for (const auto& t : base.tensors)
+        if (ends_with_component(name, t.name) || ends_with_component(t.name, name)) found.push_back(&t);
+    if (found.size() == 1) return *found.front();
+    if (found.empty())
+        throw_input_error(
+            label, name,
+            fmt::format("the adapter changes a tensor that the base ({}) does not have", base.path));
+    throw_input_error(label, name,
+                      fmt::format("the adapter's tensor matches {} tensors of the base ('{}', '{}', ...)",
+                                  found.size(), found[0]->name, found[1]->name));
+}
+
+struct Factors {
+    const TensorInfo* a = nullptr;
+    const TensorInfo* b = nullptr;
+    bool embedding = false;
+};
+
+std::int64_t dim(const TensorInfo& t, std::size_t i) { return t.shape.size() > i ? t.shape[i] : -1; }
+
+}  // namespace
+
+bool is_lora_adapter(const std::string& path) {
+    std::error_code ec;
+    return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kConfigFile, ec);
+}
+
+std::pair<std::string, std::string> split_lora_spec(std::string_view location) {
+    for (auto pos = location.rfind('+'); pos != std::string_view::npos && pos > 0;
+         pos = location.rfind('+', pos - 1)) {
+        const std::string left(location.substr(0, pos)), right(location.substr(pos + 1));
+        std::error_code ec;
+        if (is_lora_adapter(right) &&
+            (fs::exists(left, ec) || looks_like_model_id(left) || left.find('+') != left.npos))
+            return {left, right};
+    }
+    return {"", ""};
+}
+
+std::string lora_base_model(const std::string& adapter_dir) {
+    const auto config = read_adapter_config(adapter_dir);
+    const auto* b = member(config, "base_model_name_or_path");
+    return b && b->is_string() ? b->get<std::string>() : std::string();
+}
+
+Checkpoint open_lora_model(std::string name, std::string base_spec, const std::string& adapter_dir) {
+    if (base_spec.empty()) {
+        base_spec = lora_base_model(adapter_dir);
+        std::error_code ec;
+        if (base_spec.empty() || (!fs::exists(base_spec, ec) && !looks_like_model_id(base_spec)))
+            throw_input_error(
+                (fs::path(adapter_dir) / kConfigFile).string(), "",
+                fmt::format("base_model_name_or_path '{}' is neither a path nor a model id: give the "
+                            "model as BASE+ADAPTER",
+                            base_spec));
+    }
+    const auto base = open_checkpoint(base_spec);
+    const auto adapter = open_lora_adapter(adapter_dir, base);
+    if (name.empty()) {
+        fs::path p = adapter_dir;
+        while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+        name = p.filename().string();
+    }
+    return apply_lora(base, adapter, std::move(name));
+}
+
+LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
+    LoraAdapter ad;
+    ad.path = path;
+    const std::string label = (fs::path(path) / kConfigFile).string();
+    const auto config = read_adapter_config(path);
+    ad.config = nlohmann::json::parse(config.dump());
+    if (const auto* t = member(config, "peft_type");
+        t && (!t->is_string() || t->get<std::string>() != "LORA"))
+        throw_input_error(label, "",
+                          fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", t->dump()));
+    if (config_bool(config, "use_dora", label))
+        throw_input_error(label, "",
+                          "DoRA adapters (use_dora) are not supported: their merge rescales each column");
+    if (const auto* b = member(config, "base_model_name_or_path"); b && b->is_string())
+        ad.base_model = b->get<std::string>();
+    const bool rslora = config_bool(config, "use_rslora", label);
+    const bool fan_in_fan_out = config_bool(config, "fan_in_fan_out", label);
+    const auto* r_default = member(config, "r");
+    const auto* alpha_default = member(config, "lora_alpha");
+    if (!r_default || !r_default->is_number_integer() || r_default->get<std::int64_t>() <= 0)
+        throw_input_error(label, "", "'r' is missing or not a positive integer");
+    if (!alpha_default) throw_input_error(label, "", "'lora_alpha' is missing");
+    config_number(*alpha_default, "lora_alpha", label);
+
+    // The weights: adapter_model.safetensors (or any single weight file the readers know).
+    fs::path weights = fs::path(path) / "adapter_model.safetensors";
+    std::error_code ec;
+    if (!fs::exists(weights, ec)) weights = fs::path(path) / "adapter_model.bin";
+    if (!fs::exists(weights, ec))
+        throw_input_error(path, "",
+                          "adapter directory without adapter_model.safetensors or adapter_model.bin");
+    auto file = open_checkpoint(weights.string());
+    ad.files = std::move(file.tensors);
+
+    std::map<std::string, Factors> factors;  // module -> A, B
+    for (const auto& t : ad.files) {
+        if (!t.name.starts_with(kPrefix))
+            throw_input_error(t.path(), t.name,
+                              fmt::format("adapter tensor name does not start with '{}'", kPrefix));
+        const std::string rest = t.name.substr(kPrefix.size());
+        auto take = [&](std::string_view suffix, bool is_a, bool embedding) {
+            if (!rest.ends_with(suffix)) return false;
+            auto& f = factors[rest.substr(0, rest.size() - suffix.size())];
+            (is_a ? f.a : f.b) = &t;
+            f.embedding = embedding;
+            return true;
+        };
+        if (take(".lora_A.weight", true, false) || take(".lora_B.weight", false, false) ||
+            take(".lora_embedding_A", true, true) || take(".lora_embedding_B", false, true))
+            continue;
+        if (rest.find("lora_magnitude_vector") != std::string::npos)
+            throw_input_error(t.path(), t.name, "DoRA magnitude vectors are not supported");
+        if (rest.find(".lora_") != std::string::npos)
+            throw_input_error(t.path(), t.name,
+                              "unknown LoRA tensor (expected lora_A/lora_B or lora_embedding_A/B)");
+        // modules_to_save and trained biases: whole tensors, named as the base's.
+        std::string target = rest;
+        for (const std::string seg : {".modules_to_save.default.", ".modules_to_save."})
+            if (const auto p = target.find(seg); p != std::string::npos) target.replace(p, seg.size(), ".");
+        const auto& base_t = match_base_tensor(base, target, t.path());
+        if (base_t.shape != t.shape)
+            throw_input_error(t.path(), t.name,
+                              fmt::format("shape differs from the base's '{}' (expected {}, found {})",
+                                          base_t.name, shape_string(base_t.shape), shape_string(t.shape)));
+        TensorInfo r = t;
+        r.name = base_t.name;
+        ad.replacements.push_back(std::move(r));
+    }
+
+    for (const auto& [module, f] : factors) {
+        const std::string weights_label = weights.string();
+        if (!f.a || !f.b)
+            throw_input_error(weights_label, module,
+                              fmt::format("LoRA module without its {} factor", f.a ? "B" : "A"));
+        if (!targeted(config, module, label))
+            throw_input_error(weights_label, module,
+                              "the module has LoRA factors but target_modules does not name it");
+        LoraModule m;
+        m.module = module;
+        m.a = *f.a;
+        m.b = *f.b;
+        const auto& target = match_base_tensor(base, module + ".weight", weights_label);
+        m.target = target.name;
+        m.transposed = f.embedding || fan_in_fan_out;
+        const std::int64_t r = dim(m.a, 0);
+        if (m.a.shape.size() != 2 || m.b.shape.size() != 2 || dim(m.b, 1) != r || r <= 0)
+            throw_input_error(
+                weights_label, module,
+                fmt::format("LoRA factors of inconsistent shapes (A {}, B {}; expected [r, in] and [out, r])",
+                            shape_string(m.a.shape), shape_string(m.b.shape)));
+        if (!dtype_is_float(m.a.dtype) || !dtype_is_float(m.b.dtype) || dtype_is_block(m.a.dtype) ||
+            dtype_is_block(m.b.dtype))
+            throw_input_error(weights_label, module, "LoRA factors must be floating tensors");
+        // The delta B·A is [out, in]; stored transposed (fan_in_fan_out, embeddings) it is [in, out].
+        const std::int64_t rows = m.transposed ? dim(m.a, 1) : dim(m.b, 0);
+        const std::int64_t cols = m.transposed ? dim(m.b, 0) : dim(m.a, 1);
+        if (target.shape.size() != 2 || target.shape[0] != rows || target.shape[1] != cols)
+            throw_input_error(
+                weights_label, module,
+                fmt::format("LoRA delta does not fit the base's '{}' (expected {}, found [{}, {}]{})",
+                            target.name, shape_string(target.shape), rows, cols,
+                            m.transposed ? ", stored transposed" : ""));
+        m.rank = static_cast<int>(r);
+        if (const auto* pr = pattern_value(config, "rank_pattern", module, label)) {
+            if (!pr->is_number_integer() || pr->get<std::int64_t>() != r)
+                throw_input_error(
+                    weights_label, module,
+                    fmt::format("rank_pattern gives r = {} but the factors have rank {}", pr->dump(), r));
+        } else if (r_default->get<std::int64_t>() != r) {
+            throw_input_error(
+                weights_label, module,
+                fmt::format("the factors' rank differs from the config's r (expected {}, found {})",
+                            r_default->get<std::int64_t>(), r));
+        }
+        const auto* pa = pattern_value(config, "alpha_pattern", module, label);
+        m.alpha = config_number(pa ? *pa : *alpha_default, pa ? "alpha_pattern" : "lora_alpha", label);
+        m.scale = rslora ? m.alpha / std::sqrt(static_cast<double>(r)) : m.alpha / static_cast<double>(r);
+        ad.modules.push_back(std::move(m));
+    }
+    if (ad.modules.empty() && ad.replacements.empty())
+        throw_input_error(weights.string(), "", "the adapter holds no tensor");
+    return ad;
+}
+
+namespace {
+
+// W + scale · B·A (or its transpose), in f64, stored as f32 (f64 for an f64 base).
+TensorInfo merged_tensor(const TensorInfo& w, const LoraModule& m, const std::string& label) {
+    const std::int64_t rows = w.shape[0], cols = w.shape[1], r = m.rank;
+    const auto W = read_matrix<double>(w, {0, rows, 0, cols, false});
+    const auto A = read_matrix<double>(m.a, {0, m.a.shape[0], 0, m.a.shape[1], false});  // r × in
+    const auto B = read_matrix<double>(m.b, {0, m.b.shape[0], 0, m.b.shape[1], false});  // out × r
+    std::vector<double> out(W.data.begin(), W.data.end());
+    if (!m.transposed) {  // out[i, j] += scale Σ_k B[i, k] A[k, j]
+        for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t k = 0; k < r; ++k) {
+                const double bik = m.scale * B(i, k);
+                double* o = out.data() + i * cols;
+                for (std::int64_t j = 0; j < cols; ++j) o[j] += bik * A(k, j);
+            }
+    } else {  // out[i, j] += scale Σ_k B[j, k] A[k, i]
+        for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t k = 0; k < r; ++k) {
+                const double aki = m.scale * A(k, i);
+                double* o = out.data() + i * cols;
+                for (std::int64_t j = 0; j < cols; ++j) o[j] += aki * B(j, k);
+            }
+    }
+    TensorInfo t;
+    t.name = w.name;
+    t.shape = w.shape;
+    if (w.dtype == DType::F64) {
+        auto owner = std::make_shared<std::vector<double>>(std::move(out));
+        t.dtype = DType::F64;
+        t.nbytes = owner->size() * sizeof(double);
+        const auto* data = reinterpret_cast<const std::byte*>(owner->data());
+        t.file = MappedFile::from_memory(label, owner, data, t.nbytes);
+    } else {
+        auto owner = std::make_shared<std::vector<float>>(out.begin(), out.end());
+        t.dtype = DType::F32;
+        t.nbytes = owner->size() * sizeof(float);
+        const auto* data = reinterpret_cast<const std::byte*>(owner->data());
+        t.file = MappedFile::from_memory(label, owner, data, t.nbytes);
+    }
+    return t;
+}
+
+}  // namespace
+
+Checkpoint apply_lora(const Checkpoint& base, const LoraAdapter& adapter, std::string name) {
+    Checkpoint ck = base;
+    ck.name = std::move(name);
+    ck.adapter = adapter.path;
+    const std::string label = base.path + "+" + adapter.path;
+    std::map<std::string, const LoraModule*> by_target;
+    for (const auto& m : adapter.modules)
+        if (!by_target.emplace(m.target, &m).second)
+            throw_input_error(adapter.path, m.target, "two LoRA modules change the same tensor");
+    std::map<std::string, const TensorInfo*> replaced;
+    for (const auto& r : adapter.replacements) {
+        if (by_target.count(r.name))
+            throw_input_error(adapter.path, r.name,
+                              "the adapter both replaces the tensor and adds LoRA factors to it");
+        replaced[r.name] = &r;
+    }
+    for (auto& t : ck.tensors) {
+        if (const auto it = by_target.find(t.name); it != by_target.end())
+            t = merged_tensor(t, *it->second, label);
+        else if (const auto r = replaced.find(t.name); r != replaced.end())
+            t = *r->second;
+    }
+    return ck;
+}
+
+}  // namespace diffract::formats

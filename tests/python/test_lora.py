@@ -1,0 +1,235 @@
+"""LoRA / PEFT adapters (issue 14 §4): BASE+ADAPTER is the model W + scale·B·A everywhere a model is
+accepted; `edit merge-lora` writes it; `edit truncate --as-lora` writes the best rank-R approximation
+of a delta as a PEFT adapter.
+
+Adapters are written here in PEFT's layout (adapter_config.json + adapter_model.safetensors, keys
+base_model.model.<module>.lora_A/B.weight); the expected weights are computed with numpy in float64.
+When peft is importable, adapters made by PEFT itself are merged and compared with merge_and_unload,
+and the adapters diffract writes are loaded by PEFT.
+"""
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_input_error, run
+
+st = pytest.importorskip("safetensors.numpy")
+
+H, D, L = 4, 8, 2
+E = H * D
+
+
+def bert_base(d: Path, rng):
+    t = {"embeddings.word_embeddings.weight": rng.normal(size=(50, E)).astype(np.float32),
+         "pooler.dense.weight": rng.normal(size=(E, E)).astype(np.float32)}
+    for i in range(L):
+        p = f"encoder.layer.{i}"
+        for proj in ("query", "key", "value"):
+            t[f"{p}.attention.self.{proj}.weight"] = rng.normal(size=(E, E)).astype(np.float32)
+            t[f"{p}.attention.self.{proj}.bias"] = rng.normal(size=(E,)).astype(np.float32)
+        t[f"{p}.attention.output.dense.weight"] = rng.normal(size=(E, E)).astype(np.float32)
+        t[f"{p}.intermediate.dense.weight"] = rng.normal(size=(2 * E, E)).astype(np.float32)
+        t[f"{p}.output.dense.weight"] = rng.normal(size=(E, 2 * E)).astype(np.float32)
+    d.mkdir(parents=True)
+    st.save_file(t, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "bert", "architectures": ["BertModel"], "num_attention_heads": H, "hidden_size": E,
+        "num_hidden_layers": L, "intermediate_size": 2 * E, "vocab_size": 50}))
+    (d / "tokenizer.json").write_text("{}")
+    return t
+
+
+def write_adapter(d: Path, config: dict, tensors: dict):
+    d.mkdir(parents=True)
+    (d / "adapter_config.json").write_text(json.dumps(config))
+    st.save_file(tensors, str(d / "adapter_model.safetensors"))
+
+
+def load(d: Path) -> dict:
+    out = {}
+    for f in sorted(Path(d).glob("*.safetensors")):
+        out.update(st.load_file(str(f)))
+    return out
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    rng = np.random.default_rng(7)
+    base = bert_base(tmp_path / "base", rng)
+    q0, v1 = "encoder.layer.0.attention.self.query", "encoder.layer.1.attention.self.value"
+    # The adapter was trained on a *ForSequenceClassification: its module paths start with "bert.".
+    factors = {q0: 4, v1: 2}
+    tensors, expected = {}, {k: v.astype(np.float64) for k, v in base.items()}
+    for module, r in factors.items():
+        a = rng.normal(size=(r, E)).astype(np.float32)
+        b = rng.normal(size=(E, r)).astype(np.float32)
+        tensors[f"base_model.model.bert.{module}.lora_A.weight"] = a
+        tensors[f"base_model.model.bert.{module}.lora_B.weight"] = b
+        alpha = 3.0 if module == v1 else 8.0
+        expected[module + ".weight"] += alpha / np.sqrt(r) * (b.astype(np.float64) @ a.astype(np.float64))
+    # modules_to_save: the pooler replaced whole.
+    pooler = rng.normal(size=(E, E)).astype(np.float32)
+    tensors["base_model.model.bert.pooler.dense.weight"] = pooler
+    expected["pooler.dense.weight"] = pooler.astype(np.float64)
+    config = {"peft_type": "LORA", "base_model_name_or_path": str(tmp_path / "base"), "r": 4, "lora_alpha": 8,
+              "use_rslora": True, "target_modules": ["query", "value"], "rank_pattern": {"layer.1.attention.self.value": 2},
+              "alpha_pattern": {"value": 3}, "modules_to_save": ["pooler"], "fan_in_fan_out": False}
+    write_adapter(tmp_path / "adapter", config, tensors)
+    return {"base": tmp_path / "base", "adapter": tmp_path / "adapter", "expected": expected, "q0": q0, "v1": v1,
+            "tensors": tensors, "config": config}
+
+
+def test_base_plus_adapter_is_the_merged_model(setup, tmp_path):
+    spec = f"{setup['base']}+{setup['adapter']}"
+    out = tmp_path / "a"
+    run(["analyze", spec, "--out", out, "--store", tmp_path / "s.sqlite", "--quiet"])
+    rows = {r["tensor"]: r for r in csv.DictReader(open(out / "metrics.csv")) if r["head"] == ""}
+    assert {r["model"] for r in rows.values()} == {"adapter"}
+    for name in (setup["q0"] + ".weight", setup["v1"] + ".weight", "pooler.dense.weight",
+                 "encoder.layer.1.attention.self.query.weight"):
+        w = setup["expected"][name].astype(np.float32).astype(np.float64)  # materialised in f32
+        s = np.linalg.svd(w, compute_uv=False)
+        assert float(rows[name]["max_weights_sval"]) == pytest.approx(s[0], rel=1e-10), name
+        assert float(rows[name]["min_weights_sval"]) == pytest.approx(s[-1], rel=1e-8), name
+    # The adapter directory alone: its base_model_name_or_path names the base; NAME= renames it.
+    p = run(["inspect", f"ft={setup['adapter']}"]).stdout
+    assert "model:        ft" in p
+
+
+def test_merge_lora_writes_the_merge_in_the_base_dtype(setup, tmp_path):
+    out = tmp_path / "merged"
+    run(["edit", "merge-lora", "--adapter", setup["adapter"], "--out", out, "--quiet"])
+    got = load(out)
+    assert set(got) == set(setup["expected"])
+    for name, want in setup["expected"].items():
+        assert got[name].dtype == np.float32
+        np.testing.assert_array_equal(got[name], want.astype(np.float32), err_msg=name)
+    assert (out / "tokenizer.json").read_text() == "{}"
+    record = json.loads((out / "diffract_edit.json").read_text())
+    assert record["edit"] == "merge-lora" and record["parameters"]["adapter"] == str(setup["adapter"])
+
+
+def test_compare_base_with_its_adapter(setup, tmp_path):
+    out = tmp_path / "c"
+    run(["compare", "--base", setup["base"], f"{setup['base']}+{setup['adapter']}", "--out", out,
+         "--store", tmp_path / "s.sqlite", "--quiet"])
+    rows = {r["tensor"]: r for r in csv.DictReader(open(out / "compare.csv")) if r.get("head", "") == ""}
+    name = setup["q0"] + ".weight"
+    base = st.load_file(str(setup["base"] / "model.safetensors"))[name].astype(np.float64)
+    delta = setup["expected"][name].astype(np.float32).astype(np.float64) - base
+    cols = [c for c in rows[name] if "delta" in c and "frob" in c]
+    assert cols
+    want = np.linalg.norm(delta)
+    assert any(float(rows[name][c]) in (pytest.approx(want, rel=1e-9), pytest.approx(want / np.linalg.norm(base), rel=1e-9))
+               for c in cols)
+    # Untouched matrices have no delta at all.
+    untouched = "encoder.layer.0.attention.self.key.weight"
+    assert all(float(rows[untouched][c]) == 0 for c in cols)
+
+
+def test_truncate_as_lora_round_trips(setup, tmp_path):
+    rng = np.random.default_rng(3)
+    base = st.load_file(str(setup["base"] / "model.safetensors"))
+    ft = {k: (v + 0.1 * rng.normal(size=v.shape)).astype(np.float32) for k, v in base.items()}
+    (tmp_path / "ft").mkdir()
+    st.save_file(ft, str(tmp_path / "ft" / "model.safetensors"))
+    shutil.copy(setup["base"] / "config.json", tmp_path / "ft" / "config.json")
+    run(["edit", "truncate", "--base", setup["base"], "--model", tmp_path / "ft", "--rank", "3", "--as-lora",
+         "--out", tmp_path / "lora", "--quiet"])
+    config = json.loads((tmp_path / "lora" / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["r"] == 3 and config["lora_alpha"] == 3
+    factors = st.load_file(str(tmp_path / "lora" / "adapter_model.safetensors"))
+    name = "encoder.layer.1.intermediate.dense"
+    a, b = factors[f"base_model.model.{name}.lora_A.weight"], factors[f"base_model.model.{name}.lora_B.weight"]
+    assert a.shape == (3, E) and b.shape == (2 * E, 3)
+    delta = ft[name + ".weight"].astype(np.float64) - base[name + ".weight"].astype(np.float64)
+    u, s, vt = np.linalg.svd(delta, full_matrices=False)
+    np.testing.assert_allclose(b.astype(np.float64) @ a, (u[:, :3] * s[:3]) @ vt[:3], atol=1e-5)
+    assert f"base_model.model.embeddings.word_embeddings.lora_A.weight" not in factors
+    record = json.loads((tmp_path / "lora" / "diffract_edit.json").read_text())
+    assert "embeddings.word_embeddings.weight" in record["not_in_adapter"]
+    # Read back as BASE+ADAPTER, the projections equal `truncate --rank 3` (to f32 rounding).
+    run(["edit", "merge-lora", "--adapter", tmp_path / "lora", "--out", tmp_path / "m", "--quiet"])
+    run(["edit", "truncate", "--base", setup["base"], "--model", tmp_path / "ft", "--rank", "3",
+         "--out", tmp_path / "t", "--quiet"])
+    m, t = load(tmp_path / "m"), load(tmp_path / "t")
+    np.testing.assert_allclose(m[name + ".weight"], t[name + ".weight"], atol=1e-5)
+
+
+@pytest.mark.parametrize("case,needles", [
+    ("dora", ["adapter_config.json", "DoRA"]),
+    ("rank", ["encoder.layer.0.attention.self.query", "rank"]),
+    ("unmatched", ["encoder.layer.9.attention.self.query", "does not have"]),
+    ("missing_b", ["adapter_model.safetensors", "layer.0.attention.self.query", "B factor"]),
+    ("not_targeted", ["target_modules"]),
+    ("shape", ["does not fit"]),
+])
+def test_bad_adapters_are_refused(setup, tmp_path, case, needles):
+    config, tensors = dict(setup["config"]), dict(setup["tensors"])
+    q = "base_model.model.bert.encoder.layer.0.attention.self.query"
+    if case == "dora":
+        config["use_dora"] = True
+    elif case == "rank":
+        config["r"] = 5
+    elif case == "unmatched":
+        tensors[q.replace("layer.0", "layer.9") + ".lora_A.weight"] = tensors[q + ".lora_A.weight"]
+        tensors[q.replace("layer.0", "layer.9") + ".lora_B.weight"] = tensors[q + ".lora_B.weight"]
+    elif case == "missing_b":
+        del tensors[q + ".lora_B.weight"]
+    elif case == "not_targeted":
+        config["target_modules"] = ["value"]
+    elif case == "shape":
+        tensors[q + ".lora_A.weight"] = np.zeros((4, E + 1), np.float32)
+    write_adapter(tmp_path / "bad", config, tensors)
+    p = run(["inspect", f"{setup['base']}+{tmp_path / 'bad'}"], check=False)
+    assert_input_error(p, *needles)
+
+
+# --- PEFT itself (when importable) -------------------------------------------------------------
+
+def test_peft_adapters_merge_like_peft(tmp_path):
+    peft = pytest.importorskip("peft")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64,
+                                  vocab_size=100, num_labels=3)
+    model = transformers.BertForSequenceClassification(cfg)
+    model.save_pretrained(tmp_path / "base")
+    lc = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value", "dense"], modules_to_save=["classifier"],
+                         rank_pattern={"layer.1.attention.self.query": 2}, alpha_pattern={"value": 3}, use_rslora=True)
+    pm = peft.get_peft_model(model, lc)
+    for n, p in pm.named_parameters():
+        if "lora_B" in n or "modules_to_save" in n:
+            torch.nn.init.normal_(p)
+    pm.save_pretrained(tmp_path / "adapter")
+    merged = pm.merge_and_unload().state_dict()
+    run(["edit", "merge-lora", "--base", tmp_path / "base", "--adapter", tmp_path / "adapter", "--out",
+         tmp_path / "m", "--quiet"])
+    got = load(tmp_path / "m")
+    for k, v in merged.items():
+        if k in got:
+            np.testing.assert_allclose(got[k], v.numpy(), rtol=0, atol=2e-6, err_msg=k)
+    assert "bert.encoder.layer.1.attention.self.query.weight" in got
+
+    # The adapter diffract writes loads in PEFT and reproduces the truncated delta.
+    ft = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "base")
+    with torch.no_grad():
+        for n, p in ft.named_parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ft.save_pretrained(tmp_path / "ft")
+    run(["edit", "truncate", "--base", tmp_path / "base", "--model", tmp_path / "ft", "--rank", "2", "--as-lora",
+         "--out", tmp_path / "lora", "--quiet"])
+    loaded = peft.PeftModel.from_pretrained(
+        transformers.BertForSequenceClassification.from_pretrained(tmp_path / "base"), str(tmp_path / "lora"))
+    peft_merged = loaded.merge_and_unload().state_dict()
+    run(["edit", "merge-lora", "--adapter", tmp_path / "lora", "--out", tmp_path / "m2", "--quiet"])
+    ours = load(tmp_path / "m2")
+    name = "bert.encoder.layer.0.attention.self.key.weight"
+    np.testing.assert_allclose(peft_merged[name].numpy(), ours[name], atol=2e-6)
+    assert not np.allclose(ours[name], st.load_file(str(tmp_path / "base" / "model.safetensors"))[name])
