@@ -105,8 +105,9 @@ int run_rewind(const EditArgs& a) {
         run.out = a.out;  // refused before the heads are ranked, not after
         heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
     }
-    const auto s = edit::rewind(a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
-                                edit::parse_o_bias(a.o_bias));
+    const auto s = (a.as_lora ? edit::rewind_adapter : edit::rewind)(
+        a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
+        edit::parse_o_bias(a.o_bias));
     report(a, "rewind", s, a.out);
     if (!a.run.quiet) {
         std::string list;
@@ -236,6 +237,8 @@ void add_edit(CLI::App& app) {
                         "The shared output-projection bias of a layer with rewound heads: keep (the model's) "
                         "or base")
             ->capture_default_str();
+        sub->add_flag("--as-lora", a->as_lora,
+                      "The model is BASE+ADAPTER: write the adapter with the rewound heads' factors zeroed");
         on_run(sub, [a] { return run_rewind(*a); });
     }
     {

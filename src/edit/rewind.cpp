@@ -13,6 +13,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
+#include "rewind_impl.hpp"
 
 namespace diffract::edit {
 
@@ -67,20 +68,7 @@ std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& score
     return out;
 }
 
-namespace {
-
-// Per layer: the query heads rewound and the kv heads whose K/V blocks are rewound.
-struct HeadSet {
-    std::map<int, std::set<int>> q, kv;
-    bool has_q(int layer, int head) const {
-        auto it = q.find(layer);
-        return it != q.end() && it->second.count(head);
-    }
-    bool has_kv(int layer, int head) const {
-        auto it = kv.find(layer);
-        return it != kv.end() && it->second.count(head);
-    }
-};
+namespace detail {
 
 HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema& schema, KvPolicy kv,
                  const std::string& path) {
@@ -105,9 +93,6 @@ HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema&
     return s;
 }
 
-// A bias's slice for a head is its weight block's output rows: rows of a stored [out, in] weight, or
-// columns of a transposed (Conv1D, [in, out]) one; fused and interleaved QKV layouts follow from the
-// weight's head blocks. The O bias has no per-head slice: `take` decides for the whole of it.
 void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Checkpoint& model,
                  model::Role role, const std::function<bool(const model::HeadBlock&)>& take,
                  std::span<std::byte> out) {
@@ -135,7 +120,11 @@ void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Ch
     if (whole) std::memcpy(out.data(), src.data(), out.size());
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::head_set;
+using detail::HeadSet;
+using detail::rewind_bias;
 
 std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
                               KvPolicy kv, OBias o_bias) {
@@ -191,8 +180,7 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
                     if (!common.selection.selects_role(hb.proj)) return false;
                     if (hb.proj == model::Role::attn_o)
                         return o_bias == OBias::base && set.q.count(layer) > 0;
-                    const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
-                    return kv_block ? set.has_kv(layer, hb.head) : set.has_q(layer, hb.head);
+                    return set.rewinds(layer, hb);
                 },
                 out);
             return;
@@ -201,8 +189,7 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
         const auto src = pre.bytes();
         for (const auto& hb : model::head_blocks(*t.schema, cpt, t.role.role)) {
             if (!common.selection.selects_role(hb.proj)) continue;
-            const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
-            if (!(kv_block ? set.has_kv(layer, hb.head) : set.has_q(layer, hb.head))) continue;
+            if (!set.rewinds(layer, hb)) continue;
             const auto& b = hb.block;  // stored coordinates
             for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r) {
                 const auto off = static_cast<std::size_t>((r * cols + b.col0) * es);

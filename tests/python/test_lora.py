@@ -233,3 +233,39 @@ def test_peft_adapters_merge_like_peft(tmp_path):
     name = "bert.encoder.layer.0.attention.self.key.weight"
     np.testing.assert_allclose(peft_merged[name].numpy(), ours[name], atol=2e-6)
     assert not np.allclose(ours[name], st.load_file(str(tmp_path / "base" / "model.safetensors"))[name])
+
+
+def test_rewind_as_lora_zeroes_the_rewound_heads(setup, tmp_path):
+    rng = np.random.default_rng(11)
+    config, tensors = dict(setup["config"]), dict(setup["tensors"])
+    config["target_modules"] = ["query", "value", "dense"]
+    o = "encoder.layer.0.attention.output.dense"
+    tensors[f"base_model.model.bert.{o}.lora_A.weight"] = rng.normal(size=(4, E)).astype(np.float32)
+    tensors[f"base_model.model.bert.{o}.lora_B.weight"] = rng.normal(size=(E, 4)).astype(np.float32)
+    qb = "encoder.layer.0.attention.self.query.bias"
+    tensors[f"base_model.model.bert.{qb}"] = rng.normal(size=(E,)).astype(np.float32)  # a trained bias
+    write_adapter(tmp_path / "ad", config, tensors)
+    heads = tmp_path / "heads.csv"
+    heads.write_text("layer,head\n0,1\n0,3\n1,2\n")
+    spec = f"{setup['base']}+{tmp_path / 'ad'}"
+    run(["edit", "rewind", "--base", setup["base"], "--model", spec, "--heads", heads, "--as-lora",
+         "--out", tmp_path / "rw", "--quiet"])
+    assert (tmp_path / "rw" / "adapter_config.json").read_text() == (tmp_path / "ad" / "adapter_config.json").read_text()
+    assert (tmp_path / "rw" / "rewound_heads.csv").exists()
+    # base + the written adapter == the full-checkpoint rewind of base + the original adapter.
+    run(["edit", "merge-lora", "--base", setup["base"], "--adapter", tmp_path / "rw", "--out", tmp_path / "m",
+         "--quiet"])
+    run(["edit", "rewind", "--base", setup["base"], "--model", spec, "--heads", heads, "--out", tmp_path / "full",
+         "--quiet"])
+    got, want = load(tmp_path / "m"), load(tmp_path / "full")
+    base = st.load_file(str(setup["base"] / "model.safetensors"))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6, err_msg=name)
+    # Rewound blocks hold the base's values; the others keep the adapter's change.
+    q = "encoder.layer.0.attention.self.query.weight"
+    np.testing.assert_array_equal(got[q][D:2 * D], base[q][D:2 * D])
+    assert not np.allclose(got[q][0:D], base[q][0:D])
+    np.testing.assert_array_equal(got[qb][3 * D:4 * D], base[qb][3 * D:4 * D])
+    assert not np.allclose(got[qb][0:D], base[qb][0:D])
+    np.testing.assert_array_equal(got[o + ".weight"][:, D:2 * D], base[o + ".weight"][:, D:2 * D])
+    assert not np.allclose(got[o + ".weight"][:, 0:D], base[o + ".weight"][:, 0:D])

@@ -216,6 +216,15 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
                    const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
                    const EditCommon& common, OBias o_bias = OBias::keep);
 
+// Rewind written as a LoRA adapter (`rewind --as-lora`): `model` is BASE+ADAPTER; the output is the
+// adapter directory (its files carried) with the factors of the rewound heads zeroed — B's rows of a
+// Q/K/V head (A's columns under fan_in_fan_out), A's columns of an O head — and the Q/K/V bias slices
+// of trained biases set to `base`'s, so that `base` + the written adapter has the base's values in
+// every rewound block. Attention matrices the adapter does not touch already hold the base's values.
+EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint& base,
+                           const formats::Checkpoint& model, const std::vector<RewindHead>& heads,
+                           KvPolicy kv, const EditCommon& common, OBias o_bias = OBias::keep);
+
 // ---- SVD edits ------------------------------------------------------------------------------------
 
 // How many singular values of the delta truncation keeps.

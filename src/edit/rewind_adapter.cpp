@@ -1,0 +1,154 @@
+// Head rewind written as a LoRA adapter: the adapter of a BASE+ADAPTER model with the factor rows
+// (or columns) of the rewound heads zeroed, so that the merged model has the base's values there.
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/edit/edit.hpp"
+#include "diffract/formats/checkpoint_writer.hpp"
+#include "diffract/formats/lora_adapter.hpp"
+#include "rewind_impl.hpp"
+
+namespace diffract::edit {
+namespace {
+
+// Which factor entries to zero for a rewound block of the stored weight [R, C]. The delta is B·A
+// ([R, C]), or (B·A)ᵀ when transposed: B's rows index the stored rows (transposed: columns), A's
+// columns the stored columns (transposed: rows). A block spanning every stored column is a row range
+// (Q/K/V of an [out, in] weight); one spanning every stored row is a column range (O).
+struct Zeroing {
+    std::vector<std::pair<std::int64_t, std::int64_t>> b_rows, a_cols;  // [first, first + count)
+};
+
+void add_block(Zeroing& z, const MatrixBlock& b, std::int64_t R, std::int64_t C, bool transposed,
+               const std::string& path, const std::string& tensor) {
+    const bool row_range = b.col0 == 0 && b.cols == C;
+    const bool col_range = b.row0 == 0 && b.rows == R;
+    if (!row_range && !col_range)
+        throw_input_error(path, tensor,
+                          "a head block that is neither whole rows nor whole columns has no LoRA form");
+    if (row_range)
+        (transposed ? z.a_cols : z.b_rows).push_back({b.row0, b.rows});
+    else
+        (transposed ? z.b_rows : z.a_cols).push_back({b.col0, b.cols});
+}
+
+}  // namespace
+
+EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint& base,
+                           const formats::Checkpoint& model, const std::vector<RewindHead>& heads,
+                           KvPolicy kv, const EditCommon& common, OBias o_bias) {
+    if (model.adapter.empty())
+        throw_input_error(model.path, "",
+                          "rewind --as-lora: the model is not BASE+ADAPTER (no LoRA adapter)");
+    check_heads(heads, model, common.selection);
+    const auto set = detail::head_set(heads, model.schema, kv, model.path);
+    const auto adapter = formats::open_lora_adapter(model.adapter, base);
+
+    std::map<std::string, Zeroing> zero;  // factor tensor name -> what to zero
+    std::map<std::string, const formats::LoraModule*> factor_of;
+    for (const auto& m : adapter.modules) {
+        const TensorInfo* w = model.find(m.target);
+        const auto role = model::classify_tensor(m.target);
+        if (!w || !role.layer || !model::role_is_attention(role.role)) continue;
+        Zeroing z;
+        for (const auto& hb : model::head_blocks(model.schema, *w, role.role)) {
+            if (!common.selection.selects_role(hb.proj) || !set.rewinds(*role.layer, hb)) continue;
+            add_block(z, hb.block, w->shape[0], w->shape[1], m.transposed, model.adapter, m.target);
+        }
+        zero[m.a.name] = z;
+        zero[m.b.name] = z;
+        factor_of[m.a.name] = &m;
+        factor_of[m.b.name] = &m;
+    }
+    std::vector<formats::TensorSpec> specs;
+    std::vector<const TensorInfo*> sources;
+    for (const auto& t : adapter.files) {
+        specs.push_back({t.name, t.dtype, t.shape});
+        sources.push_back(&t);
+    }
+    std::map<std::string, const TensorInfo*> source_by_name;
+    for (const auto* t : sources) source_by_name[t->name] = t;
+
+    EditSummary summary;
+    formats::WriteOptions options;
+    options.max_shard_bytes = UINT64_MAX;
+    options.weights_file = "adapter_model.safetensors";
+    options.copy_files_from = model.adapter;
+    options.replaced_weight_files = {"adapter_model.safetensors"};
+    options.inputs = {base.path, model.adapter};
+    options.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
+    nlohmann::json rewound = nlohmann::json::array();
+    for (const auto& h : heads) rewound.push_back({h.layer, h.head});
+    nlohmann::json inputs = nlohmann::json::array();
+    inputs.push_back({{"name", model.name}, {"path", model.adapter}, {"role", "adapter"}});
+    inputs.push_back({{"name", base.name}, {"path", base.path}, {"role", "base"}});
+    options.provenance = nlohmann::json::object();
+    options.provenance["tool"] = "diffract";
+    options.provenance["edit"] = "rewind";
+    options.provenance["parameters"] = {{"heads", rewound},
+                                        {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
+                                        {"o_bias", o_bias == OBias::base ? "base" : "keep"},
+                                        {"as_lora", true}};
+    options.provenance["inputs"] = inputs;
+
+    // Replacement tensors (trained biases) are matched by the base name they replace.
+    std::map<std::string, const TensorInfo*> replacement_by_file_name;
+    for (const auto& r : adapter.replacements)
+        for (const auto* t : sources)
+            if (t->file == r.file && t->offset == r.offset) replacement_by_file_name[t->name] = &r;
+
+    formats::write_checkpoint(
+        out_dir, specs,
+        [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
+            const TensorInfo& t = *source_by_name.at(spec.name);
+            std::memcpy(out.data(), t.bytes().data(), out.size());
+            const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
+            if (const auto z = zero.find(t.name); z != zero.end()) {
+                const bool is_b = t.name == factor_of.at(t.name)->b.name;
+                const std::int64_t cols = t.shape[1];
+                if (is_b) {
+                    for (const auto& [first, count] : z->second.b_rows)
+                        std::memset(out.data() + first * cols * es, 0,
+                                    static_cast<std::size_t>(count * cols * es));
+                } else {
+                    for (std::int64_t r = 0; r < t.shape[0]; ++r)
+                        for (const auto& [first, count] : z->second.a_cols)
+                            std::memset(out.data() + (r * cols + first) * es, 0,
+                                        static_cast<std::size_t>(count * es));
+                }
+                ++summary.edited;
+                return;
+            }
+            if (const auto r = replacement_by_file_name.find(t.name); r != replacement_by_file_name.end()) {
+                const auto role = model::classify_tensor(r->second->name);
+                const TensorInfo* pre = base.find(r->second->name);
+                if (t.shape.size() == 1 && role.layer && model::role_is_attention(role.role) && pre) {
+                    if (pre->dtype != t.dtype)
+                        throw_input_error(t.path(), t.name,
+                                          fmt::format("dtype differs from the base's (expected {}, found {})",
+                                                      dtype_name(pre->dtype), dtype_name(t.dtype)));
+                    const int layer = *role.layer;
+                    detail::rewind_bias(
+                        *r->second, *pre, model, role.role,
+                        [&](const model::HeadBlock& hb) {
+                            if (!common.selection.selects_role(hb.proj)) return false;
+                            if (hb.proj == model::Role::attn_o)
+                                return o_bias == OBias::base && set.q.count(layer) > 0;
+                            return set.rewinds(layer, hb);
+                        },
+                        out);
+                    ++summary.edited;
+                    return;
+                }
+            }
+            ++summary.copied;
+        },
+        options);
+    return summary;
+}
+
+}  // namespace diffract::edit

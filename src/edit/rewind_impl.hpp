@@ -1,0 +1,45 @@
+// Rewind's head bookkeeping, shared by the checkpoint rewind (rewind.cpp) and the adapter rewind
+// (rewind_adapter.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "diffract/edit/edit.hpp"
+
+namespace diffract::edit::detail {
+
+// Per layer: the query heads rewound and the kv heads whose K/V blocks are rewound.
+struct HeadSet {
+    std::map<int, std::set<int>> q, kv;
+    bool has_q(int layer, int head) const {
+        auto it = q.find(layer);
+        return it != q.end() && it->second.count(head);
+    }
+    bool has_kv(int layer, int head) const {
+        auto it = kv.find(layer);
+        return it != kv.end() && it->second.count(head);
+    }
+    // Whether a head block of `layer` (Q/K/V/O weight block, Q/K/V bias slice) is rewound.
+    bool rewinds(int layer, const model::HeadBlock& hb) const {
+        const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
+        return kv_block ? has_kv(layer, hb.head) : has_q(layer, hb.head);
+    }
+};
+
+HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema& schema, KvPolicy kv,
+                 const std::string& path);
+
+// A bias's slice for a head is its weight block's output rows: rows of a stored [out, in] weight, or
+// columns of a transposed (Conv1D, [in, out]) one; fused and interleaved QKV layouts follow from the
+// weight's head blocks. The O bias has no per-head slice: `take` decides for the whole of it.
+// Copies the slices `take` selects from `pre` into `out` (which holds `cpt`'s bytes).
+void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Checkpoint& model,
+                 model::Role role, const std::function<bool(const model::HeadBlock&)>& take,
+                 std::span<std::byte> out);
+
+}  // namespace diffract::edit::detail
