@@ -151,7 +151,15 @@ private:
     std::vector<Storage> storages_;
     std::map<std::string, std::uint32_t> storage_by_key_;
     std::vector<Tensor> tensors_;
-    std::map<std::uint32_t, std::set<std::string>> dict_keys_;  // string keys of each dict, for duplicates
+    // The string keys of each dict, for duplicates: indices into the arena compared by text, so that one
+    // long key memoised into many dicts is never copied.
+    struct ByText {
+        const std::vector<Value>* arena;
+        bool operator()(std::uint32_t a, std::uint32_t b) const {
+            return (*arena)[a].text < (*arena)[b].text;
+        }
+    };
+    std::map<std::uint32_t, std::set<std::uint32_t, ByText>> dict_keys_;
 
     [[noreturn]] void fail(const std::string& what, const std::string& tensor = "") const {
         throw_input_error(label_, tensor, what);
@@ -227,7 +235,8 @@ private:
         if (kv.size() % 2) fail("pickle SETITEMS with an odd number of items");
         for (std::size_t i = 0; i < kv.size(); i += 2) {
             const auto& key = at(kv[i]);
-            if (key.kind == Kind::string && !dict_keys_[dict].insert(key.text).second)
+            if (key.kind == Kind::string &&
+                !dict_keys_.try_emplace(dict, ByText{&arena_}).first->second.insert(kv[i]).second)
                 fail("duplicate key in a pickled dict", key.text);
             at(dict).items.push_back(kv[i]);
             at(dict).items.push_back(kv[i + 1]);
@@ -274,6 +283,9 @@ private:
                 fmt::format("persistent id's storage type '{}' is not a supported storage class", type.text));
         }
         if (at(p.items[2]).kind != Kind::string) fail("persistent id's storage key is not a string");
+        if (at(p.items[2]).text.size() > 64)
+            fail(
+                fmt::format("storage key of {} bytes is not a plain entry name", at(p.items[2]).text.size()));
         s.key = at(p.items[2]).text;
         if (s.key.empty() || s.key.find('/') != std::string::npos || s.key == "..")
             fail(fmt::format("storage key '{}' is not a plain entry name", s.key));

@@ -220,6 +220,10 @@ TEST(TorchPickle, AllowListAndStateDictRule) {
     EXPECT_HAS(pickle_error("\x80\x02\x8a\x09" + std::string(9, '\1') + "."), "64 bits");
     EXPECT_HAS(pickle_error("(dp0\n."), "PROTO");
     EXPECT_HAS(pickle_error(dict_of({{"w", w12}, {"w", w12}})), "duplicate key");
+    EXPECT_HAS(pickle_error(dict_of({{"w", tensor(std::string(100, 'k'), 12, 0, {3, 4}, {4, 1})}})),
+               "storage key of 100 bytes");
+    EXPECT_HAS(pickle_error(dict_of({{"w", tensor("../0", 12, 0, {3, 4}, {4, 1})}})),
+               "not a plain entry name");
     EXPECT_HAS(pickle_error("\x80\x02" + w12 + "."), "single tensor");
     EXPECT_HAS(pickle_error(dict_of({{"w", tensor("0", 12, 0, {3, 4}, {4, 1}, "ComplexFloatStorage")}})),
                "not a supported dtype");
