@@ -18,6 +18,7 @@ struct AnalyzeArgs {
     std::string svd_route = "auto";
     std::int64_t seed = 42;
     int min_fit_size = analysis::kDefaultMinFitSize;
+    std::string convention = "diffract";
     RunArgs run;
 };
 
@@ -39,6 +40,7 @@ int run_analyze(const AnalyzeArgs& a) {
     if (a.min_fit_size < 0)
         throw InputError(fmt::format("--min-fit-size: expected an integer >= 0, found {}", a.min_fit_size));
     o.kernel.min_fit_size = a.min_fit_size;
+    o.convention = analysis::parse_convention(a.convention);
     o.run = analysis::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = analysis::analyze(o);
@@ -70,6 +72,10 @@ void add_analyze(CLI::App& app) {
     sub->add_option(
            "--min-fit-size", a->min_fit_size,
            "Fewest tail (MP: bulk) eigenvalues a fit is reported on; 0: every fit (see docs/metrics.md)")
+        ->capture_default_str();
+    sub->add_option("--convention", a->convention,
+                    "diffract, or weightwatcher: also weightwatcher.csv with WeightWatcher's columns and "
+                    "definitions (docs/weightwatcher.md)")
         ->capture_default_str();
     add_run_options(sub, a->run);
     on_run(sub, [a] { return run_analyze(*a); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -291,8 +292,23 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
                              static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
     result.warnings = nonfinite_report.warnings();
     std::vector<std::vector<FieldValues>> whole(models.size());
+    result.convention = o.convention;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         const auto& j = jobs[i];
+        if (o.convention == Convention::weightwatcher && !j.unit.head) {
+            // numpy's matrix_rank threshold uses the eps of the array it decomposes: WeightWatcher
+            // casts the weights to f64 (W.astype(float)), as our default precision does.
+            const double eps =
+                f64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+            const auto it = values[i].vectors.find("weights_svals");
+            const std::vector<double> none;
+            result.weightwatcher.push_back(weightwatcher_row(
+                static_cast<int>(result.weightwatcher.size()), j.unit.tensor->name,
+                j.unit.block.logical_rows(), j.unit.block.logical_cols(),
+                it == values[i].vectors.end() || values[i].scalars[kNonfiniteCountField] > 0 ? none
+                                                                                             : it->second,
+                eps));
+        }
         MetricRow row{models[j.model].name,
                       j.unit.tensor->name,
                       j.unit.layer,
@@ -316,8 +332,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
 }
 
 void write_result_directory(const std::string& out_dir, const std::map<std::string, std::string>& files) {
-    static const std::vector<std::string> kResultFiles = {"metrics.csv", "aggregates.csv", "compare.csv",
-                                                          "heads.csv", "skipped.csv"};
+    static const std::vector<std::string> kResultFiles = {
+        "metrics.csv", "aggregates.csv", "compare.csv", "heads.csv", "skipped.csv", "weightwatcher.csv"};
     write_directory_atomically(
         out_dir,
         [&](const std::string& tmp) {
@@ -351,7 +367,10 @@ void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
         for (const auto& f : agg_fields) agg += "," + format_value(values.at(f));
         agg += "\n";
     }
-    write_result_directory(out_dir, {{"metrics.csv", csv}, {"aggregates.csv", agg}});
+    std::map<std::string, std::string> files{{"metrics.csv", csv}, {"aggregates.csv", agg}};
+    if (r.convention == Convention::weightwatcher)
+        files["weightwatcher.csv"] = weightwatcher_csv(r.weightwatcher);
+    write_result_directory(out_dir, files);
 }
 
 }  // namespace diffract::analysis

@@ -10,6 +10,7 @@
 
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/selection.hpp"
+#include "diffract/analysis/weightwatcher.hpp"
 
 namespace diffract::formats {
 struct Checkpoint;
@@ -60,6 +61,8 @@ struct AnalyzeOptions {
     // Backend::block_singular_values) instead of one per matrix. Default: on a device only — on the
     // CPU batching gains nothing and matrix-sized tasks balance better across threads. Tests set it.
     std::optional<bool> tensor_tasks;
+    // weightwatcher: also weightwatcher.csv, WeightWatcher's columns and definitions per whole matrix.
+    Convention convention = Convention::diffract;
 };
 
 struct MetricRow {
@@ -82,11 +85,14 @@ struct AnalyzeResult {
     // One line per tensor with non-finite entries (nonfinite_warning): the CLI prints each as
     // "diffract: warning: <line>", Python issues a RuntimeWarning.
     std::vector<std::string> warnings;
+    Convention convention = Convention::diffract;
+    std::vector<WeightWatcherRow> weightwatcher;  // whole matrices, all models in order (weightwatcher)
 };
 
 AnalyzeResult analyze(const AnalyzeOptions& options);
 
-// DIR/metrics.csv and DIR/aggregates.csv, each written atomically.
+// DIR/metrics.csv and DIR/aggregates.csv (and DIR/weightwatcher.csv under that convention), written
+// as one directory.
 void write_analyze_csvs(const AnalyzeResult& result, const std::string& out_dir);
 
 // Number formatting shared by every CSV: shortest round-trip decimal, "nan" for NaN.
