@@ -69,13 +69,22 @@ void report(const EditArgs& a, const char* what, const edit::EditSummary& s, con
                    list(s.only_in_other));
 }
 
-// The options every edit takes: --out, the shard size, the run and selection options.
-CLI::App* add_edit_sub(CLI::App* edit, const std::string& name, const std::string& help, EditArgs& a) {
+// The options every edit takes: --out, the shard size, --device, --quiet and the selection options.
+// Only edits that run an analysis (rewind ranks heads with compare) take --threads, --max-memory and
+// --store; the others stream one tensor at a time and would ignore them, so they refuse them.
+CLI::App* add_edit_sub(CLI::App* edit, const std::string& name, const std::string& help, EditArgs& a,
+                       bool runs_analysis = false) {
     auto* sub = edit->add_subcommand(name, help);
     sub->add_option("--out", a.out, "Output model directory (must not exist)")->required();
     sub->add_option("--max-shard-size", a.max_shard_size, "Largest safetensors shard, e.g. 5G")
         ->capture_default_str();
-    add_run_options(sub, a.run);
+    if (runs_analysis) {
+        add_run_options(sub, a.run);
+    } else {
+        sub->add_option("--device", a.run.device, "cpu or cuda")->capture_default_str();
+        sub->add_flag("--quiet", a.run.quiet, "No progress display");
+        add_selection_options(sub, a.run);
+    }
     sub->add_flag("--allow-nonfinite", a.allow_nonfinite,
                   "Edit tensors holding NaN/Inf: such entries keep the input's value, the rest is edited "
                   "(default: refuse)");
@@ -217,7 +226,8 @@ void add_edit(CLI::App& app) {
     {
         auto a = std::make_shared<EditArgs>();
         auto* sub = add_edit_sub(edit, "rewind",
-                                 "Give the lowest-ranked heads' Q, K, V, O blocks the base's values", *a);
+                                 "Give the lowest-ranked heads' Q, K, V, O blocks the base's values", *a,
+                                 /*runs_analysis=*/true);
         sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
         sub->add_option("--model", a->model, "The CPT checkpoint to edit")->required();
         sub->add_option("--reference", a->reference, "Reference model of the head-importance score");

@@ -264,3 +264,17 @@ def test_refuses_inputs_and_fails_without_leftovers(family_f32, tmp_path):
     assert p.returncode == 2 and "dtype differs" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert list((tmp_path / "out").iterdir()) == []
     assert hashes(fam) == before
+
+
+@pytest.mark.parametrize("edit", ["truncate", "transplant", "permute", "interpolate", "merge", "merge-lora"])
+@pytest.mark.parametrize("option", [["--store", "s.sqlite"], ["--threads", "2"], ["--max-memory", "1G"]])
+def test_edits_refuse_options_they_would_ignore(tmp_path, edit, option):
+    """Only rewind runs an analysis (its head ranking): the other edits refuse the run options."""
+    required = {"truncate": ["--base", "b", "--model", "m", "--rank", "1"], "transplant": ["--base", "b", "--model", "m"],
+                "permute": ["--model", "m"], "interpolate": ["a", "b", "--omega", "0.5"],
+                "merge": ["--base", "b", "--models", "m"], "merge-lora": ["--adapter", "a"]}[edit]
+    p = run(["edit", edit, *required, *option, "--out", tmp_path / "o"], check=False)
+    assert p.returncode == 2, p.stderr
+    # (interpolate's two positionals take the option's value: CLI11 then says it got 3 models)
+    assert option[0] in p.stderr or (edit == "interpolate" and "received 3" in p.stderr), p.stderr
+    assert not (tmp_path / "o").exists()
