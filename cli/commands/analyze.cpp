@@ -19,6 +19,8 @@ struct AnalyzeArgs {
     std::int64_t seed = 42;
     int min_fit_size = analysis::kDefaultMinFitSize;
     std::string convention = "diffract";
+    int alpha_ci = 0;
+    std::uint64_t alpha_ci_seed = 0;
     RunArgs run;
 };
 
@@ -41,6 +43,10 @@ int run_analyze(const AnalyzeArgs& a) {
         throw InputError(fmt::format("--min-fit-size: expected an integer >= 0, found {}", a.min_fit_size));
     o.kernel.min_fit_size = a.min_fit_size;
     o.convention = analysis::parse_convention(a.convention);
+    if (a.alpha_ci < 0)
+        throw InputError(fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", a.alpha_ci));
+    o.kernel.alpha_ci_draws = a.alpha_ci;
+    o.kernel.alpha_ci_seed = a.alpha_ci_seed;
     o.run = analysis::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = analysis::analyze(o);
@@ -72,6 +78,11 @@ void add_analyze(CLI::App& app) {
     sub->add_option(
            "--min-fit-size", a->min_fit_size,
            "Fewest tail (MP: bulk) eigenvalues a fit is reported on; 0: every fit (see docs/metrics.md)")
+        ->capture_default_str();
+    sub->add_option("--alpha-ci", a->alpha_ci,
+                    "Bootstrap draws for pl_alpha_ci_low/high (95 %; each draw refits the ESD; 0: off)")
+        ->capture_default_str();
+    sub->add_option("--alpha-ci-seed", a->alpha_ci_seed, "Seed of the --alpha-ci resampling")
         ->capture_default_str();
     sub->add_option("--convention", a->convention,
                     "diffract, or weightwatcher: also weightwatcher.csv with WeightWatcher's columns and "

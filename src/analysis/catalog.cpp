@@ -92,6 +92,13 @@ const std::vector<FieldInfo>& field_catalog() {
          "esd, power-law fit"},
         {"pl_ks_gap", L::parameter, false,
          "KS distance at the runner-up x_min minus at the optimal one (>= 0)", "esd, power-law fit"},
+        {"pl_alpha_ci_low", L::parameter, false,
+         "2.5th percentile of pl_alpha over --alpha-ci bootstrap resamples of the ESD (x_min re-searched); "
+         "NaN "
+         "when off or the fit is too_few",
+         "esd, power-law fit", false},
+        {"pl_alpha_ci_high", L::parameter, false, "97.5th percentile of the same bootstrap alphas",
+         "esd, power-law fit", false},
         {"tpl_alpha", L::parameter, false,
          "truncated power law p ~ lambda^-alpha e^(-Lambda lambda): alpha (MLE, powerlaw 1.5)", "esd"},
         {"tpl_lambda", L::parameter, false, "truncated power law: Lambda", "esd"},
@@ -198,9 +205,10 @@ std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format(
-        "v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={}",
+        "v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
+        "alpha_ci={};alpha_ci_seed={}",
         precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
-        p_value_bootstraps, p_value_seed, min_fit_size);
+        p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed);
 }
 
 }  // namespace diffract::analysis

@@ -168,3 +168,21 @@ def test_min_fit_size_zero_reports_every_fit_as_powerlaw(model, tmp_path):
         assert int(float(r["pl_n_tail"])) == int((esd >= fit.xmin).sum())
     p = run(["analyze", d, "--out", tmp_path / "x", "--min-fit-size", "-1"], check=False)
     assert p.returncode == 2 and "--min-fit-size" in p.stderr
+
+
+def test_alpha_interval_option(model, tmp_path):
+    d, tensors = model
+    fields = "pl_alpha,pl_status,pl_alpha_ci_low,pl_alpha_ci_high"
+    args = ["analyze", d, "--store", tmp_path / "s.sqlite", "--quiet", "--no-heads", "--metrics", fields]
+    run([*args, "--out", tmp_path / "off"])
+    run([*args, "--out", tmp_path / "on", "--alpha-ci", "100", "--alpha-ci-seed", "3"])
+    off, on = read_rows(tmp_path / "off" / "metrics.csv"), read_rows(tmp_path / "on" / "metrics.csv")
+    for name, r in on.items():
+        assert off[name]["pl_alpha_ci_low"] == "nan" and off[name]["pl_alpha_ci_high"] == "nan"
+        if r["pl_status"] == "too_few":
+            assert r["pl_alpha_ci_low"] == "nan"
+        else:
+            assert float(r["pl_alpha_ci_low"]) <= float(r["pl_alpha"]) <= float(r["pl_alpha_ci_high"]), name
+    assert any(r["pl_status"] == "ok" for r in on.values())
+    p = run([*args, "--out", tmp_path / "x", "--alpha-ci", "-1"], check=False)
+    assert p.returncode == 2 and "--alpha-ci" in p.stderr

@@ -56,6 +56,9 @@ struct KernelConfig {
     // Fewest points a fit is reported on: the tail for pl/tpl/expon, the bulk for MP. Below it the fit's
     // fields are NaN and its status too_few (docs/metrics.md: why 50). 0 reports every fit.
     int min_fit_size = kDefaultMinFitSize;
+    // Bootstrap draws for pl_alpha_ci_low/high (0: off, the fields are NaN), and their seed.
+    int alpha_ci_draws = 0;
+    std::uint64_t alpha_ci_seed = 0;
     // A canonical string of every setting: results computed under another configuration are
     // never reused.
     std::string key() const;

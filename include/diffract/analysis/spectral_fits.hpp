@@ -90,6 +90,18 @@ struct XminRunnerUp {
 };
 XminRunnerUp power_law_runner_up(std::span<const double> esd, std::size_t min_tail);
 
+// Bootstrap confidence interval of the power-law alpha: `draws` resamples of the ESD's positive values
+// (with replacement, the ESD's size), each refitted with the whole procedure (x_min search included);
+// the interval is the (1 - level)/2 and (1 + level)/2 percentiles of the draws' alphas (numpy's linear
+// interpolation). Deterministic per seed (xoshiro256** seeded by splitmix64). NaN when draws <= 0, level
+// is outside (0, 1), or the ESD cannot be fitted. Costs `draws` power-law fits.
+struct AlphaInterval {
+    double low = kFitNaN;
+    double high = kFitNaN;
+};
+AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::uint64_t seed,
+                                 double level = 0.95);
+
 inline constexpr int kTailPowerLaw = 0;
 inline constexpr int kTailTruncatedPowerLaw = 1;
 inline constexpr int kTailExponential = 2;

@@ -81,6 +81,7 @@ const std::vector<Kernel>& kernels() {
          {"esd"},
          {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence",
           "expon_scale", "expon_n_tail", "expon_status"}},
+        {"pl_alpha_ci", {"esd"}, {"pl_alpha_ci_low", "pl_alpha_ci_high"}},
         {"pl_p_value", {"esd"}, {"pl_p_value"}},
         {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
         {"expon_p_value", {"esd"}, {"expon_p_value"}},
@@ -283,6 +284,14 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const auto f = fit_exponential(e);
         store_fit(c, "expon", f, true, false);
         c.s("expon_scale") = e.empty() ? kNaN : e.back() * c.s("expon_lambda");
+    } else if (name == "pl_alpha_ci") {
+        const auto& e = c.v("esd");
+        const auto f = fit_power_law(e);
+        const bool reported = tail_fit_status(f, false, true, cfg.min_fit_size) != FitStatus::too_few;
+        const auto ci =
+            reported ? power_law_alpha_ci(e, cfg.alpha_ci_draws, cfg.alpha_ci_seed) : AlphaInterval{};
+        c.s("pl_alpha_ci_low") = ci.low;
+        c.s("pl_alpha_ci_high") = ci.high;
     } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
         const auto& e = c.v("esd");
         const int kind = name == "pl_p_value" ? 0 : (name == "tpl_p_value" ? 1 : 2);

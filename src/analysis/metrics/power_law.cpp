@@ -619,6 +619,33 @@ TailFit fit_exponential(std::span<const double> esd) {
     return fit;
 }
 
+AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::uint64_t seed, double level) {
+    AlphaInterval out;
+    if (draws <= 0 || !(level > 0.0 && level < 1.0)) return out;
+    const Spectrum s = prepare(esd);
+    if (!s.valid) return out;
+    Rng rng(seed);
+    std::vector<double> sample(s.n()), alphas;
+    alphas.reserve(static_cast<std::size_t>(draws));
+    for (int b = 0; b < draws; ++b) {
+        for (auto& v : sample) v = s.x[rng.index(s.n())];
+        std::sort(sample.begin(), sample.end());
+        const double a = fit_power_law(sample).alpha;  // NaN when the resample has < 2 distinct values
+        if (std::isfinite(a)) alphas.push_back(a);
+    }
+    if (alphas.empty()) return out;
+    std::sort(alphas.begin(), alphas.end());
+    auto percentile = [&](double q) {  // numpy.percentile, method 'linear'
+        const double pos = q * static_cast<double>(alphas.size() - 1);
+        const auto lo = static_cast<std::size_t>(std::floor(pos));
+        const std::size_t hi = std::min(lo + 1, alphas.size() - 1);
+        return alphas[lo] + (pos - static_cast<double>(lo)) * (alphas[hi] - alphas[lo]);
+    };
+    out.low = percentile((1.0 - level) / 2.0);
+    out.high = percentile((1.0 + level) / 2.0);
+    return out;
+}
+
 double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot,
                     std::uint64_t seed) {
     if (n_boot <= 0 || fit.n_tail < 50 || !std::isfinite(fit.ks) || !std::isfinite(fit.xmin)) return kNaN;
