@@ -79,7 +79,7 @@ Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
         return Role::mlp_down;
     if (has(c, "embed_tokens") || has(c, "wte") || has(c, "wpe") || has(c, "embed_in") ||
         has(c, "word_embeddings") || has(c, "position_embeddings") || has(c, "token_type_embeddings") ||
-        has(c, "token_embd") || has(c, "tok_embeddings"))
+        has(c, "token_embd") || has(c, "tok_embeddings") || has(c, "position_embd") || has(c, "token_types"))
         return Role::embed;
     if (has(c, "lm_head") || has(c, "embed_out") || (!in_layer && c.size() == 2 && c[0] == "output"))
         return Role::lm_head;

@@ -289,3 +289,105 @@ def test_edited_checkpoints_load_in_transformers(bert, tmp_path):
     assert np.linalg.norm(emb[0]) == pytest.approx(1.0, abs=1e-5)
     ref_emb = stf.SentenceTransformer(str(bert["base"]), device="cpu").encode(["spectral analysis of checkpoints"])
     assert np.array_equal(emb, ref_emb)
+
+
+# --- the same BERT as pytorch_model.bin and as GGUF --------------------------------------------
+
+def bin_copy(src: Path, dst: Path) -> Path:
+    import torch_zip
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch_zip.save(dst / "pytorch_model.bin", load(src), folder="pytorch_model")
+    return dst
+
+
+GGUF_NAMES = {  # llama.cpp's BERT names (convert_hf_to_gguf's tensor map)
+    "embeddings.word_embeddings.weight": "token_embd.weight",
+    "embeddings.position_embeddings.weight": "position_embd.weight",
+    "embeddings.token_type_embeddings.weight": "token_types.weight",
+    "embeddings.LayerNorm.weight": "token_embd_norm.weight",
+    "embeddings.LayerNorm.bias": "token_embd_norm.bias",
+}
+GGUF_LAYER = {"attention.self.query": "attn_q", "attention.self.key": "attn_k", "attention.self.value": "attn_v",
+              "attention.output.dense": "attn_output", "attention.output.LayerNorm": "attn_output_norm",
+              "intermediate.dense": "ffn_up", "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm"}
+
+
+def gguf_copy(src: Path, path: Path) -> Path:
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), "bert")
+    w.add_block_count(L)
+    w.add_embedding_length(H * D)
+    w.add_head_count(H)
+    w.add_feed_forward_length(1536)
+    w.add_context_length(512)
+    for name, t in load(src).items():
+        if name == "embeddings.position_ids" or name.startswith("pooler."):
+            continue  # the converter drops the buffer and the pooler
+        if name.startswith("encoder.layer."):
+            layer, rest = name[len("encoder.layer."):].split(".", 1)
+            module, kind = rest.rsplit(".", 1)
+            gname = f"blk.{layer}.{GGUF_LAYER[module]}.{kind}"
+        else:
+            gname = GGUF_NAMES[name]
+        w.add_tensor(gname, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_pytorch_bin_variant_reads_and_edits_like_safetensors(bert, tmp_path):
+    ft_bin = bin_copy(bert["ft_bias"], tmp_path / "ft_bin")
+    info = json.loads(run(["inspect", "--json", ft_bin]).stdout)
+    assert info["format"] == "pytorch" and len(info["tensors"]) == 104
+    # compare with the safetensors base: the same CSVs as from the safetensors fine-tune.
+    for name, model in (("st", bert["ft_bias"]), ("bin", ft_bin)):
+        run(["compare", "--base", bert["base"], f"ft={model}", "--out", tmp_path / f"c_{name}",
+             "--store", tmp_path / f"{name}.sqlite", "--quiet"])
+    for f in ("compare.csv", "heads.csv"):
+        assert (tmp_path / "c_st" / f).read_bytes() == (tmp_path / "c_bin" / f).read_bytes(), f
+    # Every edit with the .bin as an input writes the tensors it writes from the safetensors copy.
+    edits = {
+        "rewind": lambda m: ["rewind", "--base", bert["base"], "--model", m, "--fraction", "0.1", "--store",
+                             tmp_path / "r.sqlite"],
+        "truncate": lambda m: ["truncate", "--base", bert["base"], "--model", m, "--rank", "2"],
+        "transplant": lambda m: ["transplant", "--base", bert["base"], "--model", m],
+        "permute": lambda m: ["permute", "--model", m],
+        "interpolate": lambda m: ["interpolate", bert["base"], m, "--omega", "0.3"],
+        "merge": lambda m: ["merge", "--base", bert["base"], "--models", m],
+    }
+    for kind, args in edits.items():
+        run(["edit", *args(bert["ft_bias"]), "--out", tmp_path / f"{kind}_st", "--quiet"])
+        run(["edit", *args(ft_bin), "--out", tmp_path / f"{kind}_bin", "--quiet"])
+        a, b = load(tmp_path / f"{kind}_st"), load(tmp_path / f"{kind}_bin")
+        assert set(a) == set(b), kind
+        for k in a:
+            assert np.array_equal(a[k], b[k]), (kind, k)
+    assert (tmp_path / "permute_bin" / "modules.json").exists()  # carried from the .bin directory too
+    assert not (tmp_path / "permute_bin" / "pytorch_model.bin").exists()
+
+
+def test_gguf_variant_compares_exactly_with_its_source(bert, tmp_path):
+    g = gguf_copy(bert["ft_new"], tmp_path / "ft_new.gguf")
+    out = tmp_path / "c"
+    run(["compare", "--base", bert["ft_new"], g, "--out", out, "--store", tmp_path / "g.sqlite", "--quiet",
+         "--exclude", "^pooler"])
+    rows = list(csv.DictReader(open(out / "compare.csv")))
+    attention = [r for r in rows if ".attention." in r["tensor"]]
+    assert len({r["tensor"] for r in attention if r.get("head", "") == ""}) == L * 4
+    for r in rows:
+        assert float(r["delta_frob_norm"]) == 0.0, r["tensor"]
+    heads = list(csv.DictReader(open(out / "heads.csv")))
+    assert len(heads) == L * H and all(float(h["update_norm"]) == 0.0 for h in heads)
+    # analyze of the GGUF gives the HF checkpoint's head metrics.
+    run(["analyze", g, "--out", tmp_path / "ag", "--store", tmp_path / "g.sqlite", "--quiet", "--layers", "2"])
+    run(["analyze", bert["ft_new"], "--out", tmp_path / "ah", "--store", tmp_path / "g.sqlite", "--quiet",
+         "--layers", "2"])
+    key = lambda r: (r["role"], r["head"])
+    ag = {key(r): r for r in csv.DictReader(open(tmp_path / "ag" / "metrics.csv")) if r["head"] != ""}
+    ah = {key(r): r for r in csv.DictReader(open(tmp_path / "ah" / "metrics.csv")) if r["head"] != ""}
+    assert set(ag) == set(ah) and len(ag) == 4 * H
+    for k in ah:
+        assert ag[k]["max_weights_sval"] == ah[k]["max_weights_sval"], k
+        assert ag[k]["stable_rank"] == ah[k]["stable_rank"], k
