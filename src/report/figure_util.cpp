@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "diffract/analysis/fit_status.hpp"
 #include "diffract/model/schema.hpp"
 #include "figure_util_impl.hpp"
 
@@ -28,7 +30,24 @@ std::string metric_label(const std::string& field) {
     return it == kLabels.end() ? field : fmt::format("{} ({})", field, it->second);
 }
 
-std::vector<const Record*> records_with(const FigureContext& ctx, const std::string& field) {
+std::string fit_status_field(const std::string& field) {
+    for (const char* fit : {"pl", "tpl", "expon", "mp"})
+        if (field.starts_with(std::string(fit) + "_") && field != std::string(fit) + "_status")
+            return std::string(fit) + "_status";
+    return "";
+}
+
+namespace {
+
+// Whether the fit behind `field` is flagged in `r` (a status other than ok; NaN: not analysed).
+bool fit_flagged(const Record& r, const std::string& status_field) {
+    if (status_field.empty()) return false;
+    const double code = r.value(status_field);
+    return !std::isnan(code) && code != static_cast<double>(analysis::FitStatus::ok);
+}
+
+// The selected rows with `field`, flagged fits included: analyze rows if any, else compare rows.
+std::vector<const Record*> rows_with(const FigureContext& ctx, const std::string& field) {
     std::vector<const Record*> out;
     for (const auto* rows : {&ctx.data.metrics, &ctx.data.compare}) {
         for (const auto& r : *rows)
@@ -36,6 +55,35 @@ std::vector<const Record*> records_with(const FigureContext& ctx, const std::str
         if (!out.empty()) break;
     }
     return out;
+}
+
+}  // namespace
+
+std::vector<const Record*> records_with(const FigureContext& ctx, const std::string& field) {
+    const auto status = fit_status_field(field);
+    std::vector<const Record*> out;
+    for (const auto* r : rows_with(ctx, field))
+        if (!fit_flagged(*r, status)) out.push_back(r);
+    return out;
+}
+
+std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field) {
+    const auto status = fit_status_field(field);
+    if (status.empty()) return "";
+    std::map<std::string, int> by_status;
+    int total = 0, flagged = 0;
+    for (const auto* r : rows_with(ctx, field)) {
+        ++total;
+        if (!fit_flagged(*r, status)) continue;
+        ++flagged;
+        ++by_status[std::string(analysis::fit_status_name(r->value(status)))];
+    }
+    if (flagged == 0) return "";
+    std::string parts;
+    for (const auto& [name, n] : by_status)
+        parts += fmt::format("{}{}: {}", parts.empty() ? "" : ", ", name, n);
+    return fmt::format(" {} of {} fits behind {} are flagged by {} ({}) and left out.", flagged, total, field,
+                       status, parts);
 }
 
 std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records) {

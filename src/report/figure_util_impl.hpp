@@ -14,8 +14,16 @@ namespace diffract::report {
 // "pl_alpha" → "pl_alpha (power-law exponent α)"; unknown fields unchanged.
 std::string metric_label(const std::string& field);
 
-// The selected records carrying `field`: analyze rows if any has it, else compare rows.
+// The selected records carrying `field`: analyze rows if any has it, else compare rows. A record
+// whose fit behind `field` is flagged (its pl_/tpl_/expon_/mp_status is not ok) is left out.
 std::vector<const Record*> records_with(const FigureContext& ctx, const std::string& field);
+
+// The status field of the fit that `field` comes from ("pl_status" for pl_alpha), "" for none.
+std::string fit_status_field(const std::string& field);
+
+// " N of M fits behind FIELD are flagged (at_bound:alpha: a, ...) and left out." for the selected
+// records (the caption's sentence); "" when none is flagged.
+std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field);
 
 // Roles among `records` (whole matrices with a layer), in model::Role order; limited to the
 // selection, or by default to attn_q, attn_v, mlp_down when present (the paper's W_Q, W_V, W_FC2).

@@ -1,5 +1,7 @@
 // Distributions across matrices: box plots of a metric per role across models (or checkpoints) with
 // jittered points, and the scatter of two metrics coloured by role and by model.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "figure_util_impl.hpp"
@@ -29,8 +31,8 @@ Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vecto
     return {id, fmt::format("{} per role and {}", field, x_label),
             fmt::format(
                 "{} of every whole matrix (one point per layer, jittered), one panel per role, one box per "
-                "{}: quartiles, median (thick line) and 1.5 IQR whiskers. Hover a point for its tensor.",
-                metric_label(field), x_label),
+                "{}: quartiles, median (thick line) and 1.5 IQR whiskers. Hover a point for its tensor.{}",
+                metric_label(field), x_label, flagged_fits_sentence(ctx, field)),
             svg.str()};
 }
 
@@ -48,8 +50,9 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
     const auto& fx = ctx.config.scatter.at(0);
     const auto& fy = ctx.config.scatter.at(1);
     std::vector<const Record*> points;
+    const auto with_y = records_with(ctx, fy);
     for (const auto* r : records_with(ctx, fx))
-        if (!r->head && r->values.count(fy)) points.push_back(r);
+        if (!r->head && std::find(with_y.begin(), with_y.end(), r) != with_y.end()) points.push_back(r);
     if (points.empty()) {
         ctx.notes.push_back(fmt::format("scatter of {} and {}: no matrix has both fields", fx, fy));
         return;
@@ -84,8 +87,9 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
     out.push_back(
         {figure_id("scatter", fx + "-" + fy), fmt::format("{} against {}", fy, fx),
          fmt::format("Every whole matrix as a point: {} (x) against {} (y); left coloured by role, right "
-                     "by model. Hover a point for its tensor.",
-                     metric_label(fx), metric_label(fy)),
+                     "by model. Hover a point for its tensor.{}{}",
+                     metric_label(fx), metric_label(fy), flagged_fits_sentence(ctx, fx),
+                     fy == fx ? "" : flagged_fits_sentence(ctx, fy)),
          svg.str()});
 }
 

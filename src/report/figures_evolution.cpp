@@ -54,8 +54,9 @@ Figure evolution_curves(FigureContext& ctx, const std::string& field, const Seri
     return {figure_id("evolution", field), fmt::format("Evolution of {} over training", field),
             fmt::format(
                 "{} against {} for the checkpoints {}, one panel per role: mean over every layer and head "
-                "(solid), median (dashed), mean ± 1 std (band).",
-                metric_label(field), series.axis_label, fmt::format("{}", fmt::join(series.models, ", "))),
+                "(solid), median (dashed), mean ± 1 std (band).{}",
+                metric_label(field), series.axis_label, fmt::format("{}", fmt::join(series.models, ", ")),
+                flagged_fits_sentence(ctx, field)),
             svg.str()};
 }
 

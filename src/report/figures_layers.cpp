@@ -70,8 +70,8 @@ Figure layer_curves(FigureContext& ctx, const std::string& field, const std::vec
             fmt::format(
                 "{} against layer index, one panel per role. Per model: mean across attention heads (solid), "
                 "median (dashed) and mean ± 1 standard deviation (band); roles without head blocks show "
-                "the whole matrix. Hover a point for its value.",
-                metric_label(field)),
+                "the whole matrix. Hover a point for its value.{}",
+                metric_label(field), flagged_fits_sentence(ctx, field)),
             svg.str()};
 }
 

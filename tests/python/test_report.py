@@ -1,6 +1,7 @@
 """diffract report: the HTML page from the synthetic family (analyze + compare + sweeps), its figures
 parsed and rendered in headless Chromium (screenshot saved; copied to $DIFFRACT_REPORT_SCREENSHOT),
 SVG/PNG figure files, the evolution series and the one-line errors."""
+import csv
 import os
 import re
 import shutil
@@ -153,3 +154,31 @@ def test_bad_inputs_one_line_exit_2(results, tmp_path):
     p = run(["report", results["dirs"][0], "--out", tmp_path / "r", "--format", "pdf"], check=False)
     assert p.returncode == 2 and "--format" in p.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_flagged_fits_are_left_out_and_counted(results, tmp_path):
+    """A fit whose status is not ok (issue 18: at_bound, too_few, no_convergence) is not drawn, and the
+    caption of every figure of that field says how many were flagged, by status."""
+    rows = list(csv.DictReader(open(results["root"] / "an" / "metrics.csv")))
+    assert "pl_status" in rows[0]
+    whole = [i for i, r in enumerate(rows) if r["head"] == "" and r["role"] in ("attn_q", "attn_v", "mlp_down")]
+    marked = whole[:3]
+    for i in marked:
+        rows[i]["pl_status"] = "at_bound:alpha"
+        rows[i]["pl_alpha"] = "987.654"  # a value that must not be drawn
+    flagged_before = sum(r["pl_status"] not in ("ok", "nan", "") for r in rows)
+    d = tmp_path / "an"
+    d.mkdir()
+    with open(d / "metrics.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    out = tmp_path / "r.html"
+    run(["report", d, "--out", out, "--no-evolution", "--quiet"])
+    html = out.read_text()
+    assert "987.654" not in html and "988" not in html
+    counted = [int(m) for m in re.findall(r"(\d+) of \d+ fits behind pl_alpha are flagged", html)]
+    assert counted and all(n == flagged_before for n in counted), (counted, flagged_before)
+    assert "at_bound:alpha: " in html
+    # Fields of no fit, and unflagged data, say nothing.
+    assert "fits behind stable_rank" not in html
