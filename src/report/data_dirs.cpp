@@ -53,8 +53,8 @@ std::vector<Record> read_records(const std::string& path, ReportData& data) {
             // Fit statuses are written by name (fit_status.hpp); the report keeps their codes.
             const auto code = analysis::fit_status_code(t.cell(r, c));
             if (!code)
-                throw InputError(fmt::format("{}:{}: column '{}': expected a fit status, found '{}'", t.source,
-                                             t.lines[r], name, t.cell(r, c)));
+                throw InputError(fmt::format("{}:{}: column '{}': expected a fit status, found '{}'",
+                                             t.source, t.lines[r], name, t.cell(r, c)));
             rec.values[name] = *code;
         }
         data.add_model(rec.model);
