@@ -186,3 +186,15 @@ def test_alpha_interval_option(model, tmp_path):
     assert any(r["pl_status"] == "ok" for r in on.values())
     p = run([*args, "--out", tmp_path / "x", "--alpha-ci", "-1"], check=False)
     assert p.returncode == 2 and "--alpha-ci" in p.stderr
+
+
+def test_report_refuses_an_unknown_status_name(model, tmp_path):
+    d, _ = model
+    run(["analyze", d, "--out", tmp_path / "an", "--store", tmp_path / "s.sqlite", "--quiet", "--no-heads",
+         "--metrics", "pl_alpha,pl_status"])
+    path = tmp_path / "an" / "metrics.csv"
+    text = path.read_text()
+    assert ",ok" in text or ",too_few" in text
+    path.write_text(text.replace(",too_few", ",bogus").replace(",ok", ",bogus"))
+    p = run(["report", tmp_path / "an", "--out", tmp_path / "r.html"], check=False)
+    assert p.returncode == 2 and "expected a fit status, found 'bogus'" in p.stderr and "pl_status" in p.stderr
