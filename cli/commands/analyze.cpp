@@ -39,12 +39,8 @@ int run_analyze(const AnalyzeArgs& a) {
     else if (a.svd_route != "auto")
         throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
     o.kernel.rand_seed = a.seed;
-    if (a.min_fit_size < 0)
-        throw InputError(fmt::format("--min-fit-size: expected an integer >= 0, found {}", a.min_fit_size));
     o.kernel.min_fit_size = a.min_fit_size;
     o.convention = analysis::parse_convention(a.convention);
-    if (a.alpha_ci < 0)
-        throw InputError(fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", a.alpha_ci));
     o.kernel.alpha_ci_draws = a.alpha_ci;
     o.kernel.alpha_ci_seed = a.alpha_ci_seed;
     o.run = analysis::parse_run_options(a.run);

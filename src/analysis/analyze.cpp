@@ -18,6 +18,7 @@
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/distributed.hpp"
+#include "diffract/core/error.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/core/output_path.hpp"
 #include "diffract/core/parallel.hpp"
@@ -137,6 +138,13 @@ FieldValues compute_unit(const MatrixUnit& unit, std::optional<std::vector<doubl
 }  // namespace
 
 AnalyzeResult analyze(const AnalyzeOptions& o) {
+    // Checked here so that the CLI and Python refuse alike.
+    if (o.kernel.min_fit_size < 0)
+        throw InputError(
+            fmt::format("--min-fit-size: expected an integer >= 0, found {}", o.kernel.min_fit_size));
+    if (o.kernel.alpha_ci_draws < 0)
+        throw InputError(
+            fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", o.kernel.alpha_ci_draws));
     AnalyzeResult result;
     std::vector<std::string> wanted;
     for (const auto& f : field_catalog()) {

@@ -198,3 +198,25 @@ def test_report_refuses_an_unknown_status_name(model, tmp_path):
     path.write_text(text.replace(",too_few", ",bogus").replace(",ok", ",bogus"))
     p = run(["report", tmp_path / "an", "--out", tmp_path / "r.html"], check=False)
     assert p.returncode == 2 and "expected a fit status, found 'bogus'" in p.stderr and "pl_status" in p.stderr
+
+
+def test_python_options_equal_the_cli(model, tmp_path):
+    diffract = pytest.importorskip("diffract")
+    d, _ = model
+    fields = "pl_alpha,pl_status,pl_n_tail,pl_alpha_ci_low,pl_alpha_ci_high"
+    cli = tmp_path / "cli"
+    run(["analyze", d, "--out", cli, "--store", tmp_path / "a.sqlite", "--quiet", "--no-heads", "--metrics", fields,
+         "--min-fit-size", "10", "--alpha-ci", "40", "--alpha-ci-seed", "9", "--convention", "weightwatcher"])
+    res = diffract.analyze(str(d), metrics=fields, heads=False, store=str(tmp_path / "b.sqlite"), min_fit_size=10,
+                           alpha_ci=40, alpha_ci_seed=9, convention="weightwatcher", out=str(tmp_path / "py"))
+    rows = read_rows(cli / "metrics.csv")
+    table = res.metrics.to_dict("records") if hasattr(res.metrics, "to_dict") else None
+    assert table is not None
+    for r in table:
+        c = rows[r["tensor"]]
+        assert r["pl_status"] == c["pl_status"]  # names, as metrics.csv
+        for f in ("pl_alpha", "pl_n_tail", "pl_alpha_ci_low", "pl_alpha_ci_high"):
+            assert (math.isnan(r[f]) and c[f] == "nan") or r[f] == float(c[f]), f
+    assert (tmp_path / "py" / "weightwatcher.csv").read_bytes() == (cli / "weightwatcher.csv").read_bytes()
+    with pytest.raises(Exception, match="--min-fit-size"):
+        diffract.analyze(str(d), metrics="pl_alpha", store=str(tmp_path / "b.sqlite"), min_fit_size=-1)
