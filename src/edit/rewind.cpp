@@ -177,10 +177,7 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
             rewind_bias(
                 cpt, pre, model, t.role.role,
                 [&](const model::HeadBlock& hb) {
-                    if (!common.selection.selects_role(hb.proj)) return false;
-                    if (hb.proj == model::Role::attn_o)
-                        return o_bias == OBias::base && set.q.count(layer) > 0;
-                    return set.rewinds(layer, hb);
+                    return set.rewinds_bias(layer, hb, o_bias, common.selection);
                 },
                 out);
             return;

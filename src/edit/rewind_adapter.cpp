@@ -135,10 +135,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                     detail::rewind_bias(
                         *r->second, *pre, model, role.role,
                         [&](const model::HeadBlock& hb) {
-                            if (!common.selection.selects_role(hb.proj)) return false;
-                            if (hb.proj == model::Role::attn_o)
-                                return o_bias == OBias::base && set.q.count(layer) > 0;
-                            return set.rewinds(layer, hb);
+                            return set.rewinds_bias(layer, hb, o_bias, common.selection);
                         },
                         out);
                     ++summary.edited;

@@ -29,6 +29,15 @@ struct HeadSet {
         const bool kv_block = hb.proj == model::Role::attn_k || hb.proj == model::Role::attn_v;
         return kv_block ? has_kv(layer, hb.head) : has_q(layer, hb.head);
     }
+    // Whether a bias slice of `layer` takes the base's values: the Q/K/V slices of rewound heads, and
+    // the whole O bias with --o-bias base when the layer has a rewound head (roles outside the selection
+    // are left alone).
+    bool rewinds_bias(int layer, const model::HeadBlock& hb, OBias o_bias,
+                      const analysis::Selection& sel) const {
+        if (!sel.selects_role(hb.proj)) return false;
+        if (hb.proj == model::Role::attn_o) return o_bias == OBias::base && q.count(layer) > 0;
+        return rewinds(layer, hb);
+    }
 };
 
 HeadSet head_set(const std::vector<RewindHead>& heads, const model::ModelSchema& schema, KvPolicy kv,
