@@ -90,6 +90,8 @@ const std::vector<FieldInfo>& field_catalog() {
          "most "
          "half or at least twice pl_n_tail",
          "esd, power-law fit"},
+        {"pl_n_tail_xmin2", L::parameter, false, "#{lambda_i >= runner-up x_min} (NaN when there is none)",
+         "esd, power-law fit"},
         {"pl_ks_gap", L::parameter, false,
          "KS distance at the runner-up x_min minus at the optimal one (>= 0)", "esd, power-law fit"},
         {"pl_alpha_ci_low", L::parameter, false,

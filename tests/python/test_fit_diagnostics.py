@@ -124,13 +124,17 @@ def test_statuses_in_metrics_csv_and_report(model, tmp_path):
     for fit in ("pl", "tpl", "expon", "mp"):
         assert tiny[f"{fit}_status"] == "too_few", fit
     assert float(tiny["mp_n_bulk"]) <= 2 and float(tiny["pl_n_tail"]) <= 2
-    for f in ("pl_alpha", "pl_ks", "tpl_alpha", "expon_lambda", "mp_esd_max", "mp_ks", "pl_alpha_xmin2"):
+    for f in ("pl_alpha", "pl_ks", "tpl_alpha", "expon_lambda", "mp_esd_max", "mp_ks", "pl_alpha_xmin2",
+              "pl_n_tail_xmin2", "pl_ks_gap"):
         assert tiny[f] == "nan", f
     two = rows["bert.encoder.layer.0.output.dense.weight"]
     assert two["pl_status"] == "ok" and two["mp_status"] in ("ok", "too_few")
     assert int(float(two["pl_n_tail"])) >= 50
-    # The runner-up x_min exposes the second regime.
-    assert abs(float(two["pl_alpha"]) - float(two["pl_alpha_xmin2"])) > 2.0
+    # The runner-up x_min exposes the second regime, by many standard errors of the runner-up.
+    n2 = float(two["pl_n_tail_xmin2"])
+    assert n2 >= 50 and (2 * n2 <= float(two["pl_n_tail"]) or n2 >= 2 * float(two["pl_n_tail"]))
+    se = (float(two["pl_alpha_xmin2"]) - 1) / math.sqrt(n2)
+    assert abs(float(two["pl_alpha"]) - float(two["pl_alpha_xmin2"])) > 20 * se
     noise = rows["bert.encoder.layer.0.intermediate.dense.weight"]
     assert noise["mp_status"] == "ok" and int(float(noise["mp_n_bulk"])) >= 390
     # Every status is a name from the table; every n_tail an integer.

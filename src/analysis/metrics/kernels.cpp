@@ -72,7 +72,7 @@ const std::vector<Kernel>& kernels() {
         {"power_law",
          {"esd"},
          {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted",
-          "pl_alpha_norm", "pl_n_tail", "pl_status", "pl_alpha_xmin2", "pl_ks_gap"}},
+          "pl_alpha_norm", "pl_n_tail", "pl_status", "pl_alpha_xmin2", "pl_n_tail_xmin2", "pl_ks_gap"}},
         {"truncated_power_law",
          {"esd"},
          {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence",
@@ -273,6 +273,7 @@ void run_kernel(std::string_view name, Context<T>& c) {
                 : power_law_runner_up(e, static_cast<std::size_t>(std::max(cfg.min_fit_size, 2)));
         c.s("pl_alpha_xmin2") = second.alpha;
         c.s("pl_ks_gap") = second.ks_gap;
+        c.s("pl_n_tail_xmin2") = second.n_tail > 0 ? static_cast<double>(second.n_tail) : kNaN;
     } else if (name == "truncated_power_law") {
         const auto& e = c.v("esd");
         const auto f = fit_truncated_power_law(e);
