@@ -21,6 +21,7 @@ struct AnalyzeArgs {
     std::string convention = "diffract";
     int alpha_ci = 0;
     std::uint64_t alpha_ci_seed = 0;
+    int null_draws = 1;
     RunArgs run;
 };
 
@@ -43,6 +44,7 @@ int run_analyze(const AnalyzeArgs& a) {
     o.convention = analysis::parse_convention(a.convention);
     o.kernel.alpha_ci_draws = a.alpha_ci;
     o.kernel.alpha_ci_seed = a.alpha_ci_seed;
+    o.kernel.null_draws = a.null_draws;
     o.run = analysis::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = analysis::analyze(o);
@@ -79,6 +81,10 @@ void add_analyze(CLI::App& app) {
                     "Bootstrap draws for pl_alpha_ci_low/high (95 %; each draw refits the ESD; 0: off)")
         ->capture_default_str();
     sub->add_option("--alpha-ci-seed", a->alpha_ci_seed, "Seed of the --alpha-ci resampling")
+        ->capture_default_str();
+    sub->add_option("--null-draws", a->null_draws,
+                    "Permutation-null draws: null fields are their mean, *_null_std their std (each draw one "
+                    "SVD of the matrix)")
         ->capture_default_str();
     sub->add_option("--convention", a->convention,
                     "diffract, or weightwatcher: also weightwatcher.csv with WeightWatcher's columns and "

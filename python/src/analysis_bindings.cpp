@@ -95,13 +95,14 @@ nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& f
 
 nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics, bool heads,
                  const std::string& precision, const std::string& svd_route, std::int64_t seed,
-                 int min_fit_size, int alpha_ci, std::uint64_t alpha_ci_seed, const std::string& convention,
-                 const RunArgs& run, const std::string& out) {
+                 int min_fit_size, int alpha_ci, std::uint64_t alpha_ci_seed, int null_draws,
+                 const std::string& convention, const RunArgs& run, const std::string& out) {
     Specs specs;
     analysis::AnalyzeOptions o;
     o.kernel.min_fit_size = min_fit_size;
     o.kernel.alpha_ci_draws = alpha_ci;
     o.kernel.alpha_ci_seed = alpha_ci_seed;
+    o.kernel.null_draws = null_draws;
     o.convention = analysis::parse_convention(convention);
     for (const auto& m : models) o.models.push_back(specs.add(m, true));
     o.metrics = analysis::resolve_metrics_with_custom(metrics);
@@ -283,7 +284,8 @@ void bind_analysis(nb::module_& m) {
         .def_rw("exclude", &RunArgs::exclude);
     m.def("analyze", &analyze, nb::arg("models"), nb::arg("metrics"), nb::arg("heads"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("seed"), nb::arg("min_fit_size"), nb::arg("alpha_ci"),
-          nb::arg("alpha_ci_seed"), nb::arg("convention"), nb::arg("run"), nb::arg("out"));
+          nb::arg("alpha_ci_seed"), nb::arg("null_draws"), nb::arg("convention"), nb::arg("run"),
+          nb::arg("out"));
     m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(),
           nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("run"), nb::arg("out"));

@@ -142,6 +142,9 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     if (o.kernel.min_fit_size < 0)
         throw InputError(
             fmt::format("--min-fit-size: expected an integer >= 0, found {}", o.kernel.min_fit_size));
+    if (o.kernel.null_draws < 1 || o.kernel.null_draws > 10000)
+        throw InputError(fmt::format("--null-draws: expected a number of draws in [1, 10000], found {}",
+                                     o.kernel.null_draws));
     if (o.kernel.alpha_ci_draws < 0)
         throw InputError(
             fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", o.kernel.alpha_ci_draws));

@@ -135,6 +135,16 @@ const std::vector<FieldInfo>& field_catalog() {
          false},
         {"w1_rand_distance", L::parameter, false, "W1(esd, esd_rand) / mean(esd); 0 if the mean <= 0",
          "esd, esd_rand"},
+        {"esd_rand_max_null_std", L::parameter, false, "std (ddof 1) of esd_rand_max over --null-draws draws",
+         "esd_rand", false},
+        {"esd_rand_min_null_std", L::parameter, false, "std (ddof 1) of esd_rand_min over --null-draws draws",
+         "esd_rand", false},
+        {"max_weights_rand_sval_null_std", L::parameter, false,
+         "std (ddof 1) of max_weights_rand_sval over --null-draws draws", "esd_rand", false},
+        {"min_weights_rand_sval_null_std", L::parameter, false,
+         "std (ddof 1) of min_weights_rand_sval over --null-draws draws", "esd_rand", false},
+        {"w1_rand_distance_null_std", L::parameter, false,
+         "std (ddof 1) of w1_rand_distance over --null-draws draws", "esd, esd_rand", false},
         {"log_norm", L::in_model, false, "mean of log10(frob_norm^2) over measurable matrices", "frob_norm"},
         {"log_spectral_norm", L::in_model, false, "mean of log10(l2_norm^2)", "l2_norm"},
         {"param_norm", L::in_model, false, "sum of frob_norm^2 (NaN propagates)", "frob_norm"},
@@ -208,9 +218,10 @@ std::string KernelConfig::key() const {
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format(
         "v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
-        "alpha_ci={};alpha_ci_seed={}",
+        "alpha_ci={};alpha_ci_seed={}{}",
         precision == Precision::f32 ? "f32" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
-        p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed);
+        p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed,
+        null_draws == 1 ? std::string() : fmt::format(";null_draws={}", null_draws));
 }
 
 }  // namespace diffract::analysis

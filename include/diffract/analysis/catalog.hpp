@@ -59,6 +59,11 @@ struct KernelConfig {
     // Bootstrap draws for pl_alpha_ci_low/high (0: off, the fields are NaN), and their seed.
     int alpha_ci_draws = 0;
     std::uint64_t alpha_ci_seed = 0;
+    // Permutation-null draws behind the null fields (esd_rand_max/min, max/min_weights_rand_sval,
+    // w1_rand_distance): with K > 1 each is the mean over K draws (draw d permuted with seed
+    // rand_seed + d; draw 0 is the single draw of K = 1) and its *_null_std field the standard deviation
+    // (ddof 1). The MP fit and the esd_rand vector use draw 0.
+    int null_draws = 1;
     // A canonical string of every setting: results computed under another configuration are
     // never reused.
     std::string key() const;

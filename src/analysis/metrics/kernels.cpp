@@ -37,6 +37,9 @@ struct Context {
     }
     double& s(const std::string& k) { return values.scalars[k]; }
     std::vector<double>& v(const std::string& k) { return values.vectors[k]; }
+    // The singular values of null draws 1 .. null_draws - 1 (draw 0 is weights_rand_svals), computed
+    // once for the kernels that read them.
+    std::optional<std::vector<std::vector<double>>> extra_null_svals;
 };
 
 struct Kernel {
@@ -57,7 +60,9 @@ const std::vector<Kernel>& kernels() {
          {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"}},
         {"esd_rand",
          {"weights_rand_svals", "greater_dim"},
-         {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval"}},
+         {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval",
+          "esd_rand_max_null_std", "esd_rand_min_null_std", "max_weights_rand_sval_null_std",
+          "min_weights_rand_sval_null_std"}},
         {"norms",
          {"weights_svals"},
          {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"}},
@@ -85,7 +90,7 @@ const std::vector<Kernel>& kernels() {
         {"pl_p_value", {"esd"}, {"pl_p_value"}},
         {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
         {"expon_p_value", {"esd"}, {"expon_p_value"}},
-        {"w1_rand", {"esd", "esd_rand"}, {"w1_rand_distance"}},
+        {"w1_rand", {"esd", "esd_rand"}, {"w1_rand_distance", "w1_rand_distance_null_std"}},
     };
     return k;
 }
@@ -157,6 +162,35 @@ Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
     return p;
 }
 
+// The singular values of the extra null draws (--null-draws K > 1: draws 1 .. K-1, permuted with seed
+// rand_seed + d; unseeded stays unseeded).
+template <typename T>
+const std::vector<std::vector<double>>& extra_null_svals(Context<T>& c) {
+    if (!c.extra_null_svals) {
+        c.extra_null_svals.emplace();
+        const auto& cfg = c.config;
+        for (int d = 1; d < cfg.null_draws; ++d)
+            c.extra_null_svals->push_back(c.backend.singular_values(
+                permuted(c.w(), cfg.rand_seed < 0 ? -1 : cfg.rand_seed + d), cfg.route));
+    }
+    return *c.extra_null_svals;
+}
+
+// Replaces `field` (draw 0's value) by the mean over every draw and sets FIELD_null_std (ddof 1; NaN
+// for a single draw). `of_draw(d)` gives draw d >= 1's value.
+template <typename T>
+void summarise_null(Context<T>& c, const std::string& field,
+                    const std::function<double(std::size_t)>& of_draw) {
+    const std::size_t k = static_cast<std::size_t>(std::max(c.config.null_draws, 1));
+    std::vector<double> x{c.s(field)};
+    for (std::size_t d = 1; d < k; ++d) x.push_back(of_draw(d));
+    const double mean = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(k);
+    double ss = 0;
+    for (double v : x) ss += (v - mean) * (v - mean);
+    c.s(field) = k == 1 ? x[0] : mean;
+    c.s(field + "_null_std") = k == 1 ? kNaN : std::sqrt(ss / static_cast<double>(k - 1));
+}
+
 // Stores a tail fit and its diagnostics; a too_few fit keeps only its tail size and x_min.
 template <typename T>
 void store_fit(Context<T>& c, std::string_view prefix, TailFit f, bool has_lambda, bool has_alpha) {
@@ -210,6 +244,27 @@ void run_kernel(std::string_view name, Context<T>& c) {
             sv.empty() ? kNaN : *std::max_element(sv.begin(), sv.end());
         c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") =
             sv.empty() ? kNaN : *std::min_element(sv.begin(), sv.end());
+        if (rand) {
+            const auto& extra = extra_null_svals(c);
+            auto stat = [&](auto&& f) { return [&, f](std::size_t d) { return f(extra[d - 1]); }; };
+            const double n = c.s("greater_dim");
+            auto max_of = [](const std::vector<double>& s) {
+                return s.empty() ? kNaN : *std::max_element(s.begin(), s.end());
+            };
+            auto min_of = [](const std::vector<double>& s) {
+                return s.empty() ? kNaN : *std::min_element(s.begin(), s.end());
+            };
+            summarise_null(c, "esd_rand_max", stat([&](const auto& s) {
+                               const double m = max_of(s);
+                               return m * m / n;
+                           }));
+            summarise_null(c, "esd_rand_min", stat([&](const auto& s) {
+                               const double m = min_of(s);
+                               return m * m / n;
+                           }));
+            summarise_null(c, "max_weights_rand_sval", stat(max_of));
+            summarise_null(c, "min_weights_rand_sval", stat(min_of));
+        }
     } else if (name == "norms") {
         const auto& sv = c.v("weights_svals");
         double ss = 0, sum = 0, mx = 0;
@@ -307,7 +362,13 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const auto& e = c.v("esd");
         const double mean =
             e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
-        c.s("w1_rand_distance") = mean <= 0 ? 0.0 : wasserstein1(e, c.v("esd_rand")) / mean;
+        auto w1 = [&](const std::vector<double>& rand_esd) {
+            return mean <= 0 ? 0.0 : wasserstein1(e, rand_esd) / mean;
+        };
+        c.s("w1_rand_distance") = w1(c.v("esd_rand"));
+        const auto& extra = extra_null_svals(c);
+        summarise_null(c, "w1_rand_distance",
+                       [&](std::size_t d) { return w1(squared_over(extra[d - 1], c.s("greater_dim"))); });
     } else {
         throw std::logic_error(fmt::format("kernel '{}' has no implementation", name));
     }
