@@ -89,8 +89,9 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     all.insert(all.end(), job.aligned.begin(), job.aligned.end());
     for (const auto* ck : all)
         if (ck->format != "safetensors" && ck->format != "pytorch")
-            throw_input_error(ck->path, "",
-                              "edit reads safetensors and PyTorch checkpoints only (found " + ck->format + ")");
+            throw_input_error(
+                ck->path, "",
+                "edit reads safetensors and PyTorch checkpoints only (found " + ck->format + ")");
 
     // Plan: which tensors are edited, and their aligned counterparts (checked before writing anything).
     std::vector<formats::TensorSpec> specs;

@@ -159,7 +159,8 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         for (const auto& [name, contents] : options.extra_files)
             write_file_fully((fs::path(tmp) / name).string(), contents);
         if (shards.size() == 1) {
-            write_shard((fs::path(tmp) / options.weights_file).string(), shards[0], produce, options.metadata);
+            write_shard((fs::path(tmp) / options.weights_file).string(), shards[0], produce,
+                        options.metadata);
             return;
         }
         nlohmann::ordered_json index;

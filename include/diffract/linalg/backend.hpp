@@ -80,7 +80,8 @@ std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backe
                                                                   bool f64, SvdRoute route);
 
 // A block as f64 holding the values read_matrix<T> gives (T = double when `f64`, else float: an f64
-// or GGUF block-quantised tensor read at f32 precision is rounded to f32 first, exactly as the f32 routes see it).
+// or GGUF block-quantised tensor read at f32 precision is rounded to f32 first, exactly as the f32 routes see
+// it).
 Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64);
 
 // Let every worker thread run single-threaded BLAS (parallelism comes from matrices in flight).
