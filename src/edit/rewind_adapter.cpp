@@ -48,8 +48,8 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
     const auto set = detail::head_set(heads, model.schema, kv, model.path);
     const auto adapter = formats::open_lora_adapter(model.adapter, base);
 
-    std::map<std::string, Zeroing> zero;  // factor tensor name -> what to zero
-    std::map<std::string, const formats::LoraModule*> factor_of;
+    // Factor tensor name -> what to zero in it; the adapter's replacement tensors by their key.
+    std::map<std::string, std::pair<Zeroing, bool /*is B*/>> factor_edits;
     for (const auto& m : adapter.modules) {
         const TensorInfo* w = model.find(m.target);
         const auto role = model::classify_tensor(m.target);
@@ -59,19 +59,17 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
             if (!common.selection.selects_role(hb.proj) || !set.rewinds(*role.layer, hb)) continue;
             add_block(z, hb.block, w->shape[0], w->shape[1], m.transposed, model.adapter, m.target);
         }
-        zero[m.a.name] = z;
-        zero[m.b.name] = z;
-        factor_of[m.a.name] = &m;
-        factor_of[m.b.name] = &m;
+        factor_edits[m.a.name] = {z, false};
+        factor_edits[m.b.name] = {std::move(z), true};
     }
+    std::map<std::string, const TensorInfo*> replacement_of;
+    for (const auto& r : adapter.replacements) replacement_of[r.key] = &r.tensor;
     std::vector<formats::TensorSpec> specs;
-    std::vector<const TensorInfo*> sources;
+    std::map<std::string, const TensorInfo*> source_by_name;
     for (const auto& t : adapter.files) {
         specs.push_back({t.name, t.dtype, t.shape});
-        sources.push_back(&t);
+        source_by_name[t.name] = &t;
     }
-    std::map<std::string, const TensorInfo*> source_by_name;
-    for (const auto* t : sources) source_by_name[t->name] = t;
 
     EditSummary summary;
     formats::WriteOptions options;
@@ -95,35 +93,29 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                                         {"as_lora", true}};
     options.provenance["inputs"] = inputs;
 
-    // Replacement tensors (trained biases) are matched by the base name they replace.
-    std::map<std::string, const TensorInfo*> replacement_by_file_name;
-    for (const auto& r : adapter.replacements)
-        for (const auto* t : sources)
-            if (t->file == r.file && t->offset == r.offset) replacement_by_file_name[t->name] = &r;
-
     formats::write_checkpoint(
         out_dir, specs,
         [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
             const TensorInfo& t = *source_by_name.at(spec.name);
             std::memcpy(out.data(), t.bytes().data(), out.size());
             const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
-            if (const auto z = zero.find(t.name); z != zero.end()) {
-                const bool is_b = t.name == factor_of.at(t.name)->b.name;
+            if (const auto f = factor_edits.find(t.name); f != factor_edits.end()) {
+                const auto& [zero, is_b] = f->second;
                 const std::int64_t cols = t.shape[1];
                 if (is_b) {
-                    for (const auto& [first, count] : z->second.b_rows)
+                    for (const auto& [first, count] : zero.b_rows)
                         std::memset(out.data() + first * cols * es, 0,
                                     static_cast<std::size_t>(count * cols * es));
                 } else {
                     for (std::int64_t r = 0; r < t.shape[0]; ++r)
-                        for (const auto& [first, count] : z->second.a_cols)
+                        for (const auto& [first, count] : zero.a_cols)
                             std::memset(out.data() + (r * cols + first) * es, 0,
                                         static_cast<std::size_t>(count * es));
                 }
                 ++summary.edited;
                 return;
             }
-            if (const auto r = replacement_by_file_name.find(t.name); r != replacement_by_file_name.end()) {
+            if (const auto r = replacement_of.find(t.name); r != replacement_of.end()) {
                 const auto role = model::classify_tensor(r->second->name);
                 const TensorInfo* pre = base.find(r->second->name);
                 if (t.shape.size() == 1 && role.layer && model::role_is_attention(role.role) && pre) {

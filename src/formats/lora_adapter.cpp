@@ -232,8 +232,8 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
             throw_input_error(t.path(), t.name,
                               fmt::format("shape differs from the base's '{}' (expected {}, found {})",
                                           base_t.name, shape_string(base_t.shape), shape_string(t.shape)));
-        TensorInfo r = t;
-        r.name = base_t.name;
+        LoraReplacement r{t.name, t};
+        r.tensor.name = base_t.name;
         ad.replacements.push_back(std::move(r));
     }
 
@@ -294,28 +294,22 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
 
 namespace {
 
-// W + scale · B·A (or its transpose), in f64, stored as f32 (f64 for an f64 base).
+// W + scale · L·R in f64, stored as f32 (f64 for an f64 base): L·R is B·A ([rows, r]·[r, cols]), or,
+// stored transposed, Aᵀ·Bᵀ.
 TensorInfo merged_tensor(const TensorInfo& w, const LoraModule& m, const std::string& label) {
     const std::int64_t rows = w.shape[0], cols = w.shape[1], r = m.rank;
     const auto W = read_matrix<double>(w, {0, rows, 0, cols, false});
-    const auto A = read_matrix<double>(m.a, {0, m.a.shape[0], 0, m.a.shape[1], false});  // r × in
-    const auto B = read_matrix<double>(m.b, {0, m.b.shape[0], 0, m.b.shape[1], false});  // out × r
+    const auto L = read_matrix<double>(
+        m.transposed ? m.a : m.b, {0, m.transposed ? r : rows, 0, m.transposed ? rows : r, m.transposed});
+    const auto R = read_matrix<double>(
+        m.transposed ? m.b : m.a, {0, m.transposed ? cols : r, 0, m.transposed ? r : cols, m.transposed});
     std::vector<double> out(W.data.begin(), W.data.end());
-    if (!m.transposed) {  // out[i, j] += scale Σ_k B[i, k] A[k, j]
-        for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t k = 0; k < r; ++k) {
-                const double bik = m.scale * B(i, k);
-                double* o = out.data() + i * cols;
-                for (std::int64_t j = 0; j < cols; ++j) o[j] += bik * A(k, j);
-            }
-    } else {  // out[i, j] += scale Σ_k B[j, k] A[k, i]
-        for (std::int64_t i = 0; i < rows; ++i)
-            for (std::int64_t k = 0; k < r; ++k) {
-                const double aki = m.scale * A(k, i);
-                double* o = out.data() + i * cols;
-                for (std::int64_t j = 0; j < cols; ++j) o[j] += aki * B(j, k);
-            }
-    }
+    for (std::int64_t i = 0; i < rows; ++i)  // out[i, j] += scale Σ_k L[i, k] R[k, j]
+        for (std::int64_t k = 0; k < r; ++k) {
+            const double lik = m.scale * L(i, k);
+            double* o = out.data() + i * cols;
+            for (std::int64_t j = 0; j < cols; ++j) o[j] += lik * R(k, j);
+        }
     TensorInfo t;
     t.name = w.name;
     t.shape = w.shape;
@@ -348,10 +342,10 @@ Checkpoint apply_lora(const Checkpoint& base, const LoraAdapter& adapter, std::s
             throw_input_error(adapter.path, m.target, "two LoRA modules change the same tensor");
     std::map<std::string, const TensorInfo*> replaced;
     for (const auto& r : adapter.replacements) {
-        if (by_target.count(r.name))
-            throw_input_error(adapter.path, r.name,
+        if (by_target.count(r.tensor.name))
+            throw_input_error(adapter.path, r.tensor.name,
                               "the adapter both replaces the tensor and adds LoRA factors to it");
-        replaced[r.name] = &r;
+        replaced[r.tensor.name] = &r.tensor;
     }
     for (auto& t : ck.tensors) {
         if (const auto it = by_target.find(t.name); it != by_target.end())

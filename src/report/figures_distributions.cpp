@@ -1,6 +1,7 @@
 // Distributions across matrices: box plots of a metric per role across models (or checkpoints) with
 // jittered points, and the scatter of two metrics coloured by role and by model.
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -50,9 +51,10 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
     const auto& fx = ctx.config.scatter.at(0);
     const auto& fy = ctx.config.scatter.at(1);
     std::vector<const Record*> points;
-    const auto with_y = records_with(ctx, fy);
+    const auto ys = records_with(ctx, fy);
+    const std::set<const Record*> with_y(ys.begin(), ys.end());
     for (const auto* r : records_with(ctx, fx))
-        if (!r->head && std::find(with_y.begin(), with_y.end(), r) != with_y.end()) points.push_back(r);
+        if (!r->head && with_y.count(r)) points.push_back(r);
     if (points.empty()) {
         ctx.notes.push_back(fmt::format("scatter of {} and {}: no matrix has both fields", fx, fy));
         return;

@@ -43,13 +43,19 @@ struct LoraModule {
     bool transposed = false;  // the delta is (B·A)ᵀ: fan_in_fan_out, or an embedding
 };
 
+// A whole tensor of the adapter that replaces the base's (modules_to_save, a trained bias).
+struct LoraReplacement {
+    std::string key;    // its name in the adapter file ("base_model.model.bert.pooler.dense.weight")
+    TensorInfo tensor;  // named as the base's tensor it replaces
+};
+
 struct LoraAdapter {
     std::string path;               // the adapter directory
     nlohmann::json config;          // adapter_config.json
     std::string base_model;         // base_model_name_or_path ("" if none)
     std::vector<TensorInfo> files;  // keeps the weight file's tensors (and its mapping) alive
     std::vector<LoraModule> modules;
-    std::vector<TensorInfo> replacements;  // whole tensors replacing the base's (named as the base's)
+    std::vector<LoraReplacement> replacements;
 };
 
 // Whether `path` is a directory holding adapter_config.json.

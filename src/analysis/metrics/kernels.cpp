@@ -176,19 +176,26 @@ const std::vector<std::vector<double>>& extra_null_svals(Context<T>& c) {
     return *c.extra_null_svals;
 }
 
-// Replaces `field` (draw 0's value) by the mean over every draw and sets FIELD_null_std (ddof 1; NaN
-// for a single draw). `of_draw(d)` gives draw d >= 1's value.
+// Replaces `field` (draw 0's value) by its mean over the --null-draws draws and sets FIELD_null_std
+// (ddof 1; NaN for a single draw). `of_draw` gives a draw's value from its singular values.
 template <typename T>
 void summarise_null(Context<T>& c, const std::string& field,
-                    const std::function<double(std::size_t)>& of_draw) {
-    const std::size_t k = static_cast<std::size_t>(std::max(c.config.null_draws, 1));
+                    const std::function<double(const std::vector<double>&)>& of_draw) {
     std::vector<double> x{c.s(field)};
-    for (std::size_t d = 1; d < k; ++d) x.push_back(of_draw(d));
-    const double mean = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(k);
+    for (const auto& sv : extra_null_svals(c)) x.push_back(of_draw(sv));
+    const auto k = static_cast<double>(x.size());
+    const double mean = std::accumulate(x.begin(), x.end(), 0.0) / k;
     double ss = 0;
     for (double v : x) ss += (v - mean) * (v - mean);
-    c.s(field) = k == 1 ? x[0] : mean;
-    c.s(field + "_null_std") = k == 1 ? kNaN : std::sqrt(ss / static_cast<double>(k - 1));
+    c.s(field) = x.size() == 1 ? x[0] : mean;
+    c.s(field + "_null_std") = x.size() == 1 ? kNaN : std::sqrt(ss / (k - 1));
+}
+
+double largest(const std::vector<double>& v) {
+    return v.empty() ? kNaN : *std::max_element(v.begin(), v.end());
+}
+double smallest(const std::vector<double>& v) {
+    return v.empty() ? kNaN : *std::min_element(v.begin(), v.end());
 }
 
 // Stores a tail fit and its diagnostics; a too_few fit keeps only its tail size and x_min.
@@ -240,30 +247,14 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const std::string p = rand ? "esd_rand" : "esd";
         c.s(p + "_max") = e.empty() ? kNaN : e.back();
         c.s(p + "_min") = e.empty() ? kNaN : e.front();
-        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") =
-            sv.empty() ? kNaN : *std::max_element(sv.begin(), sv.end());
-        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") =
-            sv.empty() ? kNaN : *std::min_element(sv.begin(), sv.end());
-        if (rand) {
-            const auto& extra = extra_null_svals(c);
-            auto stat = [&](auto&& f) { return [&, f](std::size_t d) { return f(extra[d - 1]); }; };
+        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") = largest(sv);
+        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") = smallest(sv);
+        if (rand) {  // --null-draws K > 1: the mean over K draws, and their spread
             const double n = c.s("greater_dim");
-            auto max_of = [](const std::vector<double>& s) {
-                return s.empty() ? kNaN : *std::max_element(s.begin(), s.end());
-            };
-            auto min_of = [](const std::vector<double>& s) {
-                return s.empty() ? kNaN : *std::min_element(s.begin(), s.end());
-            };
-            summarise_null(c, "esd_rand_max", stat([&](const auto& s) {
-                               const double m = max_of(s);
-                               return m * m / n;
-                           }));
-            summarise_null(c, "esd_rand_min", stat([&](const auto& s) {
-                               const double m = min_of(s);
-                               return m * m / n;
-                           }));
-            summarise_null(c, "max_weights_rand_sval", stat(max_of));
-            summarise_null(c, "min_weights_rand_sval", stat(min_of));
+            summarise_null(c, "esd_rand_max", [&](const auto& v) { return largest(v) * largest(v) / n; });
+            summarise_null(c, "esd_rand_min", [&](const auto& v) { return smallest(v) * smallest(v) / n; });
+            summarise_null(c, "max_weights_rand_sval", largest);
+            summarise_null(c, "min_weights_rand_sval", smallest);
         }
     } else if (name == "norms") {
         const auto& sv = c.v("weights_svals");
@@ -366,9 +357,8 @@ void run_kernel(std::string_view name, Context<T>& c) {
             return mean <= 0 ? 0.0 : wasserstein1(e, rand_esd) / mean;
         };
         c.s("w1_rand_distance") = w1(c.v("esd_rand"));
-        const auto& extra = extra_null_svals(c);
         summarise_null(c, "w1_rand_distance",
-                       [&](std::size_t d) { return w1(squared_over(extra[d - 1], c.s("greater_dim"))); });
+                       [&](const auto& v) { return w1(squared_over(v, c.s("greater_dim"))); });
     } else {
         throw std::logic_error(fmt::format("kernel '{}' has no implementation", name));
     }
