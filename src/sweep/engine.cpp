@@ -1,299 +1,171 @@
-// The sweep engine: evaluation commands, the resumable journal, curves and their summary.
-#include <sys/wait.h>
-
+// The sweep engine: the reference points, then each candidate built, evaluated (logs in DIR/logs/),
+// journaled and deleted, with progress and the time left on stderr.
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
+#include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <regex>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
-#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/json_text.hpp"
 #include "diffract/sweep/sweep.hpp"
+#include "journal.hpp"
 
 namespace fs = std::filesystem;
 
 namespace diffract::sweep {
 namespace {
 
-std::string shell_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string duration_text(double s) {
+    const auto whole = static_cast<long long>(std::llround(s));
+    if (whole < 60) return fmt::format("{} s", whole);
+    if (whole < 3600) return fmt::format("{} min {:02} s", whole / 60, whole % 60);
+    return fmt::format("{} h {:02} min", whole / 3600, whole % 3600 / 60);
 }
 
-double json_number(const nlohmann::json& j) {
-    return j.is_number() ? j.get<double>() : kNaN;  // null (NaN when written) reads back as NaN
+// Progress on stderr: one line per evaluation with how many of this run's evaluations are done, the
+// time since the start and the time left, from the mean build + evaluation time so far.
+class Progress {
+public:
+    Progress(std::size_t total, bool quiet) : total_(total), quiet_(quiet) {}
+
+    void evaluated(const std::string& what, const Scores& s, double busy_seconds) {
+        ++done_;
+        busy_ += busy_seconds;
+        if (quiet_) return;
+        const double left = busy_ / static_cast<double>(done_) * static_cast<double>(total_ - done_);
+        fmt::print(stderr, "sweep [{}/{}] {}: score {} ({:.1f} s); elapsed {}, ETA {}\n", done_, total_, what,
+                   analysis::format_value(s.curve_score()), busy_seconds,
+                   duration_text(seconds_since(start_)), duration_text(left));
+    }
+
+private:
+    Clock::time_point start_ = Clock::now();
+    std::size_t total_, done_ = 0;
+    double busy_ = 0;
+    bool quiet_;
+};
+
+// Every evaluation the configuration asks for, on one model, its output in a fresh log.
+Scores evaluate_all(const SweepConfig& c, const std::string& model_path, const fs::path& log) {
+    std::error_code ec;
+    fs::remove(log, ec);  // what an interrupted run left
+    Scores s;
+    const auto start = Clock::now();
+    if (!c.eval.empty()) s.score = evaluate(c.eval, model_path, "--eval", log.string());
+    if (!c.select_eval.empty())
+        s.select_score = evaluate(c.select_eval, model_path, "--select-eval", log.string());
+    if (!c.report_eval.empty())
+        s.report_score = evaluate(c.report_eval, model_path, "--report-eval", log.string());
+    s.eval_seconds = seconds_since(start);
+    return s;
 }
 
-nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
-
-std::string record_id(const std::string& order, std::uint64_t seed, double x) {
-    return fmt::format("{}|{}|{}", order, seed, analysis::format_value(x));
-}
-
-double mean(const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? kNaN : s / static_cast<double>(v.size());
-}
-
-double stddev(const std::vector<double>& v) {
-    if (v.size() < 2) return v.empty() ? kNaN : 0.0;
-    const double m = mean(v);
-    double s = 0;
-    for (double x : v) s += (x - m) * (x - m);
-    return std::sqrt(s / static_cast<double>(v.size() - 1));
+// A reference is evaluated on its input as it is; a LoRA model (BASE+ADAPTER) is first written merged
+// (interpolation at ω = 0 copies its tensors byte for byte) to `scratch`, removed afterwards.
+Reference evaluate_reference(const SweepConfig& c, const ReferenceInput& in, const fs::path& scratch,
+                             const fs::path& log) {
+    Reference r{in.role, in.checkpoint->path, {}};
+    if (in.checkpoint->adapter.empty()) {
+        r.scores = evaluate_all(c, r.path, log);
+        return r;
+    }
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    fs::create_directories(scratch.parent_path());
+    edit::interpolate(scratch.string(), *in.checkpoint, *in.checkpoint, 0.0, {});
+    try {
+        r.scores = evaluate_all(c, scratch.string(), log);
+    } catch (...) {
+        fs::remove_all(scratch, ec);
+        throw;
+    }
+    fs::remove_all(scratch, ec);
+    fs::remove(scratch.parent_path(), ec);  // only when empty
+    return r;
 }
 
 }  // namespace
 
-double parse_score(const std::string& text, const std::string& key, const std::string& flag) {
-    if (!key.empty()) {
-        std::vector<std::string> lines;
-        std::istringstream in(text);
-        for (std::string l; std::getline(in, l);) lines.push_back(l);
-        lines.push_back(text);  // a JSON document spread over several lines
-        for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-            const auto j = nlohmann::json::parse(*it, nullptr, false);
-            if (j.is_discarded() || !j.is_object()) continue;
-            const nlohmann::json* v = &j;
-            std::istringstream path(key);
-            for (std::string part; v && std::getline(path, part, '.');)
-                v = v->is_object() && v->contains(part) ? &(*v)[part] : nullptr;
-            if (v && v->is_number()) return v->get<double>();
-        }
-        throw InputError(fmt::format("{}: no JSON line on stdout has a numeric field '{}'", flag, key));
-    }
-    static const std::regex number(R"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)");
-    std::string last;
-    for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) last = it->str();
-    if (last.empty()) throw InputError(fmt::format("{}: the command printed no number on stdout", flag));
-    return std::stod(last);
-}
-
-double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag) {
-    std::string cmd = e.command;
-    const std::string quoted = shell_quote(model_path);
-    for (std::size_t p = cmd.find("{model}"); p != std::string::npos;
-         p = cmd.find("{model}", p + quoted.size()))
-        cmd.replace(p, 7, quoted);
-    std::fflush(nullptr);
-    std::FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) throw InputError(fmt::format("{}: cannot run '{}'", flag, e.command));
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-    const int status = pclose(pipe);
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        throw InputError(fmt::format("{}: command failed (exit status {}) on {}: {}", flag,
-                                     WIFEXITED(status) ? WEXITSTATUS(status) : -1, model_path, e.command));
-    return parse_score(out, e.score_key, flag);
-}
-
-std::vector<Record> run_candidates(const SweepConfig& c, const std::vector<Candidate>& candidates) {
+SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>& references,
+                        const std::vector<Candidate>& candidates) {
     if (c.eval.empty() && (c.select_eval.empty() || c.report_eval.empty()))
         throw InputError("sweep: give --eval, or both --select-eval and --report-eval");
     if (static_cast<std::int64_t>(candidates.size()) > c.max_candidates)
         edit::throw_too_many_candidates("sweep", static_cast<double>(candidates.size()), c.max_candidates);
-    fs::create_directories(c.out_dir);
-    const fs::path journal = fs::path(c.out_dir) / "sweep_state.jsonl";
+    const fs::path out(c.out_dir), logs = out / "logs";
+    fs::create_directories(logs);
+    detail::Journal journal((out / "sweep_state.jsonl").string(), c.fingerprint);
 
-    // Resume: what the journal holds, by content and by (order, seed, x).
-    std::map<std::string, Record> by_content;
-    std::set<std::string> recorded;
-    bool has_header = false;
-    if (std::ifstream in(journal); in) {
-        std::string line;
-        for (int n = 1; std::getline(in, line); ++n) {
-            const auto j = nlohmann::json::parse(line, nullptr, false);
-            if (j.is_discarded()) continue;  // a line cut short by an interruption
-            if (j.contains("fingerprint")) {
-                if (j["fingerprint"] != json_round_trip(c.fingerprint))
-                    throw_input_error(
-                        journal.string(), "",
-                        "recorded for a different sweep (inputs, grid or commands); use another --out");
-                has_header = true;
-                continue;
-            }
-            Record r{j.value("order", ""),          j.value("seed", std::uint64_t{0}),
-                     json_number(j["x"]),           j.value("content", ""),
-                     json_number(j["score"]),       json_number(j["select_score"]),
-                     json_number(j["report_score"])};
-            by_content[r.content] = r;
-            recorded.insert(record_id(r.order, r.seed, r.x));
-        }
-    }
+    std::size_t pending = 0;  // candidates to build and evaluate: one per content not yet recorded
+    std::set<std::string> contents;
+    for (const auto& cand : candidates)
+        if (!journal.content(cand.content) && contents.insert(cand.content).second) ++pending;
     if (c.candidate_bytes > 0) {
-        std::uint64_t pending = 0;
-        std::set<std::string> contents;
-        for (const auto& cand : candidates)
-            if (!by_content.count(cand.content) && contents.insert(cand.content).second) ++pending;
-        if (!c.keep) pending = std::min<std::uint64_t>(pending, 1);
-        edit::check_free_space(c.out_dir, pending * c.candidate_bytes,
-                               fmt::format("{} candidate checkpoint{}", pending, pending == 1 ? "" : "s"));
+        const std::uint64_t building = c.keep ? pending : std::min<std::size_t>(pending, 1);
+        edit::check_free_space(c.out_dir, building * c.candidate_bytes,
+                               fmt::format("{} candidate checkpoint{}", building, building == 1 ? "" : "s"));
     }
-    // Every journal line is checked and flushed: a full disk stops the sweep with exit 2, and a
-    // resumed run never trusts a line that was not written whole.
-    auto journal_line = [&](const nlohmann::json& j) {
-        append_to_file(journal.string(), json_text(j) + "\n");
-    };
-    if (!has_header) journal_line(nlohmann::json{{"fingerprint", c.fingerprint}});
+    std::size_t pending_references = 0;
+    for (const auto& ref : references) pending_references += journal.reference(ref.role) ? 0 : 1;
+    Progress progress(pending + pending_references, c.quiet);
 
-    const fs::path work = fs::path(c.out_dir) / (c.keep ? "candidates" : ".candidates");
-    std::vector<Record> out;
+    SweepRun run;
+    for (const auto& ref : references) {
+        throw_if_cancelled();
+        if (const auto* s = journal.reference(ref.role)) {
+            run.references.push_back({ref.role, ref.checkpoint->path, *s});
+            continue;
+        }
+        const auto start = Clock::now();
+        auto r = evaluate_reference(c, ref, out / ".references" / ref.role,
+                                    logs / ("reference-" + ref.role + ".log"));
+        journal.add(r);
+        progress.evaluated("reference " + ref.role, r.scores, seconds_since(start));
+        run.references.push_back(std::move(r));
+    }
+
+    const fs::path work = out / (c.keep ? "candidates" : ".candidates");
     std::size_t evaluated = 0, reused = 0;
     for (const auto& cand : candidates) {
-        Record r{cand.order, cand.seed, cand.x, cand.content};
-        if (auto it = by_content.find(cand.content); it != by_content.end()) {
-            r.score = it->second.score, r.select_score = it->second.select_score;
-            r.report_score = it->second.report_score;
+        Record r{cand.order, cand.seed, cand.x, cand.content, {}};
+        if (const auto* s = journal.content(cand.content)) {
+            r.scores = *s;
             ++reused;
         } else {
+            throw_if_cancelled();  // between candidates: a resumed sweep starts from here
+            const auto start = Clock::now();
             const fs::path dir = work / cand.label;
             std::error_code ec;
             fs::remove_all(dir, ec);  // a candidate left by an interrupted run
             fs::create_directories(work);
             cand.build(dir.string());
             try {
-                if (!c.eval.empty()) r.score = evaluate(c.eval, dir.string(), "--eval");
-                if (!c.select_eval.empty())
-                    r.select_score = evaluate(c.select_eval, dir.string(), "--select-eval");
-                if (!c.report_eval.empty())
-                    r.report_score = evaluate(c.report_eval, dir.string(), "--report-eval");
+                r.scores = evaluate_all(c, dir.string(), logs / (cand.label + ".log"));
             } catch (...) {
                 if (!c.keep) fs::remove_all(dir, ec);
                 throw;
             }
             if (!c.keep) fs::remove_all(dir, ec);
-            by_content[cand.content] = r;
             ++evaluated;
-            if (!c.quiet)
-                fmt::print(stderr, "sweep: {} seed {} x={}: score {}\n", cand.order, cand.seed,
-                           analysis::format_value(cand.x), analysis::format_value(r.curve_score()));
+            progress.evaluated(
+                fmt::format("{} seed {} x={}", cand.order, cand.seed, analysis::format_value(cand.x)),
+                r.scores, seconds_since(start));
         }
-        if (recorded.insert(record_id(r.order, r.seed, r.x)).second) {
-            journal_line(nlohmann::json{{"order", r.order},
-                                        {"seed", r.seed},
-                                        {"x", r.x},
-                                        {"content", r.content},
-                                        {"score", number_json(r.score)},
-                                        {"select_score", number_json(r.select_score)},
-                                        {"report_score", number_json(r.report_score)}});
-        }
-        out.push_back(r);
+        journal.add(r);
+        run.records.push_back(std::move(r));
     }
     std::error_code ec;
     if (!c.keep) fs::remove(work, ec);  // only when empty
-    if (!c.quiet) fmt::print(stderr, "sweep: {} candidates evaluated, {} reused\n", evaluated, reused);
-    return out;
-}
-
-double trapezoid_auc(std::vector<std::pair<double, double>> p) {
-    std::sort(p.begin(), p.end());
-    double a = 0;
-    for (std::size_t i = 1; i < p.size(); ++i)
-        a += 0.5 * (p[i].first - p[i - 1].first) * (p[i].second + p[i - 1].second);
-    return a;
-}
-
-nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const std::vector<Record>& records) {
-    // Curves: (order, seed) -> points, in first-seen order.
-    std::vector<std::pair<std::string, std::uint64_t>> curves;
-    std::map<std::pair<std::string, std::uint64_t>, std::vector<const Record*>> points;
-    std::vector<std::string> orders;
-    for (const auto& r : records) {
-        const auto key = std::pair(r.order, r.seed);
-        if (!points.count(key)) curves.push_back(key);
-        if (std::find(orders.begin(), orders.end(), r.order) == orders.end()) orders.push_back(r.order);
-        points[key].push_back(&r);
-    }
-    std::map<std::string, std::vector<double>> aucs;
-    std::map<std::string, std::vector<std::uint64_t>> seeds;
-    for (const auto& key : curves) {
-        std::vector<std::pair<double, double>> xy;
-        for (const auto* r : points[key]) xy.emplace_back(r->x, r->curve_score());
-        aucs[key.first].push_back(trapezoid_auc(xy));
-        seeds[key.first].push_back(key.second);
-    }
-    nlohmann::ordered_json s;
-    s["sweep"] = kind;
-    s["score"] = c.eval.empty() ? "select" : "eval";
-    const bool has_random = aucs.count("random") > 0;
-    const double rmean = has_random ? mean(aucs["random"]) : kNaN,
-                 rstd = has_random ? stddev(aucs["random"]) : kNaN;
-    if (has_random)
-        s["random"] = {{"auc_mean", number_json(rmean)},
-                       {"auc_std", number_json(rstd)},
-                       {"seeds", aucs["random"].size()}};
-    for (const auto& o : orders) {
-        const auto& a = aucs[o];
-        nlohmann::ordered_json j;
-        j["seeds"] = seeds[o];
-        j["aucs"] = a;
-        j["auc_mean"] = number_json(mean(a));
-        j["auc_std"] = number_json(stddev(a));
-        if (has_random) {
-            j["auc_diff_vs_random"] = number_json(mean(a) - rmean);
-            j["auc_ratio_vs_random"] = number_json(mean(a) / rmean);
-            j["z_vs_random"] = number_json(rstd > 0 ? (mean(a) - rmean) / rstd : kNaN);
-        }
-        s["orders"][o] = j;
-    }
-    if (!c.select_eval.empty() && !c.report_eval.empty()) {
-        for (const auto& o : orders) {
-            nlohmann::ordered_json per;
-            std::vector<double> reported, gains;
-            for (const auto& key : curves) {
-                if (key.first != o) continue;
-                const Record* best = nullptr;
-                const Record* unedited = nullptr;
-                for (const auto* r : points[key]) {
-                    if (!best || r->select_score > best->select_score) best = r;
-                    if (r->x == 0) unedited = r;
-                }
-                const double gain = unedited ? best->report_score - unedited->report_score : kNaN;
-                per["curves"].push_back({{"seed", key.second},
-                                         {"x", best->x},
-                                         {"select_score", number_json(best->select_score)},
-                                         {"report_score", number_json(best->report_score)},
-                                         {"report_gain_vs_x0", number_json(gain)}});
-                reported.push_back(best->report_score);
-                gains.push_back(gain);
-            }
-            per["report_mean"] = number_json(mean(reported));
-            per["report_std"] = number_json(stddev(reported));
-            per["report_gain_mean"] = number_json(mean(gains));
-            s["selection"][o] = per;
-        }
-    }
-    return s;
-}
-
-void write_outputs(const SweepConfig& c, const std::string& kind, const std::vector<Record>& records) {
-    const bool both = !c.select_eval.empty() || !c.report_eval.empty();
-    std::string csv = both ? "order,seed,x,score,select_score,report_score\n" : "order,seed,x,score\n";
-    for (const auto& r : records) {
-        csv += fmt::format("{},{},{},{}", r.order, r.seed, analysis::format_value(r.x),
-                           analysis::format_value(r.curve_score()));
-        if (both)
-            csv += fmt::format(",{},{}", analysis::format_value(r.select_score),
-                               analysis::format_value(r.report_score));
-        csv += "\n";
-    }
-    const fs::path dir(c.out_dir);
-    write_file_atomically((dir / "curve.csv").string(), csv);
-    write_file_atomically((dir / "summary.json").string(), json_text(summarize(c, kind, records), 2) + "\n");
     if (!c.quiet)
-        fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, records.size(),
-                   c.out_dir, c.out_dir);
+        fmt::print(stderr, "sweep: {} candidates evaluated, {} reused; evaluator output in {}\n", evaluated,
+                   reused, logs.string());
+    return run;
 }
 
 }  // namespace diffract::sweep

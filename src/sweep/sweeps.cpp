@@ -65,7 +65,8 @@ void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             }
         }
     }
-    write_outputs(config, "rewind", run_candidates(sized(config, model), candidates));
+    write_outputs(config, "rewind",
+                  run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
 }
 
 void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
@@ -93,7 +94,8 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
         h.ranked.layer = h.layer, h.ranked.head = h.head;
         add({h}, fmt::format("L{}_H{}", h.layer, h.head), static_cast<double>(i));
     }
-    const auto records = run_candidates(sized(config, model), candidates);
+    const auto run = run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates);
+    const auto& records = run.records;
     const double unedited = records[0].curve_score();
     std::vector<std::size_t> order(heads.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -102,16 +104,20 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
     });
     std::vector<int> greedy(heads.size());
     for (std::size_t r = 0; r < order.size(); ++r) greedy[order[r]] = static_cast<int>(r);
-    std::string csv = "layer,head,score,delta,greedy_rank\n";
+    std::string csv = "layer,head,score,delta,greedy_rank,eval_seconds\n";
     for (std::size_t i = 0; i < heads.size(); ++i) {
-        const double s = records[i + 1].curve_score();
-        csv += fmt::format("{},{},{},{},{}\n", heads[i].first, heads[i].second, analysis::format_value(s),
-                           analysis::format_value(s - unedited), greedy[i]);
+        const auto& r = records[i + 1];
+        csv += fmt::format("{},{},{},{},{},{}\n", heads[i].first, heads[i].second,
+                           analysis::format_value(r.curve_score()),
+                           analysis::format_value(r.curve_score() - unedited), greedy[i],
+                           analysis::format_value(r.scores.eval_seconds));
     }
     const std::filesystem::path dir(config.out_dir);
     write_file_atomically((dir / "heads_effect.csv").string(), csv);
-    nlohmann::ordered_json summary{
-        {"sweep", "rewind-each"}, {"unedited_score", unedited}, {"heads", heads.size()}};
+    nlohmann::ordered_json summary{{"sweep", "rewind-each"},
+                                   {"unedited_score", unedited},
+                                   {"heads", heads.size()},
+                                   {"references", references_json(config, run.references)}};
     write_file_atomically((dir / "summary.json").string(), json_text(summary, 2) + "\n");
     if (!config.quiet)
         fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
@@ -146,7 +152,8 @@ void sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
         grid_candidates("keep", "truncate", w.keeps, [&](double x, const std::string& dir) {
             edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
         });
-    write_outputs(config, "truncate", run_candidates(sized(config, model), candidates));
+    write_outputs(config, "truncate",
+                  run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
 }
 
 void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
@@ -155,7 +162,8 @@ void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
     const auto candidates =
         grid_candidates("omega", "interpolate", w.omegas,
                         [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
-    write_outputs(config, "interpolate", run_candidates(sized(config, a), candidates));
+    write_outputs(config, "interpolate",
+                  run_candidates(sized(config, a), {{"a", &a}, {"b", &b}}, candidates));
 }
 
 }  // namespace diffract::sweep

@@ -45,6 +45,7 @@ EVAL = textwrap.dedent(
     score = -sum(dist(w, m, l, h) for l, h in planted["domain_heads"]["math"])
     score -= generic_weight * sum(dist(w, p, l, h) for l, h in planted["generic_heads"])
     print("loaded", cand.name)
+    print("evaluating", cand.name, file=sys.stderr)
     print(json.dumps({"metrics": {"score": score}}))
     print(f"score {score:.12g}")
     """
@@ -74,6 +75,10 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def without_times(rows):
+    return [{k: v for k, v in r.items() if k != "eval_seconds"} for r in rows]
+
+
 def calls(log):
     return len(log.read_text().splitlines()) if log.exists() else 0
 
@@ -86,16 +91,16 @@ def test_rewind_sweep_curve_auc_seed_spread_and_resume(family_f32, bench, tmp_pa
             "--fractions", "0:1:0.25", "--seeds", "3", "--eval", command(), "--out", out, "--store", tmp_path / "s.sqlite"]
     run(args)
     rows = read_csv(out / "curve.csv")
-    assert list(rows[0]) == ["order", "seed", "x", "score"]
+    assert list(rows[0]) == ["order", "seed", "x", "score", "eval_seconds"]
     assert len(rows) == 5 * (1 + 3)
     curves = {}
     for r in rows:
         curves.setdefault((r["order"], int(r["seed"])), []).append((float(r["x"]), float(r["score"])))
     assert set(curves) == {("importance", 0), ("random", 0), ("random", 1), ("random", 2)}
     # Fraction 0 (the CPT model) and 1 (every head rewound) are the same candidate in every ordering:
-    # evaluated once each. 5 + 3 x 3 distinct candidates at most.
+    # evaluated once each. 5 + 3 x 3 distinct candidates at most, and the two reference points.
     assert len({c[0][1] for c in curves.values()}) == 1 and len({c[-1][1] for c in curves.values()}) == 1
-    assert calls(log) <= 2 + 4 * 3
+    assert calls(log) <= 2 + 2 + 4 * 3
     summary = json.loads((out / "summary.json").read_text())
     aucs = {k: trapezoid([s for _, s in v], [x for x, _ in v]) for k, v in curves.items()}
     rand = [aucs[("random", s)] for s in range(3)]
@@ -115,7 +120,7 @@ def test_rewind_sweep_curve_auc_seed_spread_and_resume(family_f32, bench, tmp_pa
     (out / "sweep_state.jsonl").write_text("\n".join(journal[:-4]) + "\n" + journal[-4][:10])  # cut, mid-line
     run(args)
     assert 1 <= calls(log) - n <= 4
-    assert read_csv(out / "curve.csv") == rows
+    assert without_times(read_csv(out / "curve.csv")) == without_times(rows)
     # A different sweep refuses to resume into the same directory.
     p = run(args[:-6] + ["--eval", command(2.0), "--out", out, "--store", tmp_path / "s.sqlite"], check=False)
     assert p.returncode == 2 and "different sweep" in p.stderr
@@ -130,7 +135,7 @@ def test_select_and_report_evaluations(family_f32, bench, tmp_path):
          "--report-eval", command(0.5), "--score-key", "metrics.score", "--keep", "--out", out,
          "--store", tmp_path / "s.sqlite", "--quiet"])
     rows = read_csv(out / "curve.csv")
-    assert list(rows[0]) == ["order", "seed", "x", "score", "select_score", "report_score"]
+    assert list(rows[0]) == ["order", "seed", "x", "score", "select_score", "report_score", "eval_seconds"]
     best = max(rows, key=lambda r: float(r["select_score"]))
     sel = json.loads((out / "summary.json").read_text())["selection"]["importance"]["curves"][0]
     assert sel["x"] == float(best["x"]) and sel["report_score"] == pytest.approx(float(best["report_score"]))

@@ -2,8 +2,9 @@
 // evaluation command, and summarised as curves (curve.csv) and areas under them (summary.json).
 //
 // Resumable: every evaluated candidate is appended to DIR/sweep_state.jsonl (its order, seed, x,
-// content and scores); a restarted sweep with the same configuration skips what is recorded. Two
-// candidates with the same content (e.g. fraction 0 in every ordering) are evaluated once.
+// content, scores and evaluation time), and so is each reference point (the inputs evaluated as they
+// are); a restarted sweep with the same configuration skips what is recorded. Two candidates with the
+// same content (e.g. fraction 0 in every ordering) are evaluated once.
 #pragma once
 
 #include <cmath>
@@ -27,13 +28,19 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // score: the last number printed on stdout, or with `score_key` the field (dotted path) of the last
 // stdout line that is a JSON object holding it.
 struct EvalCommand {
-    std::string command;
+    std::string command;  // the shell command; with `in_process`, its description (journal, messages)
     std::string score_key;
-    bool empty() const { return command.empty(); }
+    // An evaluator run in this process instead of the shell (the Python bindings' callables): it
+    // receives the candidate's path and returns the score; what it prints is not logged.
+    std::function<double(const std::string& model_path)> in_process;
+    bool empty() const { return command.empty() && !in_process; }
 };
 
-// Runs the command; throws InputError naming the flag when it fails or prints no score.
-double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag);
+// Runs the evaluation on model_path. A shell command's stdout and stderr are appended to log_path as
+// they arrive (after a line naming the flag and the command; the score is parsed from the stdout);
+// throws InputError naming the flag and the log when it fails or prints no score.
+double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                const std::string& log_path);
 double parse_score(const std::string& stdout_text, const std::string& score_key, const std::string& flag);
 
 struct SweepConfig {
@@ -51,9 +58,17 @@ struct Candidate {
     std::string order;  // e.g. "importance", "random", "keep", "omega", "each"
     std::uint64_t seed = 0;
     double x = 0;
-    std::string label;    // directory name
+    std::string label;    // directory name (and DIR/logs/LABEL.log)
     std::string content;  // candidates with equal content are evaluated once
     std::function<void(const std::string& dir)> build;
+};
+
+// What the evaluations of one model gave: each evaluation's score (NaN when not run) and the wall
+// seconds of all of them together.
+struct Scores {
+    double score = kNaN, select_score = kNaN, report_score = kNaN;
+    double eval_seconds = kNaN;
+    double curve_score() const { return std::isnan(score) ? select_score : score; }
 };
 
 struct Record {
@@ -61,26 +76,46 @@ struct Record {
     std::uint64_t seed = 0;
     double x = 0;
     std::string content;
-    double score = kNaN, select_score = kNaN, report_score = kNaN;
-    double curve_score() const { return std::isnan(score) ? select_score : score; }
+    Scores scores;  // a candidate whose content was evaluated before reuses that evaluation's
+    double curve_score() const { return scores.curve_score(); }
 };
 
-// Builds, evaluates and deletes (unless keep) each candidate not in the journal; returns a record per
-// candidate, in order. Refuses (InputError) more than config.max_candidates candidates, and a disk
-// without room for the candidates still to build (all of them with keep, else one) when
-// config.candidate_bytes is known.
-std::vector<Record> run_candidates(const SweepConfig& config, const std::vector<Candidate>& candidates);
+// A reference point: an input checkpoint evaluated as it is, once per sweep (rewind and truncate:
+// "base" and "model"; interpolate: "a" and "b"). `path` is what the evaluation received.
+struct ReferenceInput {
+    std::string role;
+    const formats::Checkpoint* checkpoint = nullptr;
+};
+struct Reference {
+    std::string role, path;
+    Scores scores;
+};
+
+struct SweepRun {
+    std::vector<Reference> references;  // in the order given
+    std::vector<Record> records;        // one per candidate, in order
+};
+
+// Evaluates each reference, then builds, evaluates and deletes (unless keep) each candidate, skipping
+// what the journal holds; returns the references and a record per candidate. Each evaluation's output
+// goes to DIR/logs/LABEL.log (references: DIR/logs/reference-ROLE.log). Refuses (InputError) more than
+// config.max_candidates candidates, and a disk without room for the candidates still to build (all of
+// them with keep, else one) when config.candidate_bytes is known.
+SweepRun run_candidates(const SweepConfig& config, const std::vector<ReferenceInput>& references,
+                        const std::vector<Candidate>& candidates);
 
 // Trapezoid area under (x, y), sorted by x.
 double trapezoid_auc(std::vector<std::pair<double, double>> points);
 
-// DIR/curve.csv (order,seed,x,score[,select_score,report_score]) and DIR/summary.json: per ordering the
-// AUC of each seed's curve, their mean and standard deviation (n − 1), the difference and ratio to the
-// random ordering's mean AUC (when random was swept) and z = (auc − random mean) / random std; with
-// select/report evaluations, per curve the x of the best select score and the report score there.
-nlohmann::json summarize(const SweepConfig& config, const std::string& kind,
-                         const std::vector<Record>& records);
-void write_outputs(const SweepConfig& config, const std::string& kind, const std::vector<Record>& records);
+// DIR/curve.csv (order,seed,x,score[,select_score,report_score],eval_seconds) and DIR/summary.json: per
+// ordering the AUC of each seed's curve, their mean and standard deviation (n − 1), the difference and
+// ratio to the random ordering's mean AUC (when random was swept) and z = (auc − random mean) / random
+// std; with select/report evaluations, per curve the x of the best select score and the report score
+// there; the references (and, when there is a "model" reference, its score as `baseline`).
+nlohmann::json summarize(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+void write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+// summary.json's "references": {ROLE: {score, [select_score, report_score,] eval_seconds, path}}.
+nlohmann::ordered_json references_json(const SweepConfig& config, const std::vector<Reference>& references);
 
 // ---- The sweeps -----------------------------------------------------------------------------------
 

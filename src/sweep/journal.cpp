@@ -1,0 +1,93 @@
+#include "journal.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
+
+namespace diffract::sweep::detail {
+namespace {
+
+double json_number(const nlohmann::json& j, const char* key) {
+    // null (NaN when written) and a field an older journal lacks read back as NaN
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : kNaN;
+}
+
+nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+Scores scores_of(const nlohmann::json& j) {
+    return {json_number(j, "score"), json_number(j, "select_score"), json_number(j, "report_score"),
+            json_number(j, "eval_seconds")};
+}
+
+void put_scores(nlohmann::json& j, const Scores& s) {
+    j["score"] = number_json(s.score);
+    j["select_score"] = number_json(s.select_score);
+    j["report_score"] = number_json(s.report_score);
+    j["eval_seconds"] = number_json(s.eval_seconds);
+}
+
+std::string record_id(const std::string& order, std::uint64_t seed, double x) {
+    return fmt::format("{}|{}|{}", order, seed, analysis::format_value(x));
+}
+
+}  // namespace
+
+Journal::Journal(const std::string& path, const nlohmann::json& fingerprint) : path_(path) {
+    bool has_header = false;
+    if (std::ifstream in(path); in) {
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_discarded() || !j.is_object()) continue;  // a line cut short by an interruption
+            if (j.contains("fingerprint")) {
+                if (j["fingerprint"] != json_round_trip(fingerprint))
+                    throw_input_error(
+                        path, "",
+                        "recorded for a different sweep (inputs, grid or commands); use another --out");
+                has_header = true;
+            } else if (j.contains("reference")) {
+                references_[j.value("reference", "")] = scores_of(j);
+            } else {
+                by_content_[j.value("content", "")] = scores_of(j);
+                recorded_.insert(
+                    record_id(j.value("order", ""), j.value("seed", std::uint64_t{0}), json_number(j, "x")));
+            }
+        }
+    }
+    if (!has_header) append(nlohmann::json{{"fingerprint", fingerprint}});
+}
+
+const Scores* Journal::content(const std::string& content) const {
+    const auto it = by_content_.find(content);
+    return it == by_content_.end() ? nullptr : &it->second;
+}
+
+const Scores* Journal::reference(const std::string& role) const {
+    const auto it = references_.find(role);
+    return it == references_.end() ? nullptr : &it->second;
+}
+
+void Journal::add(const Record& r) {
+    by_content_[r.content] = r.scores;
+    if (!recorded_.insert(record_id(r.order, r.seed, r.x)).second) return;
+    nlohmann::json j{{"order", r.order}, {"seed", r.seed}, {"x", r.x}, {"content", r.content}};
+    put_scores(j, r.scores);
+    append(j);
+}
+
+void Journal::add(const Reference& r) {
+    references_[r.role] = r.scores;
+    nlohmann::json j{{"reference", r.role}, {"path", r.path}};
+    put_scores(j, r.scores);
+    append(j);
+}
+
+// Every line is checked and flushed: a full disk stops the sweep with exit 2, and a resumed run never
+// trusts a line that was not written whole.
+void Journal::append(const nlohmann::json& line) const { append_to_file(path_, json_text(line) + "\n"); }
+
+}  // namespace diffract::sweep::detail

@@ -1,0 +1,161 @@
+// A sweep's outputs: curve.csv (a row per candidate) and summary.json (areas under the curves, the
+// selection, the reference points).
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/json_text.hpp"
+#include "diffract/sweep/sweep.hpp"
+
+namespace fs = std::filesystem;
+
+namespace diffract::sweep {
+namespace {
+
+nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? kNaN : s / static_cast<double>(v.size());
+}
+
+double stddev(const std::vector<double>& v) {
+    if (v.size() < 2) return v.empty() ? kNaN : 0.0;
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+bool has_select_report(const SweepConfig& c) { return !c.select_eval.empty() || !c.report_eval.empty(); }
+
+}  // namespace
+
+double trapezoid_auc(std::vector<std::pair<double, double>> p) {
+    std::sort(p.begin(), p.end());
+    double a = 0;
+    for (std::size_t i = 1; i < p.size(); ++i)
+        a += 0.5 * (p[i].first - p[i - 1].first) * (p[i].second + p[i - 1].second);
+    return a;
+}
+
+nlohmann::ordered_json references_json(const SweepConfig& c, const std::vector<Reference>& references) {
+    nlohmann::ordered_json refs = nlohmann::ordered_json::object();
+    for (const auto& r : references) {
+        nlohmann::ordered_json j;
+        j["score"] = number_json(r.scores.curve_score());
+        if (has_select_report(c)) {
+            j["select_score"] = number_json(r.scores.select_score);
+            j["report_score"] = number_json(r.scores.report_score);
+        }
+        j["eval_seconds"] = number_json(r.scores.eval_seconds);
+        j["path"] = r.path;
+        refs[r.role] = j;
+    }
+    return refs;
+}
+
+nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
+    const auto& records = run.records;
+    // Curves: (order, seed) -> points, in first-seen order.
+    std::vector<std::pair<std::string, std::uint64_t>> curves;
+    std::map<std::pair<std::string, std::uint64_t>, std::vector<const Record*>> points;
+    std::vector<std::string> orders;
+    for (const auto& r : records) {
+        const auto key = std::pair(r.order, r.seed);
+        if (!points.count(key)) curves.push_back(key);
+        if (std::find(orders.begin(), orders.end(), r.order) == orders.end()) orders.push_back(r.order);
+        points[key].push_back(&r);
+    }
+    std::map<std::string, std::vector<double>> aucs;
+    std::map<std::string, std::vector<std::uint64_t>> seeds;
+    for (const auto& key : curves) {
+        std::vector<std::pair<double, double>> xy;
+        for (const auto* r : points[key]) xy.emplace_back(r->x, r->curve_score());
+        aucs[key.first].push_back(trapezoid_auc(xy));
+        seeds[key.first].push_back(key.second);
+    }
+    nlohmann::ordered_json s;
+    s["sweep"] = kind;
+    s["score"] = c.eval.empty() ? "select" : "eval";
+    // The unedited model's score, where the report looks for it (its "unedited" line).
+    for (const auto& r : run.references)
+        if (r.role == "model") s["baseline"] = number_json(r.scores.curve_score());
+    s["references"] = references_json(c, run.references);
+    const bool has_random = aucs.count("random") > 0;
+    const double rmean = has_random ? mean(aucs["random"]) : kNaN,
+                 rstd = has_random ? stddev(aucs["random"]) : kNaN;
+    if (has_random)
+        s["random"] = {{"auc_mean", number_json(rmean)},
+                       {"auc_std", number_json(rstd)},
+                       {"seeds", aucs["random"].size()}};
+    for (const auto& o : orders) {
+        const auto& a = aucs[o];
+        nlohmann::ordered_json j;
+        j["seeds"] = seeds[o];
+        j["aucs"] = a;
+        j["auc_mean"] = number_json(mean(a));
+        j["auc_std"] = number_json(stddev(a));
+        if (has_random) {
+            j["auc_diff_vs_random"] = number_json(mean(a) - rmean);
+            j["auc_ratio_vs_random"] = number_json(mean(a) / rmean);
+            j["z_vs_random"] = number_json(rstd > 0 ? (mean(a) - rmean) / rstd : kNaN);
+        }
+        s["orders"][o] = j;
+    }
+    if (!c.select_eval.empty() && !c.report_eval.empty()) {
+        for (const auto& o : orders) {
+            nlohmann::ordered_json per;
+            std::vector<double> reported, gains;
+            for (const auto& key : curves) {
+                if (key.first != o) continue;
+                const Record* best = nullptr;
+                const Record* unedited = nullptr;
+                for (const auto* r : points[key]) {
+                    if (!best || r->scores.select_score > best->scores.select_score) best = r;
+                    if (r->x == 0) unedited = r;
+                }
+                const double gain =
+                    unedited ? best->scores.report_score - unedited->scores.report_score : kNaN;
+                per["curves"].push_back({{"seed", key.second},
+                                         {"x", best->x},
+                                         {"select_score", number_json(best->scores.select_score)},
+                                         {"report_score", number_json(best->scores.report_score)},
+                                         {"report_gain_vs_x0", number_json(gain)}});
+                reported.push_back(best->scores.report_score);
+                gains.push_back(gain);
+            }
+            per["report_mean"] = number_json(mean(reported));
+            per["report_std"] = number_json(stddev(reported));
+            per["report_gain_mean"] = number_json(mean(gains));
+            s["selection"][o] = per;
+        }
+    }
+    return s;
+}
+
+void write_outputs(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
+    const bool both = has_select_report(c);
+    std::string csv = both ? "order,seed,x,score,select_score,report_score,eval_seconds\n"
+                           : "order,seed,x,score,eval_seconds\n";
+    for (const auto& r : run.records) {
+        csv += fmt::format("{},{},{},{}", r.order, r.seed, analysis::format_value(r.x),
+                           analysis::format_value(r.curve_score()));
+        if (both)
+            csv += fmt::format(",{},{}", analysis::format_value(r.scores.select_score),
+                               analysis::format_value(r.scores.report_score));
+        csv += "," + analysis::format_value(r.scores.eval_seconds) + "\n";
+    }
+    const fs::path dir(c.out_dir);
+    write_file_atomically((dir / "curve.csv").string(), csv);
+    write_file_atomically((dir / "summary.json").string(), json_text(summarize(c, kind, run), 2) + "\n");
+    if (!c.quiet)
+        fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, run.records.size(),
+                   c.out_dir, c.out_dir);
+}
+
+}  // namespace diffract::sweep
