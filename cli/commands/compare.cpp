@@ -24,6 +24,7 @@ struct CompareArgs {
     std::string svd_route = "auto";
     bool no_heads = false;
     bool allow_partial = false;
+    bool delta_only = false;
     RunArgs run;
 };
 
@@ -45,6 +46,11 @@ int run_compare(const CompareArgs& a) {
         o.route = linalg::SvdRoute::gram;
     else if (a.svd_route != "auto")
         throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
+    o.delta_only = a.delta_only;
+    if (a.delta_only && a.svd_route != "auto")
+        throw InputError(
+            "--svd-route: --delta-only computes each delta's singular values with gesdd "
+            "(or from a LoRA adapter's factors); leave --svd-route at auto");
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
     o.run = analysis::parse_run_options(a.run);
@@ -94,6 +100,9 @@ void add_compare(CLI::App& app) {
     sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no head blocks, no heads.csv rows)");
     sub->add_flag("--allow-partial", a->allow_partial,
                   "Skip mismatched tensors / head geometry (listed in skipped.csv) instead of failing");
+    sub->add_flag("--delta-only", a->delta_only,
+                  "Only the delta fields (delta_*, rel_delta_frob_norm; the rest NaN): a LoRA adapter on "
+                  "this base is computed from its factors");
     add_run_options(sub, a->run);
     on_run(sub, [a] { return run_compare(*a); });
 }

@@ -16,6 +16,7 @@
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/low_rank.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
@@ -149,6 +150,8 @@ void add_delta_values(double frob, const std::vector<double>& s, double base_fro
     out.scalars["delta_l2_norm"] = l2;
     out.scalars["delta_stable_rank"] = std::pow(frob / (l2 + kEps), 2);
     out.scalars["delta_effective_rank"] = std::exp(entropy);
+    // Kept (ascending, as weights_svals) for the report's spectrum of each delta: no extra factorization.
+    out.vectors["delta_svals"] = s;
 }
 
 std::string geometry_string(const model::HeadGeometry& g) {
@@ -194,7 +197,7 @@ const std::vector<std::string>& compare_fields() {
 
 const std::vector<std::string>& compare_vector_fields() {
     static const std::vector<std::string> f = {"l_agreement", "r_agreement", "max_l_agreement",
-                                               "max_r_agreement"};
+                                               "max_r_agreement", "delta_svals"};
     return f;
 }
 
@@ -244,8 +247,9 @@ std::string CompareOptions::config_key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
-    return fmt::format("compare-v2;precision={};top_k={};route={}",
-                       precision == Precision::f32 ? "f32" : "f64", top_k, route_name);
+    return fmt::format("compare-v2;precision={};top_k={};route={}{}",
+                       precision == Precision::f32 ? "f32" : "f64", top_k, route_name,
+                       delta_only ? ";fields=delta" : "");
 }
 
 namespace {
@@ -412,10 +416,75 @@ FieldValues compare_streamed(const Context& c, const MatrixUnit& unit, const Ten
     return fv;
 }
 
+// Whether two tensor views hold the same stored bytes (the same file, by identity, and range).
+bool same_stored_tensor(const TensorInfo& a, const TensorInfo& b) {
+    if (a.offset != b.offset || a.nbytes != b.nbytes || a.dtype != b.dtype || a.shape != b.shape ||
+        a.rope_head_rows != b.rope_head_rows)
+        return false;
+    if (a.file == b.file) return true;
+    const auto &ia = a.file->identity(), &ib = b.file->identity();
+    return ia && ib && *ia == *ib;
+}
+
+// --delta-only on a model tensor that is this base tensor plus a low-rank update (a LoRA adapter on
+// this base): the delta is the update itself, computed from its factors.
+bool factored_delta(const CompareOptions& o, const TensorInfo& base, const TensorInfo& model) {
+    return o.delta_only && model.low_rank && same_stored_tensor(model.low_rank->base, base);
+}
+
+// --delta-only: the delta fields alone (the others NaN). For a factored delta (factored_delta) the
+// unit's block is l·r (p × r times r × q, read_low_rank_block): with the thin SVD l = U S Vᵀ
+// (O(p r²)) its singular values are those of S Vᵀ r (k × q, k = min(p, r); O(q r²)), its Frobenius
+// norm that of S Vᵀ r's entries: never an m × n product, and exact for every head block. It is the
+// adapter's own update, not the difference of the merged tensor's rounded bytes and the base.
+template <typename T>
+FieldValues compare_delta(const Context& c, const MatrixUnit& unit, const TensorInfo& mt,
+                          linalg::Backend& backend) {
+    FieldValues fv;
+    for (const auto& f : compare_fields()) fv.scalars[f] = kNaN;
+    for (const auto& f : compare_vector_fields()) fv.vectors[f] = {};
+    fv.scalars[kWholeRouteField] = 0.0;
+    if (same_stored_tensor(*unit.tensor, mt)) {  // an untouched tensor: the delta is 0, nothing is read
+        const auto k = std::min(unit.block.rows, unit.block.cols);
+        add_delta_values(0.0, std::vector<double>(static_cast<std::size_t>(k), 0.0), 1.0, fv);
+        return fv;
+    }
+    if (factored_delta(c.o, *unit.tensor, mt)) {
+        const auto base = read_matrix<double>(*unit.tensor, unit.block);
+        double b2 = 0;
+        for (double v : base.data) b2 += v * v;
+        const auto f = read_low_rank_block(*mt.low_rank, unit.block);
+        const auto l = backend.svd(f.l);
+        const auto k = static_cast<std::int64_t>(l.s.size()), r = f.r.rows, q = f.r.cols;
+        Matrix<double> core(k, q);  // S Vᵀ r
+        for (std::int64_t i = 0; i < k; ++i)
+            for (std::int64_t t = 0; t < r; ++t) {
+                const double w = l.s[static_cast<std::size_t>(i)] * l.v(t, i);
+                for (std::int64_t j = 0; j < q; ++j) core(i, j) += w * f.r(t, j);
+            }
+        double d2 = 0;
+        for (double v : core.data) d2 += v * v;
+        add_delta_values(std::sqrt(d2), backend.singular_values(core, linalg::SvdRoute::gesdd), std::sqrt(b2),
+                         fv);
+        return fv;
+    }
+    const Matrix<T> base = read_matrix<T>(*unit.tensor, unit.block);
+    Matrix<T> delta = read_matrix<T>(mt, unit.block);
+    double b2 = 0;
+    for (std::size_t i = 0; i < delta.data.size(); ++i) {
+        b2 += static_cast<double>(base.data[i]) * static_cast<double>(base.data[i]);
+        delta.data[i] -= base.data[i];
+    }
+    add_delta_fields(delta, std::sqrt(b2), backend, linalg::SvdRoute::gesdd, fv);
+    fv.scalars[kWholeRouteField] = 1.0;
+    return fv;
+}
+
 template <typename T>
 FieldValues compare_unit(const Context& c, const MatrixUnit& unit, const TensorInfo& mt, BaseCache& cache,
                          linalg::Backend& backend) {
     const TensorScope scope(mt.path(), mt.name);  // a failing factorisation names the model's tensor
+    if (c.o.delta_only) return compare_delta<T>(c, unit, mt, backend);
     auto fv = c.o.route == linalg::SvdRoute::gesdd
                   ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
                   : compare_streamed<T>(c, unit, mt, cache, backend);
@@ -431,7 +500,9 @@ constexpr const char* kNonfiniteModelField = "nonfinite_model";
 const std::vector<std::string>& stored_fields() {
     static const std::vector<std::string> f = [] {
         auto v = compare_fields();
-        v.insert(v.end(), {kNonfiniteCountField, kNonfiniteBaseField, kNonfiniteModelField});
+        // delta_svals too: a result stored before it was kept is computed again (once), so the report's
+        // delta-spectrum figure is never missing a unit that compare has.
+        v.insert(v.end(), {kNonfiniteCountField, kNonfiniteBaseField, kNonfiniteModelField, "delta_svals"});
         return v;
     }();
     return f;
@@ -527,6 +598,9 @@ const TensorInfo* counterpart(const formats::Checkpoint& ck, const formats::Chec
 CompareResult compare(const CompareOptions& o) {
     if (o.top_k < 1)
         throw InputError(fmt::format("--top-k: expected a positive number of components, found {}", o.top_k));
+    if (o.delta_only && (o.ranking.order == HeadOrder::agreement || o.ranking.order == HeadOrder::pl_ks))
+        throw InputError(fmt::format("--order {}: the heads' {} is not computed with --delta-only",
+                                     head_order_name(o.ranking.order), head_order_name(o.ranking.order)));
     CompareResult result;
     result.ranking = o.ranking;
     result.allow_partial = o.allow_partial;
@@ -644,9 +718,12 @@ CompareResult compare(const CompareOptions& o) {
             db->record_pair(models[m].name, base.name);
         }
     }
+    // A factored delta is the adapter's exact update, not the rounded merged bytes' difference: it is
+    // stored under its own configuration.
     auto key_of = [&](std::size_t j, std::size_t m, std::size_t u) {
+        const bool factored = factored_delta(o, *jobs[j].tensor, *jobs[j].in_model[m]);
         return store::ResultKey{content[m].at(jobs[j].in_model[m]), base_content.at(jobs[j].tensor),
-                                jobs[j].units[u].store_block(), config};
+                                jobs[j].units[u].store_block(), factored ? config + ";factored" : config};
     };
     // compared[slot]: 0 = not compared (skipped), 1 = to compute, 2 = reused from the store.
     std::string compared(first_slot.back(), 0);
@@ -683,7 +760,7 @@ CompareResult compare(const CompareOptions& o) {
     const Context ctx{o, base, models};
     linalg::set_blas_threads(1);  // deterministic sums whatever the thread or rank count (see analyze.cpp)
     std::mutex count_mu;
-    Progress progress("compare", mine.size(), o.run.progress && dist.is_root());
+    Progress progress("compare", mine.size(), o.run.progress && dist.is_root(), o.run.progress_sink);
     run_tasks(my_costs, o.run.resolved_threads(), budget, [&](std::size_t t) {
         thread_local auto backend = linalg::make_backend(o.run.device);
         const std::size_t j = mine[t];
@@ -701,7 +778,12 @@ CompareResult compare(const CompareOptions& o) {
                 const auto& unit = job.units[u];
                 const auto& mt = *job.in_model[m];
                 if (!base_clean) base_clean = count_nonfinite(*job.tensor, f64) == 0;
-                if (!model_clean) model_clean = count_nonfinite(mt, f64) == 0;
+                // A factored delta's merged tensor is never formed: its base and factors are checked.
+                if (!model_clean)
+                    model_clean = factored_delta(o, *job.tensor, mt)
+                                      ? *base_clean && count_nonfinite(mt.low_rank->a, f64) == 0 &&
+                                            count_nonfinite(mt.low_rank->b, f64) == 0
+                                      : count_nonfinite(mt, f64) == 0;
                 const auto bad = *base_clean && *model_clean
                                      ? NonfinitePair{}
                                      : count_nonfinite_pair(*job.tensor, mt, unit.block, f64);

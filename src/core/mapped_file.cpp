@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 
 #include "diffract/core/error.hpp"
 
@@ -80,6 +82,31 @@ std::shared_ptr<const MappedFile> MappedFile::from_memory(std::string label,
     auto f = std::shared_ptr<MappedFile>(new MappedFile(std::move(label), data, size));
     f->owner_ = owner ? std::move(owner) : std::make_shared<int>(0);  // never null: marks "not mapped"
     return f;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::generated(std::string label, std::size_t size, Generator fill) {
+    auto f = std::shared_ptr<MappedFile>(new MappedFile(std::move(label), nullptr, size));
+    f->owner_ = std::make_shared<int>(0);  // not mapped: no munmap, no page hints
+    f->fill_ = std::move(fill);
+    return f;
+}
+
+void MappedFile::materialise() const {
+    storage_.resize(size_);
+    fill_(0, storage_);
+    data_ = storage_.data();
+    held_.store(data_, std::memory_order_release);
+}
+
+void MappedFile::copy_bytes(std::size_t offset, std::span<std::byte> out) const {
+    if (offset > size_ || out.size() > size_ - offset)
+        throw std::out_of_range("MappedFile::copy_bytes: range outside the file");
+    const std::byte* data = fill_ ? held_.load(std::memory_order_acquire) : data_;
+    if (fill_ && !data) {
+        fill_(offset, out);
+        return;
+    }
+    std::copy_n(data + offset, out.size(), out.data());
 }
 
 void MappedFile::will_need(std::size_t offset, std::size_t length) const {

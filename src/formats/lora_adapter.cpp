@@ -1,13 +1,16 @@
 #include "diffract/formats/lora_adapter.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <span>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/low_rank.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/formats/hf_cache.hpp"
@@ -295,37 +298,44 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
 namespace {
 
 // W + scale · L·R in f64, stored as f32 (f64 for an f64 base): L·R is B·A ([rows, r]·[r, cols]), or,
-// stored transposed, Aᵀ·Bᵀ.
+// stored transposed, Aᵀ·Bᵀ. The bytes are computed when first read (MappedFile::generated): opening
+// an adapter model costs nothing, hashing it streams row blocks, and compare's delta-only route reads
+// the factors (t.low_rank) instead.
 TensorInfo merged_tensor(const TensorInfo& w, const LoraModule& m, const std::string& label) {
-    const std::int64_t rows = w.shape[0], cols = w.shape[1], r = m.rank;
-    const auto W = read_matrix<double>(w, {0, rows, 0, cols, false});
-    const auto L = read_matrix<double>(
-        m.transposed ? m.a : m.b, {0, m.transposed ? r : rows, 0, m.transposed ? rows : r, m.transposed});
-    const auto R = read_matrix<double>(
-        m.transposed ? m.b : m.a, {0, m.transposed ? cols : r, 0, m.transposed ? r : cols, m.transposed});
-    std::vector<double> out(W.data.begin(), W.data.end());
-    for (std::int64_t i = 0; i < rows; ++i)  // out[i, j] += scale Σ_k L[i, k] R[k, j]
-        for (std::int64_t k = 0; k < r; ++k) {
-            const double lik = m.scale * L(i, k);
-            double* o = out.data() + i * cols;
-            for (std::int64_t j = 0; j < cols; ++j) o[j] += lik * R(k, j);
-        }
+    auto update = std::make_shared<LowRankUpdate>();
+    update->base = w;
+    update->a = m.a;
+    update->b = m.b;
+    update->rank = m.rank;
+    update->scale = m.scale;
+    update->transposed = m.transposed;
+    const std::int64_t cols = w.shape[1];
+    const bool f64 = w.dtype == DType::F64;
+    const std::size_t item = f64 ? sizeof(double) : sizeof(float);
+    const std::size_t row_bytes = static_cast<std::size_t>(cols) * item;
+
     TensorInfo t;
     t.name = w.name;
     t.shape = w.shape;
-    if (w.dtype == DType::F64) {
-        auto owner = std::make_shared<std::vector<double>>(std::move(out));
-        t.dtype = DType::F64;
-        t.nbytes = owner->size() * sizeof(double);
-        const auto* data = reinterpret_cast<const std::byte*>(owner->data());
-        t.file = MappedFile::from_memory(label, owner, data, t.nbytes);
-    } else {
-        auto owner = std::make_shared<std::vector<float>>(out.begin(), out.end());
-        t.dtype = DType::F32;
-        t.nbytes = owner->size() * sizeof(float);
-        const auto* data = reinterpret_cast<const std::byte*>(owner->data());
-        t.file = MappedFile::from_memory(label, owner, data, t.nbytes);
-    }
+    t.dtype = f64 ? DType::F64 : DType::F32;
+    t.nbytes = static_cast<std::size_t>(w.shape[0]) * row_bytes;
+    t.low_rank = update;
+    t.file = MappedFile::generated(
+        label, t.nbytes, [update, row_bytes, f64](std::size_t offset, std::span<std::byte> out) {
+            if (out.empty()) return;
+            const auto row0 = static_cast<std::int64_t>(offset / row_bytes);
+            const auto row1 = static_cast<std::int64_t>((offset + out.size() + row_bytes - 1) / row_bytes);
+            const auto rows = low_rank_rows(*update, row0, row1 - row0);
+            std::vector<std::byte> bytes(rows.data.size() * (f64 ? sizeof(double) : sizeof(float)));
+            if (f64) {
+                std::memcpy(bytes.data(), rows.data.data(), bytes.size());
+            } else {
+                std::vector<float> narrow(rows.data.begin(), rows.data.end());
+                std::memcpy(bytes.data(), narrow.data(), bytes.size());
+            }
+            std::memcpy(out.data(), bytes.data() + (offset - static_cast<std::size_t>(row0) * row_bytes),
+                        out.size());
+        });
     return t;
 }
 

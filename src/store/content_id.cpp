@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,7 +25,16 @@ std::string hash_bytes(const TensorInfo& t) {
     XXH3_state_t* state = XXH3_createState();
     if (!state) throw std::bad_alloc();
     XXH3_128bits_reset(state);
-    const auto bytes = t.bytes();
+    if (t.file->is_generated()) {
+        // Computed bytes (a LoRA-merged tensor) are produced slice by slice and never held whole.
+        std::vector<std::byte> slice(std::min(kSlice, t.nbytes));
+        for (std::size_t off = 0; off < t.nbytes; off += kSlice) {
+            const std::size_t n = std::min(kSlice, t.nbytes - off);
+            t.file->copy_bytes(t.offset + off, std::span(slice.data(), n));
+            XXH3_128bits_update(state, slice.data(), n);
+        }
+    }
+    const auto bytes = t.file->is_generated() ? std::span<const std::byte>() : t.bytes();
     for (std::size_t off = 0; off < bytes.size(); off += kSlice) {
         const std::size_t n = std::min(kSlice, bytes.size() - off);
         t.file->will_need(t.offset + off, n);

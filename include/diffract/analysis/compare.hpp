@@ -36,7 +36,7 @@ inline constexpr int kDefaultTopK = 10;
 //   top_k, pl_ks (the model's matrix: power-law fit of its ESD).
 const std::vector<std::string>& compare_fields();
 // The per-component vectors kept in the store (not in the CSV): l_agreement, r_agreement,
-// max_l_agreement, max_r_agreement.
+// max_l_agreement, max_r_agreement, and delta_svals (the singular values of W_model - W_base, ascending).
 const std::vector<std::string>& compare_vector_fields();
 
 // The agreement and spectral-invariance fields of two factorizations of same-shape matrices
@@ -67,6 +67,10 @@ struct CompareOptions {
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;  // singular values of the delta
     bool heads = true;
     bool allow_partial = false;
+    // Only the delta fields (delta_*, rel_delta_frob_norm; the others NaN): one values-only SVD of
+    // each delta instead of four factorisations, and for a LoRA adapter on this base the adapter's
+    // factors alone, in O((m + n)·r²) per matrix or head block (docs/compare.md).
+    bool delta_only = false;
     // Values per streamed slab on the Gram route (0: about 2M, 16 MB in f64). Tests make it small to
     // cross many slab boundaries; results do not depend on it beyond rounding.
     std::int64_t slab_values = 0;

@@ -12,6 +12,8 @@
 
 namespace diffract {
 
+struct LowRankUpdate;
+
 struct TensorInfo {
     std::string name;
     DType dtype = DType::F32;
@@ -24,6 +26,10 @@ struct TensorInfo {
     // is stored at row 2i + j (i < n/2, j < 2). GGUF Q/K projections of Llama-family models are
     // written this way by convert_hf_to_gguf.py; readers see the Hugging Face order.
     std::int64_t rope_head_rows = 0;
+    // Set when the values are a base tensor plus a low-rank update (a LoRA adapter merged into the
+    // base): the bytes are still the merged values, and analyses may use the factors instead (compare
+    // computes such a delta in factored form).
+    std::shared_ptr<const LowRankUpdate> low_rank;
 
     std::int64_t numel() const;
     // The stored row holding logical row r (r itself unless rope_head_rows is set).
@@ -31,6 +37,17 @@ struct TensorInfo {
     std::span<const std::byte> bytes() const { return file->bytes().subspan(offset, nbytes); }
     // The file's path ("" for a tensor not backed by a file, as in tests and in-memory models).
     const std::string& path() const;
+};
+
+// base + scale · L·R in stored coordinates (L: stored rows × r, R: r × stored columns), with L·R = B·A
+// of a LoRA module, or Aᵀ·Bᵀ when `transposed` (fan_in_fan_out weights, embeddings). The factors are
+// as the adapter stores them: A [r, in] (lora_embedding_A: [r, vocab]), B [out, r].
+struct LowRankUpdate {
+    TensorInfo base;
+    TensorInfo a, b;
+    std::int64_t rank = 0;
+    double scale = 0;
+    bool transposed = false;
 };
 
 // The shape as "[a, b, c]".
