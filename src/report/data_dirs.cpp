@@ -1,6 +1,7 @@
 // Loading result directories: metrics.csv, compare.csv, heads.csv (analyze, compare) and
 // curve.csv + summary.json (sweep; read defensively: unknown columns ignored, missing ones noted).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -123,17 +124,52 @@ std::optional<double> sweep_baseline(const nlohmann::json& summary) {
     return std::nullopt;
 }
 
+// summary.json's "references": {"KEY": {"score": S, "eval_seconds": T, ...} or a bare number}. A
+// reference without a finite score is noted, not drawn.
+std::vector<SweepReference> sweep_references(const nlohmann::json& summary, const std::string& source,
+                                             ReportData& data) {
+    std::vector<SweepReference> out;
+    if (!summary.contains("references")) return out;
+    const auto& refs = summary["references"];
+    if (!refs.is_object()) {
+        data.notes.push_back(fmt::format("{}: \"references\" is not an object; ignored", source));
+        return out;
+    }
+    for (const auto& [key, v] : refs.items()) {
+        SweepReference r;
+        r.key = key;
+        if (v.is_number()) r.scores["score"] = v.get<double>();
+        if (v.is_object())
+            for (const auto& [field, x] : v.items()) {
+                if (!x.is_number()) continue;
+                if (field == "eval_seconds")
+                    r.eval_seconds = x.get<double>();
+                else if (field.rfind("score", 0) == 0 && std::isfinite(x.get<double>()))
+                    r.scores[field] = x.get<double>();
+            }
+        if (r.scores.empty()) {
+            data.notes.push_back(
+                fmt::format("{}: reference '{}' has no numeric score; not drawn", source, key));
+            continue;
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 void read_sweep(const fs::path& dir, ReportData& data) {
     const auto csv = (dir / "curve.csv").string();
     const auto t = read_csv(csv);
     const auto summary = read_summary(dir / "summary.json", data);
-    const int x = t.column("x"), order = t.column("order"), seed = t.column("seed");
+    const int x = t.column("x"), order = t.column("order"), seed = t.column("seed"),
+              seconds = t.column("eval_seconds");
     Sweep s;
     s.source = csv;
     s.name = fs::absolute(dir).lexically_normal().filename().string();
     if (s.name.empty()) s.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
     s.kind = sweep_kind(summary, s.name);
     s.baseline = sweep_baseline(summary);
+    s.references = sweep_references(summary, (dir / "summary.json").string(), data);
     std::vector<int> score_cols;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (t.header[c].rfind("score", 0) == 0) {
@@ -150,6 +186,7 @@ void read_sweep(const fs::path& dir, ReportData& data) {
         p.seed = seed >= 0 ? static_cast<long long>(t.number(r, seed)) : 0;
         p.x = t.number(r, x);
         for (int c : score_cols) p.scores.push_back(t.number(r, c));
+        if (seconds >= 0) p.eval_seconds = t.number(r, seconds);
         s.points.push_back(std::move(p));
     }
     data.sweeps.push_back(std::move(s));

@@ -1,5 +1,7 @@
-// Loading a results store: spectra (weights_svals of whole matrices, with their scalar fields) and,
+// Loading a results store: spectra (weights_svals of whole matrices, with their scalar fields), the
+// updates' spectra (delta_svals of whole-matrix compare results) and,
 // for a report from a store alone, every scalar result as a metrics or compare record.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -37,9 +39,13 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
     using Key =
         std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
     std::map<Key, Record> records;
-    std::map<Key, std::vector<double>> svals;
+    std::map<Key, std::vector<double>> svals, deltas;
     std::vector<Key> order;
+    data.store_loaded = true;
     st.for_each_result([&](const store::ResultRow& row) {
+        if (std::find(data.store_models.begin(), data.store_models.end(), row.model) ==
+            data.store_models.end())
+            data.store_models.push_back(row.model);
         const Key key{row.model, row.other, row.tensor, row.block};
         auto [it, fresh] = records.try_emplace(key);
         if (fresh) {
@@ -51,6 +57,8 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
         }
         if (row.field == "weights_svals" && !row.vec.empty() && row.other.empty() && row.block.empty())
             svals.try_emplace(key, row.vec);
+        else if (row.field == "delta_svals" && !row.vec.empty() && !row.other.empty() && row.block.empty())
+            deltas.try_emplace(key, row.vec);
         else if (!row.vec.empty() || row.field.empty())
             return;
         else
@@ -61,6 +69,8 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
         auto& rec = records[key];
         if (auto sv = svals.find(key); sv != svals.end())
             data.spectra.push_back({rec.model, rec.tensor, sv->second, rec.values});
+        if (auto d = deltas.find(key); d != deltas.end())
+            data.deltas.push_back({rec.model, rec.base, rec.tensor, rec.role, rec.layer, d->second});
         if (!with_records) continue;
         data.add_model(rec.model);
         (rec.base.empty() ? data.metrics : data.compare).push_back(rec);

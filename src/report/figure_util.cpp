@@ -67,30 +67,100 @@ std::vector<const Record*> records_with(const FigureContext& ctx, const std::str
     return out;
 }
 
-std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field) {
-    const auto status = fit_status_field(field);
-    if (status.empty()) return "";
+namespace {
+
+// How many of `rows` are flagged by `status`, and "at_bound:alpha: 3, too_few: 2".
+std::pair<int, std::string> flag_counts(const std::vector<const Record*>& rows, const std::string& status) {
     std::map<std::string, int> by_status;
-    int total = 0, flagged = 0;
-    for (const auto* r : rows_with(ctx, field)) {
-        ++total;
+    int flagged = 0;
+    for (const auto* r : rows) {
         if (!fit_flagged(*r, status)) continue;
         ++flagged;
         ++by_status[std::string(analysis::fit_status_name(r->value(status)))];
     }
-    if (flagged == 0) return "";
     std::string parts;
     for (const auto& [name, n] : by_status)
         parts += fmt::format("{}{}: {}", parts.empty() ? "" : ", ", name, n);
-    return fmt::format(" {} of {} fits behind {} are flagged by {} ({}) and left out.", flagged, total, field,
-                       status, parts);
+    return {flagged, parts};
+}
+
+}  // namespace
+
+std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field) {
+    const auto status = fit_status_field(field);
+    if (status.empty()) return "";
+    const auto rows = rows_with(ctx, field);
+    const auto [flagged, parts] = flag_counts(rows, status);
+    if (flagged == 0) return "";
+    return fmt::format(" {} of {} fits behind {} are flagged by {} ({}) and left out.", flagged, rows.size(),
+                       field, status, parts);
+}
+
+std::string missing_reason(const FigureContext& ctx, const std::string& model, const std::string& field,
+                           const std::string& role, bool whole_only) {
+    const auto all = rows_with(ctx, field);
+    const bool from_compare = all.empty() || !all.front()->base.empty();
+    std::vector<const Record*> of_model, mine;
+    for (const auto* r : all) {
+        if (r->model != model) continue;
+        of_model.push_back(r);
+        if ((role.empty() || r->role == role) && !(whole_only && r->head)) mine.push_back(r);
+    }
+    if (of_model.empty()) {
+        if (from_compare && ctx.is_compare_base(model))
+            return fmt::format("'{}' is the base of the comparison (nothing is measured against itself)",
+                               model);
+        return fmt::format("no {} row of model '{}' has {}", from_compare ? "compare.csv" : "metrics.csv",
+                           model, field);
+    }
+    if (mine.empty())
+        return fmt::format("no {}row of role {} has {}", whole_only ? "whole-matrix " : "", role, field);
+    const auto status = fit_status_field(field);
+    const auto [flagged, parts] = flag_counts(mine, status);
+    if (flagged == static_cast<int>(mine.size()))
+        return fmt::format("all {} fits behind {} are flagged by {} ({})", flagged, field, status, parts);
+    return fmt::format("no finite {} value (NaN, or {} of {} fits flagged: {})", field, flagged, mine.size(),
+                       parts.empty() ? "none" : parts);
+}
+
+void note_missing_models(FigureContext& ctx, const std::string& figure,
+                         const std::vector<std::string>& panels, const std::vector<std::string>& models,
+                         const std::function<bool(std::size_t, const std::string&)>& has,
+                         const std::function<std::string(const std::string&, const std::string&)>& why) {
+    for (const auto& m : models) {
+        std::vector<std::size_t> missing;
+        for (std::size_t i = 0; i < panels.size(); ++i)
+            if (!has(i, m)) missing.push_back(i);
+        if (missing.empty()) continue;
+        if (missing.size() == panels.size() && panels.size() > 1) {
+            ctx.note(figure, fmt::format("model '{}' (every panel)", m), why(m, ""));
+            continue;
+        }
+        for (auto i : missing)
+            ctx.note(figure, fmt::format("panel '{}', model '{}'", panels[i], m), why(m, panels[i]));
+    }
+}
+
+void note_missing_roles(FigureContext& ctx, const std::string& figure,
+                        const std::vector<std::string>& present, const std::string& what) {
+    for (auto role : ctx.selection.roles) {
+        const std::string name(model::role_name(role));
+        if (std::find(present.begin(), present.end(), name) == present.end())
+            ctx.note(figure, fmt::format("panel '{}'", name), fmt::format("no {} of role {}", what, name));
+    }
 }
 
 std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records) {
-    std::set<model::Role> present;
+    std::vector<std::string> names;
     for (const auto* r : records)
-        if (r->layer)
-            if (auto role = model::role_from_name(r->role)) present.insert(*role);
+        if (r->layer) names.push_back(r->role);
+    return roles_of(ctx, names);
+}
+
+std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<std::string>& role_names) {
+    std::set<model::Role> present;
+    for (const auto& name : role_names)
+        if (auto role = model::role_from_name(name)) present.insert(*role);
     std::vector<std::string> out;
     if (ctx.config.roles.empty()) {
         for (auto role : {model::Role::attn_q, model::Role::attn_v, model::Role::mlp_down})
@@ -136,19 +206,37 @@ FigureContext::FigureContext(const ReportData& d, const ReportConfig& c)
       config(c),
       selection(analysis::make_selection(c.roles, c.layers, "", "")),
       models(c.models.empty() ? d.models : c.models),
-      colours(c.colours) {}
+      colours(c.colours) {
+    // Models take their colours in report order, whichever figure asks first.
+    for (const auto& m : models) colours(m);
+}
 
 bool FigureContext::model_selected(const std::string& model) const {
     return std::find(models.begin(), models.end(), model) != models.end();
 }
 
+bool FigureContext::layer_selected(std::optional<int> layer) const {
+    return selection.layers.empty() || (layer && selection.layers.count(*layer));
+}
+
+bool FigureContext::is_compare_base(const std::string& model) const {
+    return std::any_of(data.compare.begin(), data.compare.end(),
+                       [&](const Record& r) { return r.base == model; });
+}
+
+void FigureContext::note(const std::string& figure, const std::string& panel, const std::string& why) {
+    notes.push_back(panel.empty() ? fmt::format("{}: {}", figure, why)
+                                  : fmt::format("{}: {} — {}", figure, panel, why));
+}
+
+bool FigureContext::role_selected(const std::string& name) const {
+    if (selection.roles.empty()) return true;
+    const auto role = model::role_from_name(name);
+    return role && selection.roles.count(*role);
+}
+
 bool FigureContext::selected(const Record& r) const {
-    if (!model_selected(r.model)) return false;
-    if (!selection.roles.empty()) {
-        const auto role = model::role_from_name(r.role);
-        if (!role || !selection.roles.count(*role)) return false;
-    }
-    return selection.layers.empty() || (r.layer && selection.layers.count(*r.layer));
+    return model_selected(r.model) && role_selected(r.role) && layer_selected(r.layer);
 }
 
 }  // namespace diffract::report

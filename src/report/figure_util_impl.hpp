@@ -25,9 +25,29 @@ std::string fit_status_field(const std::string& field);
 // records (the caption's sentence); "" when none is flagged.
 std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field);
 
+// Why `model` has no `field` values (in `role` when given; whole matrices only when `whole_only`):
+// it is the base of the comparison, no row of it carries the field, every fit behind the field is
+// flagged, or it has no rows of that role.
+std::string missing_reason(const FigureContext& ctx, const std::string& model, const std::string& field,
+                           const std::string& role = "", bool whole_only = false);
+
+// Notes the models that lack data in a figure's panels: one line for a model missing from every
+// panel ("FIG: model 'M' (every panel) — WHY"), else one per panel ("FIG: panel 'P', model 'M' — WHY").
+// has(i, model): panel i shows the model; why(model, panel): the reason.
+void note_missing_models(FigureContext& ctx, const std::string& figure,
+                         const std::vector<std::string>& panels, const std::vector<std::string>& models,
+                         const std::function<bool(std::size_t, const std::string&)>& has,
+                         const std::function<std::string(const std::string&, const std::string&)>& why);
+
+// Notes every role asked for with --roles that has no panel because `present` lacks it.
+void note_missing_roles(FigureContext& ctx, const std::string& figure,
+                        const std::vector<std::string>& present, const std::string& what);
+
 // Roles among `records` (whole matrices with a layer), in model::Role order; limited to the
 // selection, or by default to attn_q, attn_v, mlp_down when present (the paper's W_Q, W_V, W_FC2).
 std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records);
+// The same rule over role names (of matrices with a layer).
+std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<std::string>& role_names);
 
 // Values of `field` grouped by layer: head rows when the role has any, else the whole matrices.
 std::map<int, std::vector<double>> values_by_layer(const std::vector<const Record*>& records,
@@ -39,7 +59,8 @@ void whole_values(const std::vector<const Record*>& records, const std::string& 
                   const std::string& role, const std::string& field, std::vector<double>& values,
                   std::vector<std::string>& tooltips);
 
-// Box plots of `field` per role, one box per category (model name), in the given order.
+// Box plots of `field` per role, one box per category (model name), in the given order; notes the
+// categories missing from a panel.
 Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vector<std::string>& categories,
                   const std::string& id, const std::string& x_label);
 

@@ -5,9 +5,11 @@ namespace diffract::report {
 std::vector<Figure> build_figures(FigureContext& ctx) {
     std::vector<Figure> out;
     add_head_heatmaps(ctx, out);
+    add_agreement_boxes(ctx, out);
     add_layer_curves(ctx, out);
     add_role_boxes(ctx, out);
     add_esd(ctx, out);
+    add_delta_spectra(ctx, out);
     add_sweeps(ctx, out);
     add_evolution(ctx, out);
     add_metric_scatter(ctx, out);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "diffract/report/stats.hpp"
+
 #include "figure_util_impl.hpp"
 
 namespace diffract::report {
@@ -29,6 +31,18 @@ Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vecto
         for (std::size_t c = 0; c < categories.size(); ++c)
             draw_box(svg, p, static_cast<double>(c), values[c], ctx.colours(categories[c]), tips[c]);
     }
+    note_missing_roles(ctx, id, roles, "row with " + field);
+    note_missing_models(
+        ctx, id, roles, categories,
+        [&](std::size_t i, const std::string& m) {
+            std::vector<double> values;
+            std::vector<std::string> tips;
+            whole_values(records, m, roles[i], field, values, tips);
+            return !finite_values(values).empty();
+        },
+        [&](const std::string& m, const std::string& role) {
+            return missing_reason(ctx, m, field, role, true);
+        });
     return {id, fmt::format("{} per role and {}", field, x_label),
             fmt::format(
                 "{} of every whole matrix (one point per layer, jittered), one panel per role, one box per "
@@ -40,7 +54,8 @@ Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vecto
 void add_role_boxes(FigureContext& ctx, std::vector<Figure>& out) {
     for (const auto& field : ctx.config.metrics) {
         if (records_with(ctx, field).empty()) {
-            ctx.notes.push_back(fmt::format("box plots of {}: no rows with this field", field));
+            ctx.note(figure_id("boxes", field), "",
+                     fmt::format("no metrics.csv/compare.csv rows with {}", field));
             continue;
         }
         out.push_back(role_boxes(ctx, field, ctx.models, figure_id("boxes", field), "model"));
@@ -55,9 +70,20 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
     const std::set<const Record*> with_y(ys.begin(), ys.end());
     for (const auto* r : records_with(ctx, fx))
         if (!r->head && with_y.count(r)) points.push_back(r);
+    const auto id = figure_id("scatter", fx + "-" + fy);
     if (points.empty()) {
-        ctx.notes.push_back(fmt::format("scatter of {} and {}: no matrix has both fields", fx, fy));
+        ctx.note(id, "", fmt::format("no matrix has both {} and {}", fx, fy));
         return;
+    }
+    for (const auto& m : ctx.models) {
+        if (std::any_of(points.begin(), points.end(), [&](const Record* r) { return r->model == m; }))
+            continue;
+        // The first field the model lacks explains it; else its matrices have one field each.
+        auto why = missing_reason(ctx, m, fx, "", true);
+        if (why.starts_with("no finite")) why = missing_reason(ctx, m, fy, "", true);
+        if (why.starts_with("no finite"))
+            why = fmt::format("no whole matrix of it has both {} and {}", fx, fy);
+        ctx.note(id, fmt::format("model '{}'", m), why);
     }
     Axis x{metric_label(fx), {}, false, {}, false}, y{metric_label(fy), {}, false, {}, false};
     for (const auto* r : points) {
@@ -87,7 +113,7 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out) {
     const double ly = draw_legend(svg, layout.legend_x(), layout.margin_top + 4, roles, "role");
     draw_legend(svg, layout.legend_x(), ly + 10, models, "model");
     out.push_back(
-        {figure_id("scatter", fx + "-" + fy), fmt::format("{} against {}", fy, fx),
+        {id, fmt::format("{} against {}", fy, fx),
          fmt::format("Every whole matrix as a point: {} (x) against {} (y); left coloured by role, right "
                      "by model. Hover a point for its tensor.{}{}",
                      metric_label(fx), metric_label(fy), flagged_fits_sentence(ctx, fx),

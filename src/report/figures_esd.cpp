@@ -95,35 +95,74 @@ void draw_spectrum(Svg& svg, const Frame& frame, const Spectrum& s, const std::s
     for (auto pt : mp) mp_clipped.push_back({pt.x, std::min(pt.y, p.sy.d1)});
     draw_line(svg, p, mp_clipped, "#222222", 1.8, "",
               fmt::format("Marchenko–Pastur, bulk σ = {:.4g}, Q = {:.3g}", sigma, q));
+    for (auto& pt : pl) pt.y = std::min(pt.y, p.sy.d1);  // the tail's head would leave the panel
     draw_line(svg, p, pl, "#D55E00", 2.0, "6 3",
               fmt::format("power law α = {:.3g}, x_min = {:.3g}", alpha, xmin));
     if (xmin > 0) svg.line(p.px(xmin), p.frame.y, p.px(xmin), p.frame.y + p.frame.h, "#D55E00", 1, "2 3");
 }
 
+// The models whose ESD panel is expected: the bases of the comparisons first (the pre-trained
+// spectrum the others are read against), then the selected models.
+std::vector<std::string> esd_models(const FigureContext& ctx) {
+    std::vector<std::string> out;
+    if (ctx.config.models.empty())
+        for (const auto& r : ctx.data.compare)
+            if (!r.base.empty() && std::find(out.begin(), out.end(), r.base) == out.end())
+                out.push_back(r.base);
+    for (const auto& m : ctx.models)
+        if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s.empty() ? "none" : s;
+}
+
 }  // namespace
 
 void add_esd(FigureContext& ctx, std::vector<Figure>& out) {
+    const auto models = esd_models(ctx);
     std::vector<const Spectrum*> spectra;
-    for (const auto& s : ctx.data.spectra)
-        if (ctx.model_selected(s.model)) spectra.push_back(&s);
+    std::vector<std::string> holders;  // models with any weights_svals
+    for (const auto& s : ctx.data.spectra) {
+        if (std::find(holders.begin(), holders.end(), s.model) == holders.end()) holders.push_back(s.model);
+        if (std::find(models.begin(), models.end(), s.model) != models.end()) spectra.push_back(&s);
+    }
     if (spectra.empty()) {
-        ctx.notes.push_back(
-            "ESD histogram: no singular values (give the results store with --store, or analyze "
-            "with the default store present)");
+        ctx.note("esd", "",
+                 ctx.data.store_loaded
+                     ? fmt::format("the store has no weights_svals for {} (it holds weights_svals for: {}; "
+                                   "analyze the models with --store, or name them as the store does)",
+                                   joined(models), joined(holders))
+                     : "no singular values (give the results store with --store, or analyze with the default "
+                       "store present)");
         return;
     }
     const auto tensor = pick_tensor(ctx, spectra);
+    const auto id = figure_id("esd", tensor);
     std::vector<const Spectrum*> shown;
-    for (const auto& m : ctx.models)
-        for (const auto* s : spectra)
+    for (const auto& m : models) {
+        const Spectrum* found = nullptr;
+        bool any_of_model = false;
+        for (const auto* s : spectra) {
+            any_of_model |= s->model == m;
             if (s->model == m && s->tensor == tensor) {
-                shown.push_back(s);
+                found = s;
                 break;
             }
-    if (shown.empty()) {
-        ctx.notes.push_back(fmt::format("ESD histogram: no singular values of '{}' in the store", tensor));
-        return;
+        }
+        if (found) {
+            shown.push_back(found);
+            continue;
+        }
+        ctx.note(id, fmt::format("panel '{}'", m),
+                 any_of_model ? fmt::format("the store has no weights_svals of {} for model '{}'", tensor, m)
+                              : fmt::format("the store has no weights_svals for model '{}' (it holds: {})", m,
+                                            joined(holders)));
     }
+    if (shown.empty()) return;
     const auto layout = grid_layout(static_cast<int>(shown.size()), 4, 260, 200, 170);
     Svg svg(layout.width(), layout.height(), "figure", "ESD of " + tensor);
     for (std::size_t i = 0; i < shown.size(); ++i)
@@ -133,7 +172,7 @@ void add_esd(FigureContext& ctx, std::vector<Figure>& out) {
                  {"Marchenko–Pastur fit", "#222222", LegendMark::line},
                  {"power-law tail fit", "#D55E00", LegendMark::dashed}});
     out.push_back(
-        {figure_id("esd", tensor), fmt::format("ESD of {}", tensor),
+        {id, fmt::format("ESD of {}", tensor),
          fmt::format("Empirical spectral density of {} per model: eigenvalues λ = σ²/N of WᵀW/N on "
                      "log-spaced bins (density per unit log₁₀ λ), the Marchenko–Pastur density with the "
                      "fitted bulk σ (mp_bulk_std) and aspect ratio, and the power-law tail fitted above "

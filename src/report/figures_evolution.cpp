@@ -51,7 +51,17 @@ Figure evolution_curves(FigureContext& ctx, const std::string& field, const Seri
                  {"median", "#555555", LegendMark::dashed},
                  {"mean ± 1 std", "#555555", LegendMark::band}},
                 "across layers, heads");
-    return {figure_id("evolution", field), fmt::format("Evolution of {} over training", field),
+    const auto id = figure_id("evolution", field);
+    note_missing_roles(ctx, id, roles, "row with " + field);
+    note_missing_models(
+        ctx, id, roles, series.models,
+        [&](std::size_t i, const std::string& m) {
+            for (const auto& [layer, vs] : values_by_layer(records, m, roles[i], field))
+                if (!finite_values(vs).empty()) return true;
+            return false;
+        },
+        [&](const std::string& m, const std::string& role) { return missing_reason(ctx, m, field, role); });
+    return {id, fmt::format("Evolution of {} over training", field),
             fmt::format(
                 "{} against {} for the checkpoints {}, one panel per role: mean over every layer and head "
                 "(solid), median (dashed), mean ± 1 std (band).{}",
@@ -72,7 +82,10 @@ void add_evolution(FigureContext& ctx, std::vector<Figure>& out) {
         return;
     }
     for (const auto& field : ctx.config.metrics) {
-        if (records_with(ctx, field).empty()) continue;
+        if (records_with(ctx, field).empty()) {
+            ctx.note(figure_id("evolution", field), "", fmt::format("no metrics.csv rows with {}", field));
+            continue;
+        }
         out.push_back(evolution_curves(ctx, field, series));
         out.push_back(
             role_boxes(ctx, field, series.models, figure_id("evolution-boxes", field), "checkpoint"));

@@ -91,21 +91,34 @@ void agreement_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
         if (r.head && r.layer && r.role == role && ctx.model_selected(r.model) && r.values.count(field) &&
             (ctx.selection.layers.empty() || ctx.selection.layers.count(*r.layer)))
             grids[r.model][{*r.layer, *r.head}] = r.value(field);
+    const auto id = figure_id("heads-agreement", role);
     if (grids.empty()) {
-        ctx.notes.push_back(
-            fmt::format("agreement heatmap: no compare.csv head rows of {} with {}", role, field));
+        ctx.note(id, "", fmt::format("no compare.csv head rows of {} with {}", role, field));
         return;
     }
     const auto ref = reference_of(ctx);
     std::vector<HeatPanel> panels;
-    for (const auto& m : ctx.models)
-        if (grids.count(m)) panels.push_back({m, grids[m], false});
-    if (grids.count(ref))
+    for (const auto& m : ctx.models) {
+        if (grids.count(m))
+            panels.push_back({m, grids[m], false});
+        else
+            ctx.note(
+                id, fmt::format("panel '{}'", m),
+                ctx.is_compare_base(m)
+                    ? fmt::format("'{}' is the base of the comparison (agreement is measured against it)", m)
+                    : fmt::format("no compare.csv head rows of {} with {} for model '{}'", role, field, m));
+    }
+    if (grids.count(ref)) {
         for (const auto& m : ctx.models)
             if (m != ref && grids.count(m))
                 panels.push_back({m + " − " + ref, subtract(grids[m], grids[ref]), true});
+    } else if (!ref.empty()) {
+        ctx.note(id, fmt::format("difference panels (model − '{}')", ref),
+                 fmt::format("the reference '{}' has no head rows of {} with {}{}", ref, role, field,
+                             ctx.model_selected(ref) ? "" : " among the selected models"));
+    }
     out.push_back(heatmap_figure(
-        figure_id("heads-agreement", role), fmt::format("Per-head agreement with the base ({})", role),
+        id, fmt::format("Per-head agreement with the base ({})", role),
         fmt::format(
             "{} of each {} head block with the base model's, per layer (rows) and head (columns); lower "
             "means a larger rotation of the singular vectors. {} Hover a cell for layer, head and value.",
@@ -132,19 +145,32 @@ void update_norm_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
             ref_norms[{h.layer, h.head}] = h.ref_update_norm;
         }
     }
+    const std::string id = "heads-update-norm";
     if (norms.empty()) {
-        ctx.notes.push_back("update-norm heatmap: no heads.csv (run `diffract compare`)");
+        ctx.note(id, "", "no heads.csv among the inputs (run `diffract compare`)");
         return;
     }
     std::vector<HeatPanel> panels;
-    for (const auto& m : ctx.models)
-        if (norms.count(m)) panels.push_back({m, norms[m], false});
-    if (!ref_norms.empty() && !norms.count(ref)) panels.push_back({ref + " (reference)", ref_norms, false});
+    const bool ref_panel = !ref_norms.empty() && !norms.count(ref);
+    for (const auto& m : ctx.models) {
+        if (norms.count(m))
+            panels.push_back({m, norms[m], false});
+        else if (!(ref_panel && m == ref))
+            ctx.note(
+                id, fmt::format("panel '{}'", m),
+                ctx.is_compare_base(m)
+                    ? fmt::format("'{}' is the base of the comparison (update norms are measured from it)", m)
+                    : fmt::format("heads.csv has no rows of model '{}'", m));
+    }
+    if (ref_panel) panels.push_back({ref + " (reference)", ref_norms, false});
+    if (ref.empty())
+        ctx.note(id, "difference panels (importance)",
+                 "heads.csv names no reference model (compare --reference)");
     if (!ref.empty())
         for (const auto& m : ctx.models)
             if (importance.count(m)) panels.push_back({m + " − " + ref + " (scaled)", importance[m], true});
     out.push_back(heatmap_figure(
-        "heads-update-norm", "Per-head update norms",
+        id, "Per-head update norms",
         "Frobenius norm of each head's update ‖W − W_base‖_F over its Q, K, V and O blocks, per layer (rows) "
         "and head "
         "(columns). Difference panels: the importance score, min–max-scaled norm of the model minus that of "

@@ -82,11 +82,25 @@ void add_layer_curves(FigureContext& ctx, std::vector<Figure>& out) {
         const auto records = records_with(ctx, field);
         const auto roles = roles_of(ctx, records);
         if (records.empty() || roles.empty()) {
-            ctx.notes.push_back(fmt::format(
-                "layer-wise curves of {}: no metrics.csv/compare.csv rows with this field", field));
+            ctx.note(
+                figure_id("layers", field), "",
+                fmt::format("no metrics.csv/compare.csv rows with {}{}", field,
+                            flagged_fits_sentence(ctx, field).empty() ? "" : " whose fit is not flagged"));
             continue;
         }
         out.push_back(layer_curves(ctx, field, records, roles));
+        const auto id = out.back().id;
+        note_missing_roles(ctx, id, roles, "row with " + field);
+        note_missing_models(
+            ctx, id, roles, ctx.models,
+            [&](std::size_t i, const std::string& m) {
+                for (const auto& [layer, vs] : values_by_layer(records, m, roles[i], field))
+                    if (!finite_values(vs).empty()) return true;
+                return false;
+            },
+            [&](const std::string& m, const std::string& role) {
+                return missing_reason(ctx, m, field, role);
+            });
     }
 }
 

@@ -45,7 +45,100 @@ std::string short_label(const std::string& s, std::size_t max_len) {
     return s.size() <= max_len ? s : s.substr(0, max_len - 1) + "…";
 }
 
+constexpr double kTickFont = 10;
+constexpr double kTickGap = 4;  // the least room between neighbouring tick labels
+
+// A tick of a numeric axis: its value and its label.
+struct Tick {
+    double value;
+    std::string label;
+};
+
+// Whether labels at these positions (pixels along the axis) keep kTickGap apart: along x each takes
+// its estimated width, along y one line of text.
+bool labels_fit(const std::vector<Tick>& ticks, const Scale& scale, bool along_x) {
+    for (std::size_t i = 1; i < ticks.size(); ++i) {
+        const double room = std::abs(scale(ticks[i].value) - scale(ticks[i - 1].value));
+        const double need =
+            along_x ? (text_width(ticks[i].label, kTickFont) + text_width(ticks[i - 1].label, kTickFont)) / 2
+                    : kTickFont;
+        if (room < need + kTickGap) return false;
+    }
+    return true;
+}
+
+// The ticks of a numeric axis: nice linear steps, fewer until the labels fit; on a log axis powers
+// of ten, every k-th one until they fit.
+std::vector<Tick> axis_ticks(const Axis& a, const Scale& scale, double length, bool along_x) {
+    std::vector<Tick> ticks;
+    if (a.log) {
+        for (int stride = 1; stride <= 64; ++stride) {
+            ticks.clear();
+            for (double t : log_ticks(scale.d0, scale.d1, stride)) ticks.push_back({t, log_tick_label(t)});
+            if (labels_fit(ticks, scale, along_x)) break;
+        }
+        if (ticks.size() >= 2) return ticks;
+        // Less than a decade or two: 1, 2 and 5 times the powers of ten.
+        std::vector<Tick> fine;
+        for (int e = static_cast<int>(std::floor(std::log10(scale.d0))); e <= std::ceil(std::log10(scale.d1));
+             ++e)
+            for (double m : {1.0, 2.0, 5.0}) {
+                const double t = m * std::pow(10.0, e);
+                if (t >= scale.d0 && t <= scale.d1) fine.push_back({t, fmt::format("{:g}", t)});
+            }
+        return fine.size() >= 2 && labels_fit(fine, scale, along_x) ? fine : ticks;
+    }
+    for (int target = along_x ? std::max(3, static_cast<int>(length / 60)) : 5; target >= 1; --target) {
+        const auto values = nice_ticks(scale.d0, scale.d1, target);
+        const double step = values.size() > 1 ? values[1] - values[0] : scale.d1 - scale.d0;
+        ticks.clear();
+        for (double t : values) ticks.push_back({t, tick_label(t, step)});
+        if (labels_fit(ticks, scale, along_x)) break;
+    }
+    return ticks;
+}
+
+// Every k-th category keeps a label when all of them would not fit along the axis.
+std::size_t category_stride(const Axis& a, double length, bool along_x) {
+    if (a.categories.empty()) return 1;
+    double need = kTickFont;
+    if (along_x)
+        for (const auto& c : a.categories) need = std::max(need, text_width(c, kTickFont));
+    const double slot = length / static_cast<double>(a.categories.size());
+    return static_cast<std::size_t>(std::max(1.0, std::ceil((need + kTickGap) / slot)));
+}
+
+// An axis title that fits along `length`: whole, else without its parenthesised gloss
+// ("pl_alpha (power-law exponent α)" → "pl_alpha"), else cut with an ellipsis.
+std::string fit_title(const std::string& title, double length, double size) {
+    if (text_width(title, size) <= length) return title;
+    if (const auto paren = title.find(" ("); paren != std::string::npos)
+        if (text_width(title.substr(0, paren), size) <= length) return title.substr(0, paren);
+    std::string s = title;
+    while (!s.empty() && text_width(s + "…", size) > length) {
+        // Drop the last code point: its continuation bytes, then its lead byte.
+        while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80) s.pop_back();
+        if (!s.empty()) s.pop_back();
+    }
+    return s + "…";
+}
+
 }  // namespace
+
+double text_width(std::string_view s, double size) {
+    std::size_t chars = 0;
+    for (unsigned char c : s) chars += (c & 0xC0) != 0x80;  // UTF-8 code points
+    return static_cast<double>(chars) * size * 0.6;
+}
+
+std::string log_tick_label(double v) {
+    const int e = static_cast<int>(std::lround(std::log10(v)));
+    if (e >= -2 && e <= 3) return fmt::format("{:g}", std::pow(10.0, e));
+    static const char* kSuperscript[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+    std::string s = e < 0 ? "10⁻" : "10";
+    for (char d : std::to_string(std::abs(e))) s += kSuperscript[d - '0'];
+    return s;
+}
 
 void Range::add(double v) {
     if (!std::isfinite(v)) return;
@@ -83,13 +176,16 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     return ticks;
 }
 
-std::vector<double> log_ticks(double lo, double hi) {
+std::vector<double> log_ticks(double lo, double hi, int stride) {
     std::vector<double> ticks;
     if (!(lo > 0) || !(hi > lo)) return ticks;
     const int a = static_cast<int>(std::ceil(std::log10(lo) - 1e-9));
     const int b = static_cast<int>(std::floor(std::log10(hi) + 1e-9));
-    const int stride = std::max(1, (b - a + 1) / 6);
-    for (int e = a; e <= b; e += stride) ticks.push_back(std::pow(10.0, e));
+    if (stride <= 0) stride = std::max(1, (b - a + 1) / 6);
+    // Multiples of the stride (…, 1e-6, 1e-3, 1) rather than offsets from the lowest power.
+    for (int e = a; e <= b; ++e)
+        if (e % stride == 0) ticks.push_back(std::pow(10.0, e));
+    if (ticks.empty()) ticks.push_back(std::pow(10.0, a));
     return ticks;
 }
 
@@ -128,49 +224,53 @@ Panel draw_axes(Svg& svg, const Frame& f, const std::string& title, const Axis& 
     p.sy = {y0, y1, f.y + f.h, f.y, y.log && y.categories.empty()};
     svg.rect(f.x, f.y, f.w, f.h, "#fbfbfb", "", {{"stroke", "#cccccc"}, {"class", "plot-area"}});
 
-    // y ticks and horizontal grid lines
+    // y ticks and horizontal grid lines; the axis title clears the widest tick label.
+    double widest = 0;
     if (!y.categories.empty()) {
-        for (std::size_t i = 0; i < y.categories.size(); ++i) {
+        const auto stride = category_stride(y, f.h, false);
+        for (std::size_t i = 0; i < y.categories.size(); i += stride) {
             const double py = p.sy(static_cast<double>(i));
-            svg.text(f.x - 6, py + 4, short_label(y.categories[i], 12), 10, "end");
+            const auto label = short_label(y.categories[i], 12);
+            widest = std::max(widest, text_width(label, kTickFont));
+            svg.text(f.x - 6, py + 4, label, kTickFont, "end");
         }
     } else {
-        const auto ticks = y.log ? log_ticks(y0, y1) : nice_ticks(y0, y1);
-        const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : y1 - y0;
-        for (double t : ticks) {
-            const double py = p.sy(t);
+        for (const auto& t : axis_ticks(y, p.sy, f.h, false)) {
+            const double py = p.sy(t.value);
             svg.line(f.x, py, f.x + f.w, py, kGridColour);
             svg.line(f.x - 4, py, f.x, py, kAxisColour);
-            svg.text(f.x - 6, py + 3.5, y.log ? fmt::format("{:g}", t) : tick_label(t, step), 10, "end");
+            widest = std::max(widest, text_width(t.label, kTickFont));
+            svg.text(f.x - 6, py + 3.5, t.label, kTickFont, "end");
         }
     }
     // x ticks and vertical grid lines
+    const bool rotate = rotated_categories(x, f.w);
     if (!x.categories.empty()) {
-        const bool rotate = rotated_categories(x, f.w);
+        const auto stride = category_stride(x, f.w, !rotate);
         for (std::size_t i = 0; i < x.categories.size(); ++i) {
             const double px = p.sx(static_cast<double>(i));
             svg.line(px, f.y + f.h, px, f.y + f.h + 4, kAxisColour);
+            if (i % stride != 0) continue;
             if (rotate)
-                svg.text(px + 3, f.y + f.h + 14, short_label(x.categories[i], 14), 10, "end", -30);
+                svg.text(px + 3, f.y + f.h + 14, short_label(x.categories[i], 14), kTickFont, "end", -30);
             else
-                svg.text(px, f.y + f.h + 15, x.categories[i], 10, "middle");
+                svg.text(px, f.y + f.h + 15, x.categories[i], kTickFont, "middle");
         }
     } else {
-        const auto ticks =
-            x.log ? log_ticks(x0, x1) : nice_ticks(x0, x1, std::max(3, static_cast<int>(f.w / 60)));
-        const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : x1 - x0;
-        for (double t : ticks) {
-            const double px = p.sx(t);
+        for (const auto& t : axis_ticks(x, p.sx, f.w, true)) {
+            const double px = p.sx(t.value);
             svg.line(px, f.y, px, f.y + f.h, kGridColour);
             svg.line(px, f.y + f.h, px, f.y + f.h + 4, kAxisColour);
-            svg.text(px, f.y + f.h + 15, x.log ? fmt::format("{:g}", t) : tick_label(t, step), 10, "middle");
+            svg.text(px, f.y + f.h + 15, t.label, kTickFont, "middle");
         }
     }
     svg.line(f.x, f.y + f.h, f.x + f.w, f.y + f.h, kAxisColour);
     svg.line(f.x, f.y, f.x, f.y + f.h, kAxisColour);
-    svg.text(f.x + f.w / 2, f.y + f.h + (rotated_categories(x, f.w) ? 46 : 34), x.label, 11, "middle");
-    svg.text(f.x - 46, f.y + f.h / 2, y.label, 11, "middle", -90);
-    svg.text(f.x + f.w / 2, f.y - 9, title, 12, "middle", 0, "bold");
+    svg.text(f.x + f.w / 2, f.y + f.h + (rotate ? 46 : 34), fit_title(x.label, f.w + 40, 11), 11, "middle");
+    // A rotated title's glyphs reach about 0.75 of its size left of its baseline and 0.25 right.
+    svg.text(std::min(f.x - 46, f.x - 6 - widest - kTickGap - 11 * 0.25), f.y + f.h / 2,
+             fit_title(y.label, f.h + 20, 11), 11, "middle", -90);
+    svg.text(f.x + f.w / 2, f.y - 9, fit_title(title, f.w + 40, 12), 12, "middle", 0, "bold");
     return p;
 }
 

@@ -60,7 +60,7 @@ void draw_point(Svg& svg, const Panel& p, Point pt, const std::string& colour, d
 }
 
 void draw_box(Svg& svg, const Panel& p, double x, const std::vector<double>& values,
-              const std::string& colour, const std::vector<std::string>& tooltips) {
+              const std::string& colour, const std::vector<std::string>& tooltips, double half_width) {
     const auto f = finite_values(values);
     if (f.empty()) return;
     const double q1 = quantile_of(f, 0.25), q2 = quantile_of(f, 0.5), q3 = quantile_of(f, 0.75);
@@ -70,7 +70,7 @@ void draw_box(Svg& svg, const Panel& p, double x, const std::vector<double>& val
         if (v >= q1 - 1.5 * iqr) wlo = std::min(wlo, v);
         if (v <= q3 + 1.5 * iqr) whi = std::max(whi, v);
     }
-    const double half = std::abs(p.px(x + 0.3) - p.px(x));
+    const double half = std::abs(p.px(x + half_width) - p.px(x));
     const double cx = p.px(x);
     svg.line(cx, p.py(wlo), cx, p.py(q1), colour, 1.2);
     svg.line(cx, p.py(q3), cx, p.py(whi), colour, 1.2);
@@ -147,6 +147,12 @@ double draw_legend(Svg& svg, double x, double y, const std::vector<LegendEntry>&
                 break;
             case LegendMark::dashed:
                 svg.line(x, y - 4, x + 22, y - 4, e.colour, 2.2, "5 3");
+                break;
+            case LegendMark::dotted:
+                svg.line(x, y - 4, x + 22, y - 4, e.colour, 1.2, "2 3");
+                break;
+            case LegendMark::thin:
+                svg.line(x, y - 4, x + 22, y - 4, e.colour, 0.8);
                 break;
             case LegendMark::point:
                 svg.circle(x + 11, y - 4, 4, e.colour);

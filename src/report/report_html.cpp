@@ -9,13 +9,14 @@ namespace diffract::report {
 namespace {
 
 constexpr const char* kStyle = R"css(
-body { font-family: Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1400px; color: #222; }
+body { font-family: Helvetica, Arial, sans-serif; margin: 24px auto; padding: 0 12px; max-width: 1400px;
+       box-sizing: border-box; color: #222; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
 nav ol { columns: 2; font-size: 14px; }
 figure { margin: 0 0 12px 0; } figcaption { font-size: 13px; color: #444; max-width: 1100px; margin-top: 4px; }
-svg.figure { max-width: 100%; height: auto; border: 1px solid #eee; }
+svg.figure { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 svg.figure rect.cell:hover, svg.figure circle:hover { stroke: #000; stroke-width: 1.5; }
-.notes { font-size: 13px; color: #555; } code { font-size: 12px; }
+.notes { font-size: 13px; color: #555; overflow-wrap: anywhere; } code { font-size: 12px; }
 )css";
 
 }  // namespace

@@ -2,6 +2,8 @@
 parsed and rendered in headless Chromium (screenshot saved; copied to $DIFFRACT_REPORT_SCREENSHOT),
 SVG/PNG figure files, the evolution series and the one-line errors."""
 import csv
+import html as html_lib
+import json
 import os
 import re
 import shutil
@@ -12,88 +14,109 @@ from pathlib import Path
 import pytest
 
 from conftest import run
+from report_inputs import FIGURE, figures_of, label_problems, make_results
 
-FIGURE = re.compile(r'<svg class="figure".*?</svg>', re.S)
 MARKS = re.compile(r"<(rect|circle|polyline|polygon|line)\b")
-# heatmaps (2) + layer curves (2) + boxes (2) + ESD + scatter + rewind + interpolation + truncation
-EXPECTED_FIGURES = 11
-
-
-def write_sweeps(root: Path):
-    rewind = root / "sweep-rewind"
-    rewind.mkdir()
-    rows = ["order,seed,x,score"]
-    for order in ("importance", "random"):
-        for seed in range(3 if order == "random" else 1):
-            for i in range(6):
-                x = i / 5
-                rows.append(f"{order},{seed},{x},{0.5 + 0.05 * x - 0.2 * x * x + 0.01 * seed}")
-    (rewind / "curve.csv").write_text("\n".join(rows) + "\n")
-    (rewind / "summary.json").write_text('{"kind": "rewind", "baseline": 0.5}')
-    trunc = root / "sweep-truncate"
-    trunc.mkdir()
-    (trunc / "curve.csv").write_text("order,seed,x,score\n" + "".join(
-        f"svd,0,{k / 10},{0.6 * (1 - (1 - k / 10) ** 3)}\n" for k in range(1, 11)))
-    interp = root / "sweep-interpolate"
-    interp.mkdir()
-    (interp / "curve.csv").write_text("order,seed,x,score_math,score_code\n" + "".join(
-        f"linear,0,{w / 10},{0.6 - 0.3 * w / 10},{0.2 + 0.3 * w / 10}\n" for w in range(11)))
-    return [rewind, trunc, interp]
+# heatmaps (2) + agreement by layer (2) + layer curves (2) + boxes (2) + ESD + update spectra (math,
+# code, text) + scatter + rewind + interpolation + truncation
+EXPECTED_FIGURES = 16
+WIDTHS = (1400, 800)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    root = tmp_path_factory.mktemp("report")
-    fam = root / "fam"
-    store = root / "results.sqlite"
-    run(["generate", "--out", fam])
-    models = [fam / m for m in ("pretrained", "math", "code", "text")]
-    run(["analyze", *models, "--out", root / "an", "--store", store, "--quiet"])
-    run(["compare", "--base", models[0], models[1], models[2], "--reference", models[3], "--out", root / "cmp",
-         "--store", store, "--quiet"])
-    sweeps = write_sweeps(root)
-    return {"root": root, "fam": fam, "store": store, "dirs": [root / "an", root / "cmp", *sweeps]}
+    return make_results(tmp_path_factory.mktemp("report"))
 
 
-def figures_of(html: str):
-    figs = FIGURE.findall(html)
-    for f in figs:
-        ET.fromstring(f)  # well-formed XML
-    return figs
-
-
-def test_html_report_has_every_figure(results):
+@pytest.fixture(scope="module")
+def page(results):
     out = results["root"] / "report.html"
     p = run(["report", *results["dirs"], "--store", results["store"], "--out", out])
-    html = out.read_text()
+    return {"path": out, "html": out.read_text(), "stderr": p.stderr}
+
+
+def test_html_report_has_every_figure(page):
+    html = page["html"]
     figs = figures_of(html)
-    assert len(figs) == EXPECTED_FIGURES, p.stderr
-    for f in figs:
+    assert len(figs) == EXPECTED_FIGURES, page["stderr"]
+    for f in figs.values():
         assert len(MARKS.findall(f)) > 30, f[:200]
         assert "<text" in f  # axis labels, titles
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert html.count('class="cell"') > 0 and "layer 0, head 0" in html  # heatmap hover text
-    assert "evolution figures: off" in p.stderr
+    assert "evolution figures: off" in page["stderr"]
+    # Every model keeps one colour across figures: math's box in the agreement figure is its line's colour.
+    layers = figs["layers-stable_rank"]
+    math_colour = re.search(r'stroke="(#[0-9A-Fa-f]{6})"[^>]*><title>math mean<', layers)[1]
+    assert f'fill="{math_colour}"' in figs["agreement-layers-avg_l_agreement"]
 
 
-def test_report_renders_in_chromium(results):
+# A script appended to a copy of the page (the report itself has none): after layout it records
+# whether the page overflows the window and the size of every figure, into a <pre> that
+# --dump-dom prints.
+PROBE = """<script>
+addEventListener('load', () => {
+  const doc = document.documentElement;
+  const r = {scrollWidth: doc.scrollWidth, innerWidth: innerWidth, height: doc.scrollHeight,
+    figures: [...document.querySelectorAll('svg.figure')].map(f => {
+      const b = f.getBoundingClientRect();
+      return {id: f.closest('section').id, width: b.width, height: b.height, left: b.left, right: b.right,
+              marks: f.querySelectorAll('rect,circle,polyline,polygon,line,text').length};
+    })};
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(r);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def chromium_layout(chromium, page_path: Path, width: int):
+    probe = page_path.with_name(page_path.stem + f"-probe{width}.html")
+    probe.write_text(page_path.read_text().replace("</body>", PROBE + "</body>"))
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--window-size={width},1000", "--virtual-time-budget=5000", "--dump-dom", probe.resolve().as_uri()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', p.stdout, re.S)
+    assert m, p.stderr[-2000:]
+    return json.loads(html_lib.unescape(m[1]))
+
+
+def test_report_renders_in_chromium_at_two_widths(page, results):
+    """At 1400 and 800 px: no horizontal overflow, every figure present, non-empty and inside the
+    window; full-page screenshots saved (copied to $DIFFRACT_REPORT_SCREENSHOT, a directory, when set)."""
     chromium = shutil.which("chromium")
     assert chromium, "chromium is not installed (scripts/setup_debian.sh installs it)"
-    html = results["root"] / "report.html"
-    if not html.exists():
-        run(["report", *results["dirs"], "--store", results["store"], "--out", html])
-    shot = results["root"] / "report.png"
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,6000"]
-    url = html.resolve().as_uri()
-    p = subprocess.run([*base, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=180)
-    assert shot.exists() and shot.stat().st_size > 10000, p.stderr
-    assert "Uncaught" not in p.stderr and "SyntaxError" not in p.stderr, p.stderr
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
-    assert dom.count('<svg class="figure"') == EXPECTED_FIGURES
-    assert "</html>" in dom
-    if os.environ.get("DIFFRACT_REPORT_SCREENSHOT"):
-        shutil.copy(shot, os.environ["DIFFRACT_REPORT_SCREENSHOT"])
+    ids = list(figures_of(page["html"]))
+    keep = os.environ.get("DIFFRACT_REPORT_SCREENSHOT")
+    for width in WIDTHS:
+        layout = chromium_layout(chromium, page["path"], width)
+        assert layout["innerWidth"] == width
+        assert layout["scrollWidth"] <= layout["innerWidth"], (width, layout["scrollWidth"])
+        figs = layout["figures"]
+        assert [f["id"] for f in figs] == ids
+        for f in figs:
+            assert f["width"] > 200 and f["height"] > 100 and f["marks"] > 30, (width, f)
+            assert f["left"] >= 0 and f["right"] <= width, (width, f)
+        shot = results["root"] / f"report-{width}.png"
+        height = min(int(layout["height"]) + 20, 30000)
+        p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            f"--window-size={width},{height}", f"--screenshot={shot}", page["path"].resolve().as_uri()],
+                           capture_output=True, text=True, timeout=180)
+        assert shot.exists() and shot.stat().st_size > 50000, p.stderr[-2000:]
+        png = shot.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(png[16:20], "big") == width  # the IHDR width: nothing cut or padded
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, Path(keep) / shot.name)
+
+
+def test_text_labels_do_not_overlap(page):
+    """Every figure: no two text boxes (tick labels, axis titles, panel titles, legends, reference labels)
+    overlap, and none reaches outside the figure."""
+    problems = {fid: label_problems(svg) for fid, svg in figures_of(page["html"]).items()}
+    assert not {k: v for k, v in problems.items() if v}
 
 
 def test_svg_and_png_files(results):

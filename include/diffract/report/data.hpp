@@ -3,6 +3,7 @@
 // store only, the singular values of each matrix (the ESD figure).
 #pragma once
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,13 +31,22 @@ struct SweepPoint {
     std::string order;
     long long seed = 0;
     double x = 0;
-    std::vector<double> scores;  // one per Sweep::score_columns
+    std::vector<double> scores;                                      // one per Sweep::score_columns
+    double eval_seconds = std::numeric_limits<double>::quiet_NaN();  // curve.csv's eval_seconds
+};
+// A model evaluated once beside the sweep (summary.json's "references": the base, the unedited
+// model, or an interpolation's endpoints), drawn as a labelled line.
+struct SweepReference {
+    std::string key;                       // "base", "model", ... as summary.json names it
+    std::map<std::string, double> scores;  // "score", or per score column ("score_math")
+    double eval_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 struct Sweep {
     std::string name, kind, source;  // kind: rewind | truncate | interpolate | rewind-each | sweep
     std::vector<std::string> score_columns;
     std::vector<SweepPoint> points;
     std::optional<double> baseline;  // summary.json's score of the unedited model, when given
+    std::vector<SweepReference> references;
 };
 
 // The singular values of one whole matrix and the scalar fields stored with them.
@@ -46,12 +56,22 @@ struct Spectrum {
     std::map<std::string, double> values;
 };
 
+// The singular values of one compare unit's update ΔW = W_model − W_base (store field delta_svals).
+struct DeltaSpectrum {
+    std::string model, base, tensor, role;
+    std::optional<int> layer;
+    std::vector<double> svals;  // as stored: ascending
+};
+
 struct ReportData {
     std::vector<Record> metrics;  // analyze
     std::vector<Record> compare;  // compare (cross-model)
     std::vector<HeadScore> heads;
     std::vector<Sweep> sweeps;
     std::vector<Spectrum> spectra;
+    std::vector<DeltaSpectrum> deltas;      // whole matrices only
+    std::vector<std::string> store_models;  // every name the store holds results under
+    bool store_loaded = false;
     std::vector<std::string> models;  // in order of first appearance
     std::vector<std::string> notes;   // what was skipped, and why
     void add_model(const std::string& name);
@@ -61,7 +81,8 @@ struct ReportData {
 // summary.json). Throws InputError if DIR does not exist or holds none of them, or a file is malformed.
 void load_result_dir(const std::string& dir, ReportData& data);
 
-// Reads a results store: the spectra (whole matrices with weights_svals) always, and, when
+// Reads a results store: the spectra (whole matrices with weights_svals) and the update spectra
+// (whole-matrix compare results with delta_svals) always, and, when
 // `with_records`, every scalar result as metrics/compare records (a report from a store alone).
 void load_store(const std::string& path, ReportData& data, bool with_records);
 

@@ -2,6 +2,7 @@
 // to `out`, and a note to `ctx.notes` for what it cannot (missing inputs are skipped, not errors).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct FigureContext {
     FigureContext(const ReportData& d, const ReportConfig& c);
     bool selected(const Record& r) const;  // model, role and layer selected
     bool model_selected(const std::string& model) const;
+    bool layer_selected(std::optional<int> layer) const;
+    bool role_selected(const std::string& role) const;
+    bool is_compare_base(const std::string& model) const;  // a base named by compare rows
+    // A "Not shown" line: "FIGURE: PANEL — WHY" (PANEL as the caller words it: "panel 'attn_q'").
+    void note(const std::string& figure, const std::string& panel, const std::string& why);
 };
 
 // Per-head agreement and update-norm heatmaps (layers × heads, one panel per model, difference panels).
@@ -46,6 +52,13 @@ void add_esd(FigureContext& ctx, std::vector<Figure>& out);
 void add_sweeps(FigureContext& ctx, std::vector<Figure>& out);
 // Evolution over a training series: metric against step per role, box plots per checkpoint.
 void add_evolution(FigureContext& ctx, std::vector<Figure>& out);
+
+// The spectrum of each update ΔW = W_model − W_base (store field delta_svals): per compared model,
+// σ_i/σ_1 and the cumulative energy against the fraction of components, one panel per role, one
+// line per layer.
+void add_delta_spectra(FigureContext& ctx, std::vector<Figure>& out);
+// Singular-vector agreement with the base by layer: box plots per role and layer, one per model.
+void add_agreement_boxes(FigureContext& ctx, std::vector<Figure>& out);
 
 // Every figure, in report order.
 std::vector<Figure> build_figures(FigureContext& ctx);

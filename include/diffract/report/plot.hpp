@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "diffract/report/palette.hpp"
@@ -31,9 +32,15 @@ struct Scale {
 
 // "Nice" tick positions (1, 2, 5 × 10^k steps) covering [lo, hi]; powers of ten on a log axis.
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
-std::vector<double> log_ticks(double lo, double hi);
+// Powers of ten in [lo, hi] whose exponent is a multiple of `stride` (≤ 0: about six ticks).
+std::vector<double> log_ticks(double lo, double hi, int stride = 0);
 // A tick label: as few digits as the step needs; 1e-3 style for very small or large values.
 std::string tick_label(double v, double step);
+// A log axis' tick label: 0.01 … 1000 plainly, else 10⁻⁵, 10⁶.
+std::string log_tick_label(double v);
+// The estimated width of a text in pixels: code points × size × 0.6 (the report's layout rule; the
+// tests measure labels the same way).
+double text_width(std::string_view s, double size);
 
 struct Axis {
     std::string label;                    // with units where there are any
@@ -86,8 +93,10 @@ void draw_point(Svg& svg, const Panel& p, Point pt, const std::string& colour, d
 
 // Box (quartiles), whiskers (1.5 IQR), median line, and the values as jittered points at
 // category position `x`. `tooltips[i]` labels values[i].
+// `half_width`: the box's half width in category units (0.3 for one box per category; less when
+// several boxes share a category).
 void draw_box(Svg& svg, const Panel& p, double x, const std::vector<double>& values,
-              const std::string& colour, const std::vector<std::string>& tooltips);
+              const std::string& colour, const std::vector<std::string>& tooltips, double half_width = 0.3);
 
 // Cells [row][col] on a rows × cols grid, rows bottom-up (row 0 at the bottom); `tooltip(row, col)`.
 void draw_heatmap(Svg& svg, const Panel& p, const std::vector<std::vector<double>>& cells,
@@ -98,7 +107,7 @@ void draw_colour_bar(Svg& svg, double x, double y, double h, const ColourMap& ma
 void draw_histogram(Svg& svg, const Panel& p, const std::vector<double>& edges,
                     const std::vector<double>& heights, const std::string& colour);
 
-enum class LegendMark { line, dashed, point, band, box };
+enum class LegendMark { line, dashed, dotted, thin, point, band, box };
 struct LegendEntry {
     std::string label, colour;
     LegendMark mark = LegendMark::line;
