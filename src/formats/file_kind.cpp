@@ -33,16 +33,19 @@ FileKind detect_file_kind(std::span<const std::byte> head, std::size_t file_size
         return FileKind::zip;
     }
     if (starts_with(head, "PK\x05\x06")) return FileKind::zip;  // an empty zip archive
-    if (starts_with(head, kLegacyTorch)) return FileKind::legacy_torch;
-    if (head.size() >= 2 && u8(head, 0) == 0x80 && u8(head, 1) >= 2 && u8(head, 1) <= 5)
-        return FileKind::pickle;
-    if (starts_with(head, "\x93NUMPY")) return FileKind::numpy_npy;
-    if (starts_with(head, "\x89HDF\r\n\x1a\n")) return FileKind::hdf5;
+    // Before the pickle test: a safetensors header length whose low byte is 0x80 (e.g. 1408 = 0x580)
+    // starts like a pickle's PROTO opcode, while a pickle's first 8 bytes never read as a length that
+    // fits the file followed by '{'.
     if (head.size() >= 9) {
         std::uint64_t n = 0;
         for (int i = 7; i >= 0; --i) n = (n << 8) | u8(head, static_cast<std::size_t>(i));
         if (n >= 2 && n <= file_size - 8 && static_cast<char>(head[8]) == '{') return FileKind::safetensors;
     }
+    if (starts_with(head, kLegacyTorch)) return FileKind::legacy_torch;
+    if (head.size() >= 2 && u8(head, 0) == 0x80 && u8(head, 1) >= 2 && u8(head, 1) <= 5)
+        return FileKind::pickle;
+    if (starts_with(head, "\x93NUMPY")) return FileKind::numpy_npy;
+    if (starts_with(head, "\x89HDF\r\n\x1a\n")) return FileKind::hdf5;
     // ONNX ModelProto: field 1 (ir_version, a small varint) first, then producer_name (2), graph (7),
     // opset_import (8) or another early field as a length-delimited record.
     if (head.size() >= 4 && u8(head, 0) == 0x08 && u8(head, 1) >= 1 && u8(head, 1) <= 30) {

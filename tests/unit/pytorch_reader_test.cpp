@@ -258,6 +258,9 @@ TEST(FileKind, TellsFormatsApartByTheirBytes) {
     std::string st;
     put(st, 2, 8);
     EXPECT_EQ(kind(st + "{}"), FileKind::safetensors);
+    std::string pickle_like;  // a 1408-byte header: its length starts 0x80 0x05, like pickle protocol 5
+    put(pickle_like, 0x580, 8);
+    EXPECT_EQ(kind(pickle_like + "{" + std::string(0x57f, ' ')), FileKind::safetensors);
     EXPECT_EQ(kind("hello world"), FileKind::unknown);
     EXPECT_HAS(formats::unsupported_kind_message(FileKind::unknown, bytes_of("hello")), "68 65 6c 6c 6f");
 }
