@@ -232,7 +232,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     // Values computed in advance serve every metric but singular vectors.
     const bool precompute = by_tensor && !fields_need_vectors(compute_list);
     std::mutex count_mu;
-    Progress progress("analyze", my_units, o.run.progress && dist.is_root());
+    Progress progress("analyze", my_units, o.run.progress && dist.is_root(), o.run.progress_sink);
     run_tasks(my_costs, threads, o.run.resolved_max_memory(), [&](std::size_t t) {
         thread_local auto backend = linalg::make_backend(o.run.device);
         const auto& task = tasks[mine[t]];

@@ -6,12 +6,15 @@
 
 namespace diffract {
 
-Progress::Progress(std::string label, std::size_t total, bool enabled)
+Progress::Progress(std::string label, std::size_t total, bool enabled, ProgressSink sink)
     : label_(std::move(label)),
       total_(total),
-      enabled_(enabled && isatty(STDERR_FILENO)),
+      enabled_(enabled && (sink || isatty(STDERR_FILENO))),
+      sink_(std::move(sink)),
       start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      last_draw_(start_) {
+    if (enabled_ && sink_) sink_(0, total_, label_);
+}
 
 Progress::~Progress() { finish(); }
 
@@ -33,6 +36,10 @@ void Progress::finish() {
 }
 
 void Progress::draw(bool final) {
+    if (sink_) {
+        sink_(done_, total_, label_);
+        return;
+    }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const std::size_t done = done_;
     const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;

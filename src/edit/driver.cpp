@@ -12,6 +12,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/nonfinite.hpp"
+#include "diffract/core/progress.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "nonfinite_guard_impl.hpp"
@@ -142,6 +143,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         w.replaced_weight_files.assign(own.begin(), own.end());
     }
     std::size_t next = 0;  // tensors are produced in the order given
+    Progress progress("edit", specs.size(), static_cast<bool>(job.common.progress), job.common.progress);
     formats::write_checkpoint(
         out_dir, specs,
         [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
@@ -159,8 +161,10 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
                 const auto bytes = t.bytes();
                 std::memcpy(out.data(), bytes.data(), bytes.size());
             }
+            progress.advance();
         },
         w);
+    progress.finish();
     return summary;
 }
 

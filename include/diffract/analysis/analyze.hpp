@@ -11,6 +11,7 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/selection.hpp"
 #include "diffract/analysis/weightwatcher.hpp"
+#include "diffract/core/progress.hpp"
 
 namespace diffract::formats {
 struct Checkpoint;
@@ -25,6 +26,7 @@ struct RunOptions {                // shared by every command that computes
     std::string device = "cpu";
     Selection selection;
     bool progress = true;
+    ProgressSink progress_sink;  // a front end's own progress display (replaces the stderr line)
     // The result directory the caller will write ("" for none): checked against the inputs and the
     // store before anything is computed (check_output_path).
     std::string out;

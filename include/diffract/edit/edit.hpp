@@ -24,6 +24,7 @@
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/selection.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/progress.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 
@@ -63,6 +64,7 @@ struct EditCommon {
     // output keeps the primary's stored value there (--allow-nonfinite). Either way no output entry
     // is NaN/Inf where the primary's was finite: an edited value overflowing the dtype is refused.
     bool allow_nonfinite = false;
+    ProgressSink progress;  // when set: told of each tensor written (Python's progress=True)
 };
 
 // EditCommon from the options as the CLI and Python spell them (selection flags, --per-head,
