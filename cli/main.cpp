@@ -45,6 +45,7 @@ int run(int argc, char** argv) {
     CLI::App app{"diffract: spectral analysis of neural-network checkpoints"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Expand all help");
+    app.set_version_flag("--version", "diffract " DIFFRACT_VERSION);
     diffract::cli::register_commands(app);
     try {
         app.parse(argc, argv);
