@@ -25,7 +25,7 @@ store = work / "results.sqlite"  # every result is kept here; re-running a cell 
 # model (text) with generic drift only.
 
 # %%
-family = Path(diffract.generate(work / "family", dtype="F32", layers=2, hidden=128, heads=4, intermediate=256,
+family = Path(diffract.generate(out=work / "family", dtype="F32", layers=2, hidden=128, heads=4, intermediate=256,
                                  vocab=512, domain_heads=1, generic_heads=1))
 print(sorted(p.name for p in family.iterdir()))
 
@@ -75,7 +75,7 @@ print("engine vs numpy:", toy_metrics["l2_norm"][0], np.linalg.svd(toy["layer.we
 # ## 6. Compare with the base; which heads changed most?
 
 # %%
-comparison = diffract.compare(family / "pretrained", [family / "math", family / "code"], reference=family / "text",
+comparison = diffract.compare([family / "math", family / "code"], base=family / "pretrained", reference=family / "text",
                               store=store)
 heads = comparison.heads
 if hasattr(heads, "sort_values"):
@@ -85,7 +85,18 @@ else:
     print("most changed heads:", list(zip(heads["model"], heads["layer"], heads["head"], heads["rank"]))[:4])
 
 # %% [markdown]
-# ## 7. Summary (no plots needed)
+# ## 7. Edit: halfway between the base and the math model
+# Arguments follow the CLI (`diffract edit interpolate A B --omega 0.5 --out DIR`); progress=True shows a
+# tqdm bar (lines on stderr without tqdm).
+
+# %%
+halfway = work / "halfway"
+if not halfway.exists():
+    diffract.edit.interpolate(family / "pretrained", family / "math", omega=0.5, out=halfway, progress=True)
+print("halfway:", diffract.open(halfway))
+
+# %% [markdown]
+# ## 8. Summary (no plots needed)
 
 # %%
 whole = comparison.matrices

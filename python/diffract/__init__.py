@@ -8,7 +8,11 @@ converts arguments and results:
     w = ck["model.layers.0.self_attn.q_proj.weight"]   # zero-copy, read-only numpy view
     res = diffract.analyze([ck], metrics="default")
     res.metrics                                  # pandas DataFrame (dict of lists without pandas)
-    cmp = diffract.compare("pre", ["math", "code"], reference="text")
+    cmp = diffract.compare(["math", "code"], base="pre", reference="text")
+    diffract.edit.interpolate("pre", "math", omega=0.5, out="mid")
+
+Arguments follow the CLI: its positionals (MODEL...) are positional here, its options keywords of the
+same names (--out DIR is out=DIR).
 
 Errors a user or a file can cause raise diffract.InputError (a ValueError) with the CLI's message.
 """
@@ -24,8 +28,10 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _progress, _tables
 from ._core import InputError
+
+__version__ = _core.__version__  # the CLI's `diffract --version`: CMakeLists.txt's project(VERSION)
 
 __all__ = [
     "InputError", "Checkpoint", "open", "from_arrays", "analyze", "compare", "generate", "metric",
@@ -57,15 +63,9 @@ def _pandas():
 
 
 def _table(columns: dict):
-    """A pandas DataFrame of the columns when pandas is importable, else the dict of lists itself."""
-    pd = _pandas()
-    if pd is None:
-        return columns
-    df = pd.DataFrame(columns)
-    for name, values in columns.items():  # an all-missing column (layer, head) reads as NaN, as in the CSVs
-        if values and all(v is None for v in values):
-            df[name] = np.nan
-    return df
+    """A pandas DataFrame of the columns when pandas is importable, else the dict of lists itself
+    (_tables.table: layer and head are Int64)."""
+    return _tables.table(columns, _pandas())
 
 
 class Checkpoint:
@@ -219,13 +219,15 @@ def _model_arg(model: Any) -> Any:
 
 
 def _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude) -> "_core.RunArgs":
-    """The shared run options (--threads, --max-memory, --store, --device, selection) for the engine."""
+    """The shared run options (--threads, --max-memory, --store, --device, selection) for the engine;
+    progress: None or the callable receiving the engine's (done, total, label) reports (_progress)."""
     r = _core.RunArgs()
     r.threads = int(threads)
     r.max_memory = "" if max_memory is None else str(max_memory)
     r.store = "" if store is None else os.fspath(store)
     r.device = device
-    r.progress = bool(progress)
+    if progress is not None:  # the field defaults to None (nanobind refuses None for an object field)
+        r.progress = progress
     r.roles = roles if isinstance(roles, str) else ",".join(roles or ())
     r.layers = _layers_spec(layers)
     r.match = match or ""
@@ -294,43 +296,45 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
     --match, --exclude, --min-fit-size, --alpha-ci, --alpha-ci-seed, --null-draws, --convention); metrics may name
     @diffract.metric functions. Fit statuses (pl_status, ...) are names, as in metrics.csv. out: also
     write metrics.csv and aggregates.csv there (and weightwatcher.csv with convention="weightwatcher").
-    Returns an Analysis (pandas DataFrames, or dicts of lists
-    without pandas). The GIL is released while computing; Ctrl-C raises KeyboardInterrupt."""
+    progress=True: a tqdm bar (stderr lines without tqdm). Returns an Analysis (pandas DataFrames, or
+    dicts of lists without pandas). The GIL is released while computing; Ctrl-C raises KeyboardInterrupt."""
     if isinstance(models, (str, os.PathLike, Checkpoint, Mapping)):
         models = [models]
-    r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route, seed,
-                      min_fit_size, alpha_ci, alpha_ci_seed, null_draws, convention,
-                      _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
-                      "" if out is None else os.fspath(out))
+    with _progress.display(progress) as report:
+        r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route,
+                          seed, min_fit_size, alpha_ci, alpha_ci_seed, null_draws, convention,
+                          _run_args(threads, max_memory, store, device, report, roles, layers, match, exclude),
+                          "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
 
 
-def compare(base, models=(), *, reference=None, top_k: int = 10, scale_scope: str = "global",
+def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: str = "global",
             order: str = "importance", seed: int = 42, precision: str = "f64", svd_route: str = "auto",
             heads: bool = True, allow_partial: bool = False, threads: int = 0, max_memory: Optional[str] = None,
             store: Optional[str] = None, device: str = "cpu", roles=None, layers=None,
             match: Optional[str] = None, exclude: Optional[str] = None, progress: bool = False,
             out: Optional[str] = None) -> Comparison:
-    """`diffract compare --base BASE MODEL...`: every matrix and head block of each model against the
-    base, and the per-head update norms, importance and ranking (with `reference`).
+    """`diffract compare MODEL... --base BASE`: every matrix and head block of each model (one or a
+    list) against the base, and the per-head update norms, importance and ranking (with `reference`).
 
-    Options mirror the CLI (--reference, --top-k, --scale-scope, --order, --seed, --precision,
+    Options mirror the CLI (--base, --reference, --top-k, --scale-scope, --order, --seed, --precision,
     --svd-route, --no-heads → heads=False, --allow-partial and the run options). Models are spec
     strings or Checkpoints opened from files. out: also write compare.csv and heads.csv there.
-    Returns a Comparison of DataFrames (dicts of lists without pandas)."""
+    progress=True: a tqdm bar. Returns a Comparison of DataFrames (dicts of lists without pandas)."""
     if isinstance(models, (str, os.PathLike, Checkpoint)):
         models = [models]
-    r = _core.compare(_model_arg(base), [_model_arg(m) for m in models],
-                      None if reference is None else _model_arg(reference), top_k, scale_scope, order, seed,
-                      precision, svd_route, heads, allow_partial,
-                      _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude),
-                      "" if out is None else os.fspath(out))
+    with _progress.display(progress) as report:
+        r = _core.compare(_model_arg(base), [_model_arg(m) for m in models],
+                          None if reference is None else _model_arg(reference), top_k, scale_scope, order, seed,
+                          precision, svd_route, heads, allow_partial,
+                          _run_args(threads, max_memory, store, device, report, roles, layers, match, exclude),
+                          "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
 
 
-def generate(out: Union[str, os.PathLike], *, layers: int = 4, hidden: int = 256, heads: int = 8, kv_heads: int = 0,
+def generate(*, out: Union[str, os.PathLike], layers: int = 4, hidden: int = 256, heads: int = 8, kv_heads: int = 0,
              intermediate: int = 512, vocab: int = 1024, domains: Sequence[str] = ("math", "code"),
              reference: str = "text", domain_heads: int = 2, generic_heads: int = 2, dtype: str = "BF16",
              shard_mb: float = 0, seed: int = 0) -> str:

@@ -1,17 +1,21 @@
 """`diffract edit ...` from Python: each function writes an edited HF model directory `out` (which must
 not exist) and returns {"edited": n, "copied": n} (rewind adds "heads": [(layer, head), ...]).
 
-Models are spec strings, Checkpoints or dicts of arrays (in memory). Keyword arguments mirror the CLI's
-options; every edit also takes max_shard_size ("5G"), roles, layers, match, exclude, device and
+Arguments follow the CLI: the positionals of `edit interpolate A B` are positional, every option is a
+keyword of the same name (--out DIR is out=DIR, --omega W omega=W). Models are spec strings,
+Checkpoints or dicts of arrays (in memory). Every edit also takes max_shard_size ("5G"), roles,
+layers, match, exclude, device, progress (True: a tqdm bar over the tensors written) and
 allow_nonfinite (--allow-nonfinite: edit tensors holding NaN/Inf, keeping those entries unchanged; by
-default such a tensor is refused with InputError), and the SVD edits take per_head. The GIL is released while writing.
+default such a tensor is refused with InputError), and the SVD edits take per_head. The GIL is released
+while writing.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
-from . import _core
+from . import _core, _progress
 
 __all__ = ["rewind", "truncate", "transplant", "permute", "interpolate", "merge"]
 
@@ -23,24 +27,29 @@ def _model(m):
     return _model_arg(m)
 
 
-def _common(max_shard_size="5G", per_head=False, device="cpu", roles=None, layers=None, match=None, exclude=None,
-            allow_nonfinite=False):
-    """The options every edit takes, as _core.EditArgs."""
+@contextlib.contextmanager
+def _common(progress=False, max_shard_size="5G", per_head=False, device="cpu", roles=None, layers=None, match=None,
+            exclude=None, allow_nonfinite=False) -> Iterator["_core.EditArgs"]:
+    """The options every edit takes, as _core.EditArgs, for the duration of the edit (progress=True: its
+    bar, closed on the way out)."""
     from . import _layers_spec
 
-    c = _core.EditArgs()
-    c.max_shard_size = str(max_shard_size)
-    c.per_head = bool(per_head)
-    c.allow_nonfinite = bool(allow_nonfinite)
-    c.device = device
-    c.roles = roles if isinstance(roles, str) else ",".join(roles or ())
-    c.layers = _layers_spec(layers)
-    c.match = match or ""
-    c.exclude = exclude or ""
-    return c
+    with _progress.display(progress) as report:
+        c = _core.EditArgs()
+        if report is not None:  # the field defaults to None
+            c.progress = report
+        c.max_shard_size = str(max_shard_size)
+        c.per_head = bool(per_head)
+        c.allow_nonfinite = bool(allow_nonfinite)
+        c.device = device
+        c.roles = roles if isinstance(roles, str) else ",".join(roles or ())
+        c.layers = _layers_spec(layers)
+        c.match = match or ""
+        c.exclude = exclude or ""
+        yield c
 
 
-def rewind(out, *, base, model, reference=None, fraction: Optional[float] = None, heads=None,
+def rewind(*, base, model, out, reference=None, fraction: Optional[float] = None, heads=None,
            order: str = "importance", scale_scope: str = "global", seed: int = 42, kv_policy: str = "all",
            threads: int = 0, max_memory: Optional[str] = None, store: Optional[str] = None, **common) -> dict:
     """`edit rewind`: give heads' Q, K, V, O blocks the base's values. Exactly one of `fraction` (rank
@@ -50,39 +59,46 @@ def rewind(out, *, base, model, reference=None, fraction: Optional[float] = None
         heads = [(int(layer), int(head)) for layer, head in heads]
     elif heads is not None:
         heads = os.fspath(heads)
-    return _core.edit_rewind(os.fspath(out), _model(base), _model(model),
-                             None if reference is None else _model(reference), fraction, heads, order, scale_scope,
-                             seed, kv_policy, _common(**common), threads,
-                             "" if max_memory is None else str(max_memory), "" if store is None else os.fspath(store))
+    with _common(**common) as c:
+        return _core.edit_rewind(os.fspath(out), _model(base), _model(model),
+                                 None if reference is None else _model(reference), fraction, heads, order,
+                                 scale_scope, seed, kv_policy, c, threads,
+                                 "" if max_memory is None else str(max_memory),
+                                 "" if store is None else os.fspath(store))
 
 
-def truncate(out, *, base, model, keep: Optional[float] = None, rank: Optional[int] = None,
+def truncate(*, base, model, out, keep: Optional[float] = None, rank: Optional[int] = None,
              energy: Optional[float] = None, **common) -> dict:
     """`edit truncate`: W = W_base + the best rank-k approximation of W − W_base; exactly one of keep
     (k = ceil(keep × min(rows, cols))), rank (k) and energy (fewest values holding that share of Σs²)."""
-    return _core.edit_truncate(os.fspath(out), _model(base), _model(model), keep, rank, energy, _common(**common))
+    with _common(**common) as c:
+        return _core.edit_truncate(os.fspath(out), _model(base), _model(model), keep, rank, energy, c)
 
 
-def transplant(out, *, base, model, **common) -> dict:
+def transplant(*, base, model, out, **common) -> dict:
     """`edit transplant`: W = U_model diag(σ_base) V_modelᵀ."""
-    return _core.edit_transplant(os.fspath(out), _model(base), _model(model), _common(**common))
+    with _common(**common) as c:
+        return _core.edit_transplant(os.fspath(out), _model(base), _model(model), c)
 
 
-def permute(out, *, model, seed: int = 42, **common) -> dict:
+def permute(*, model, out, seed: int = 42, **common) -> dict:
     """`edit permute`: each matrix's singular values permuted (seeded by seed and the matrix name)."""
-    return _core.edit_permute(os.fspath(out), _model(model), seed, _common(**common))
+    with _common(**common) as c:
+        return _core.edit_permute(os.fspath(out), _model(model), seed, c)
 
 
-def interpolate(out, a, b, *, omega: float, **common) -> dict:
-    """`edit interpolate A B --omega W`: W = (1 − ω) A + ω B (ω = 0 or 1 copy A's or B's bytes)."""
-    return _core.edit_interpolate(os.fspath(out), _model(a), _model(b), float(omega), _common(**common))
+def interpolate(a, b, *, omega: float, out, **common) -> dict:
+    """`edit interpolate A B --omega W --out DIR`: W = (1 − ω) A + ω B (ω = 0 or 1 copy A's or B's
+    bytes)."""
+    with _common(**common) as c:
+        return _core.edit_interpolate(os.fspath(out), _model(a), _model(b), float(omega), c)
 
 
-def merge(out, *, base, models: Sequence, method: str = "task_arithmetic", weights: Sequence[float] = (),
+def merge(*, base, models: Sequence, out, method: str = "task_arithmetic", weights: Sequence[float] = (),
           density: float = 1.0, lambda_: float = 1.0, normalize: Optional[bool] = None, seed: int = 0,
           **common) -> dict:
     """`edit merge`: mergekit's task arithmetic, ties, dare_linear or dare_ties over the models' deltas
     from base. normalize None: the method's default (--normalize / --no-normalize: True / False)."""
-    return _core.edit_merge(os.fspath(out), _model(base), [_model(m) for m in models], method,
-                            [float(w) for w in weights], float(density), float(lambda_), normalize, seed,
-                            _common(**common))
+    with _common(**common) as c:
+        return _core.edit_merge(os.fspath(out), _model(base), [_model(m) for m in models], method,
+                                [float(w) for w in weights], float(density), float(lambda_), normalize, seed, c)

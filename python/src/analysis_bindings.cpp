@@ -27,13 +27,16 @@ namespace {
 struct RunArgs {
     int threads = 0;
     std::string max_memory, store, device = "cpu";
-    bool progress = false;
+    nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
     std::string roles, layers, match, exclude;
 };
 
 analysis::RunOptions run_options(const RunArgs& a) {
-    return analysis::parse_run_options(
-        {a.threads, a.max_memory, a.store, a.device, !a.progress, a.roles, a.layers, a.match, a.exclude});
+    const bool progress = !a.progress.is_none();
+    auto run = analysis::parse_run_options(
+        {a.threads, a.max_memory, a.store, a.device, !progress, a.roles, a.layers, a.match, a.exclude});
+    run.progress_sink = progress_sink(a.progress);
+    return run;
 }
 
 // Model arguments as specs; opened checkpoints are registered for the duration of the call.
@@ -277,7 +280,7 @@ void bind_analysis(nb::module_& m) {
         .def_rw("max_memory", &RunArgs::max_memory)
         .def_rw("store", &RunArgs::store)
         .def_rw("device", &RunArgs::device)
-        .def_rw("progress", &RunArgs::progress)
+        .def_rw("progress", &RunArgs::progress, "None, or a callable receiving (done, total, label)")
         .def_rw("roles", &RunArgs::roles)
         .def_rw("layers", &RunArgs::layers)
         .def_rw("match", &RunArgs::match)

@@ -8,6 +8,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "diffract/core/progress.hpp"
 #include "diffract/formats/checkpoint.hpp"
 
 namespace diffract::python {
@@ -26,6 +27,11 @@ using ModelArg = std::variant<std::string, std::shared_ptr<PyCheckpoint>>;
 
 // A shared owner that keeps a Python object alive from C++ (released under the GIL).
 std::shared_ptr<const void> keep_alive(nb::handle object);
+
+// The engine's progress reports passed to a Python callable `report(done, total, label)` (the package's
+// _progress display), called under the GIL from the engine's threads; an exception it raises is
+// reported as unraisable and the run goes on. None: no sink (the engine stays silent).
+ProgressSink progress_sink(nb::handle report);
 
 void bind_errors(nb::module_& m);
 void bind_checkpoint(nb::module_& m);

@@ -56,6 +56,10 @@ std::vector<std::string> registered() {
     return names;
 }
 
+void forget_all() {
+    for (const auto& name : registered()) analysis::unregister_custom_field(name);
+}
+
 }  // namespace
 
 void bind_custom_metrics(nb::module_& m) {
@@ -63,6 +67,12 @@ void bind_custom_metrics(nb::module_& m) {
           nb::arg("fn"));
     m.def("unregister_metric", &analysis::unregister_custom_field, nb::arg("name"));
     m.def("registered_metrics", &registered);
+    m.def("forget_metrics", &forget_all, "Unregisters every custom metric");
+    // The registry is a C++ global holding the registered functions, and through their globals
+    // whatever a notebook keeps (checkpoints, arrays): released when the interpreter exits, nanobind
+    // would report those objects as leaked. Python's atexit handlers run while the interpreter is
+    // whole, so the functions are let go there.
+    nb::module_::import_("atexit").attr("register")(m.attr("forget_metrics"));
 }
 
 }  // namespace diffract::python

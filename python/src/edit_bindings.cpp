@@ -27,6 +27,7 @@ struct EditArgs {  // the options every edit takes
     bool allow_nonfinite = false;
     std::string device = "cpu";
     std::string roles, layers, match, exclude;
+    nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
@@ -35,6 +36,7 @@ edit::EditCommon common_of(const EditArgs& a) {
     run.exclude = a.exclude;
     auto c = edit::parse_edit_common(run, a.per_head, a.max_shard_size);
     c.allow_nonfinite = a.allow_nonfinite;
+    c.progress = progress_sink(a.progress);
     return c;
 }
 
@@ -90,6 +92,8 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
         ranking.seed = seed;
         run = analysis::parse_run_options(
             {threads, max_memory, store, a.device, /*quiet=*/true, a.roles, a.layers, a.match, a.exclude});
+        run.progress_sink = common.progress;  // the head ranking's compare, then the edit
+        run.progress = static_cast<bool>(run.progress_sink);
         base_spec = spec_of(base), model_spec = spec_of(model);
         if (reference) ref_spec = spec_of(*reference);
     }
@@ -170,7 +174,8 @@ void bind_edits(nb::module_& m) {
         .def_rw("roles", &EditArgs::roles)
         .def_rw("layers", &EditArgs::layers)
         .def_rw("match", &EditArgs::match)
-        .def_rw("exclude", &EditArgs::exclude);
+        .def_rw("exclude", &EditArgs::exclude)
+        .def_rw("progress", &EditArgs::progress, "None, or a callable receiving (done, total, label)");
     m.def("edit_rewind", &rewind, nb::arg("out"), nb::arg("base"), nb::arg("model"),
           nb::arg("reference").none(), nb::arg("fraction").none(), nb::arg("heads").none(), nb::arg("order"),
           nb::arg("scale_scope"), nb::arg("seed"), nb::arg("kv_policy"), nb::arg("common"),

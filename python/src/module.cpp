@@ -17,6 +17,20 @@ std::shared_ptr<const void> keep_alive(nb::handle object) {
     });
 }
 
+ProgressSink progress_sink(nb::handle report) {
+    if (report.is_none()) return {};
+    auto owner = keep_alive(report);
+    return [owner](std::size_t done, std::size_t total, std::string_view label) {
+        nb::gil_scoped_acquire acquire;
+        try {
+            nb::handle(static_cast<PyObject*>(const_cast<void*>(owner.get())))(
+                done, total, nb::str(label.data(), label.size()));
+        } catch (nb::python_error& e) {
+            e.discard_as_unraisable("diffract: the progress display");
+        }
+    };
+}
+
 void bind_errors(nb::module_& m) {
     // InputError: the CLI's "diffract: error: <message>" (exit 2), with the same message.
     nb::exception<InputError>(m, "InputError", PyExc_ValueError);
@@ -34,6 +48,7 @@ void bind_errors(nb::module_& m) {
 NB_MODULE(_core, m) {
     using namespace diffract::python;
     m.doc() = "diffract's C++ engine (use the `diffract` package, not this module, directly)";
+    m.attr("__version__") = DIFFRACT_VERSION;  // CMake's project(VERSION), as the CLI's --version
     bind_errors(m);
     bind_checkpoint(m);
     bind_analysis(m);

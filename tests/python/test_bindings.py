@@ -204,7 +204,7 @@ def test_dicts_of_lists_without_pandas(family_f32, tmp_path, monkeypatch):
                                 "l2_norm"}
     assert len({len(v) for v in res.metrics.values()}) == 1
     assert isinstance(res.aggregates, dict) and res.aggregates["model"] == ["math"]
-    cmp = diffract.compare(family_f32 / "pretrained", [family_f32 / "math"], heads=False, store=tmp_path / "s.sqlite")
+    cmp = diffract.compare([family_f32 / "math"], base=family_f32 / "pretrained", heads=False, store=tmp_path / "s.sqlite")
     assert isinstance(cmp.matrices, dict) and isinstance(cmp.heads, dict) and isinstance(cmp.skipped, dict)
     assert isinstance(diffract.catalog(), dict)
 
@@ -285,7 +285,7 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
     f = family_f32
     run(["compare", "--base", f / "pretrained", f / "math", f / "code", "--reference", f / "text", "--out",
          tmp_path / "cli", "--store", tmp_path / "cli.sqlite", "--quiet", "--top-k", "5", "--order", "agreement"])
-    res = diffract.compare(diffract.open(f / "pretrained"), [f / "math", f / "code"], reference=f / "text", top_k=5,
+    res = diffract.compare([f / "math", f / "code"], base=diffract.open(f / "pretrained"), reference=f / "text", top_k=5,
                            order="agreement", store=tmp_path / "py.sqlite", out=tmp_path / "py")
     pd.testing.assert_frame_equal(res.matrices, pd.read_csv(tmp_path / "cli" / "compare.csv"), check_dtype=False)
     pd.testing.assert_frame_equal(res.heads, pd.read_csv(tmp_path / "cli" / "heads.csv"), check_dtype=False)
@@ -298,22 +298,22 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
     b = load_file(str(safetensors_file(f / "pretrained")))[row["tensor"]].astype(np.float64)
     np.testing.assert_allclose(row["delta_frob_norm"], np.linalg.norm(a - b), rtol=1e-9)
     with pytest.raises(diffract.InputError, match="--scale-scope"):
-        diffract.compare(f / "pretrained", [f / "math"], scale_scope="nope", store=tmp_path / "py.sqlite")
+        diffract.compare([f / "math"], base=f / "pretrained", scale_scope="nope", store=tmp_path / "py.sqlite")
 
 
 def test_compare_takes_in_memory_models(family_f32, tmp_path):
     base = load_file(str(safetensors_file(family_f32 / "pretrained")))
     name = "model.layers.0.mlp.up_proj.weight"
     moved = {name: (base[name] + 0.5).astype(np.float32)}
-    res = diffract.compare(diffract.from_arrays({name: base[name]}, name="b"), [diffract.from_arrays(moved, name="m")],
+    res = diffract.compare([diffract.from_arrays(moved, name="m")], base=diffract.from_arrays({name: base[name]}, name="b"),
                            store=tmp_path / "s.sqlite")
     row = res.matrices[res.matrices["tensor"] == name].iloc[0]
     expected = np.linalg.norm(moved[name].astype(np.float64) - base[name].astype(np.float64))
     np.testing.assert_allclose(row["delta_frob_norm"], expected, rtol=1e-9)
     # A shape mismatch between in-memory models names the tensor.
     with pytest.raises(diffract.InputError, match=name):
-        diffract.compare(diffract.from_arrays({name: base[name]}, name="b"),
-                         [diffract.from_arrays({name: np.ones((4, 4), np.float32)}, name="m")], store=tmp_path / "s.sqlite")
+        diffract.compare([diffract.from_arrays({name: np.ones((4, 4), np.float32)}, name="m")],
+                         base=diffract.from_arrays({name: base[name]}, name="b"), store=tmp_path / "s.sqlite")
 
 
 # --- custom metrics ----------------------------------------------------------------------------
@@ -450,35 +450,35 @@ def test_edits_against_numpy(family_f32, tmp_path):
     base = {"a.weight": rng.standard_normal((24, 16)), "b.weight": rng.standard_normal((12, 20))}
     model = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in base.items()}
 
-    diffract.edit.truncate(tmp_path / "t", base=base, model=model, rank=2)
+    diffract.edit.truncate(base=base, model=model, out=tmp_path / "t", rank=2)
     for k, w in edited(tmp_path / "t").items():
         u, s, vt = np.linalg.svd(model[k] - base[k], full_matrices=False)
         np.testing.assert_allclose(w, base[k] + (u[:, :2] * s[:2]) @ vt[:2], atol=1e-10)
 
-    diffract.edit.transplant(tmp_path / "x", base=base, model=model)
+    diffract.edit.transplant(base=base, model=model, out=tmp_path / "x")
     for k, w in edited(tmp_path / "x").items():
         np.testing.assert_allclose(svals(w), svals(base[k]), rtol=1e-9)
 
-    diffract.edit.permute(tmp_path / "p", model=model, seed=3)
+    diffract.edit.permute(model=model, out=tmp_path / "p", seed=3)
     for k, w in edited(tmp_path / "p").items():
         np.testing.assert_allclose(svals(w), svals(model[k]), rtol=1e-9)
 
-    diffract.edit.interpolate(tmp_path / "i", base, model, omega=0.25)
+    diffract.edit.interpolate(base, model, omega=0.25, out=tmp_path / "i")
     for k, w in edited(tmp_path / "i").items():
         np.testing.assert_allclose(w, 0.75 * base[k] + 0.25 * model[k], atol=1e-12)
 
-    s = diffract.edit.merge(tmp_path / "m", base=base, models=[model, model], weights=[0.5, 0.5])
+    s = diffract.edit.merge(base=base, models=[model, model], out=tmp_path / "m", weights=[0.5, 0.5])
     assert s == {"edited": 2, "copied": 0, "only_in_primary": [], "only_in_other": []}
     for k, w in edited(tmp_path / "m").items():
         np.testing.assert_allclose(w, model[k], atol=1e-12)
 
     with pytest.raises(diffract.InputError, match="give exactly one of --keep, --rank and --energy"):
-        diffract.edit.truncate(tmp_path / "t2", base=base, model=model)
+        diffract.edit.truncate(base=base, model=model, out=tmp_path / "t2")
 
 
 def test_rewind_heads_and_fraction(family_f32, tmp_path):
     f = family_f32
-    s = diffract.edit.rewind(tmp_path / "r", base=f / "pretrained", model=diffract.open(f / "math"), heads=[(1, 2)])
+    s = diffract.edit.rewind(base=f / "pretrained", model=diffract.open(f / "math"), out=tmp_path / "r", heads=[(1, 2)])
     assert s["heads"] == [(1, 2)] and s["edited"] > 0
     out, pre = edited(tmp_path / "r"), load_file(str(safetensors_file(f / "pretrained")))
     q = "model.layers.1.self_attn.q_proj.weight"
@@ -486,13 +486,13 @@ def test_rewind_heads_and_fraction(family_f32, tmp_path):
     cli = run(["edit", "rewind", "--base", f / "pretrained", "--model", f / "math", "--reference", f / "text",
                "--fraction", "0.25", "--out", tmp_path / "cli", "--store", tmp_path / "s.sqlite", "--quiet"])
     assert cli.returncode == 0
-    py = diffract.edit.rewind(tmp_path / "py", base=f / "pretrained", model=f / "math", reference=f / "text",
+    py = diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "py", reference=f / "text",
                               fraction=0.25, store=tmp_path / "s.sqlite")
     assert len(py["heads"]) == 2
     for name in ["rewound_heads.csv", *sorted(p.name for p in (tmp_path / "cli").glob("*.safetensors"))]:
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
     with pytest.raises(diffract.InputError, match="give exactly one of --fraction and --heads"):
-        diffract.edit.rewind(tmp_path / "r2", base=f / "pretrained", model=f / "math")
+        diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r2")
 
 
 # --- generate, docs, example -------------------------------------------------------------------
@@ -501,13 +501,13 @@ def test_rewind_heads_and_fraction(family_f32, tmp_path):
 def test_generate_equals_cli(tmp_path):
     args = {"layers": 1, "hidden": 64, "heads": 4, "intermediate": 96, "vocab": 100, "domain_heads": 1,
             "generic_heads": 1}
-    diffract.generate(tmp_path / "py", dtype="F32", **args)
+    diffract.generate(out=tmp_path / "py", dtype="F32", **args)
     run(["generate", "--out", tmp_path / "cli", "--dtype", "F32", *[x for k, v in args.items() for x in ("--" + k.replace("_", "-"), v)]])
     for f in sorted((tmp_path / "cli").rglob("*")):
         if f.is_file():
             assert (tmp_path / "py" / f.relative_to(tmp_path / "cli")).read_bytes() == f.read_bytes(), f
     with pytest.raises(diffract.InputError, match="--dtype: expected BF16, F16 or F32"):
-        diffract.generate(tmp_path / "bad", dtype="F64")
+        diffract.generate(out=tmp_path / "bad", dtype="F64")
 
 
 def public_api():
