@@ -1,13 +1,15 @@
-"""`diffract sweep ...` from Python: a grid of edited candidates, each scored by your evaluation command,
+"""`diffract sweep ...` from Python: a grid of edited candidates, each scored by your evaluation,
 summarised as curves and areas under them (see docs/edit.md).
 
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
-summary.json and the resumable journal sweep_state.jsonl — and returns a SweepResult read back from
-those files. Keyword arguments mirror the CLI's options in snake_case: every sweep takes eval,
-select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store, device,
-quiet, roles, layers, match and exclude. Grids (fractions, keeps, omegas) are "START:STOP:STEP" or a
-list of numbers. A sweep with the same options resumes the journal, whether the CLI or Python started
-it. The GIL is released while sweeping.
+summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult read back
+from those files. Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
+eval, select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store,
+device, quiet, roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
+Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
+(fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
+resumes the journal, whether the CLI or Python started it. The GIL is released while sweeping (a
+callable evaluation takes it while it runs).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import csv
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _core
 
@@ -24,17 +26,22 @@ __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
 _INT_COLUMNS = {"seed", "layer", "head", "greedy_rank"}
 _TEXT_COLUMNS = {"order"}
 
+Evaluation = Union[str, Callable[[os.PathLike], float], None]
+
 
 @dataclass
 class SweepResult:
-    """The result of a sweep: `curve` (curve.csv: order, seed, x, score[, select_score, report_score];
-    None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta, greedy_rank; only
-    for rewind_each), `summary` (summary.json as a dict) and `out` (the output directory). Tables are
+    """The result of a sweep: `curve` (curve.csv: order, seed, x, score[, select_score, report_score],
+    eval_seconds; None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta,
+    greedy_rank, eval_seconds; only for rewind_each), `references` (the inputs evaluated as they are:
+    role, score[, select_score, report_score], eval_seconds, path; roles base and model, or a and b for
+    interpolate), `summary` (summary.json as a dict) and `out` (the output directory). Tables are
     pandas DataFrames, or dicts of lists without pandas."""
     curve: Any
     summary: dict
     out: str
     heads_effect: Any = None
+    references: Any = None
 
 
 def _read_csv(path: str):
@@ -55,14 +62,32 @@ def _read_csv(path: str):
     return _table(columns)
 
 
+def _references(summary: dict):
+    """summary.json's references ({role: {score, ..., path}}) as a table with a row per role."""
+    from . import _table
+
+    refs = summary.get("references", {})
+    order = ["score", "select_score", "report_score", "eval_seconds", "path"]  # as the CLI documents them
+    present = dict.fromkeys(name for fields in refs.values() for name in fields)
+    names = ["role"] + [n for n in order if n in present] + [n for n in present if n not in order]
+    columns = {name: [] for name in names}
+    for role, fields in refs.items():
+        columns["role"].append(role)
+        for name in names[1:]:
+            value = fields.get(name)
+            columns[name].append(value if name == "path" or value is not None else float("nan"))  # null: NaN
+    return _table(columns)
+
+
 def _result(out: str, table: str) -> SweepResult:
     """The SweepResult of the files in `out`."""
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         summary = json.load(f)
     data = _read_csv(os.path.join(out, table))
+    references = _references(summary)
     if table == "heads_effect.csv":
-        return SweepResult(None, summary, out, data)
-    return SweepResult(data, summary, out)
+        return SweepResult(None, summary, out, data, references)
+    return SweepResult(data, summary, out, None, references)
 
 
 def _grid(values) -> str:
@@ -88,8 +113,19 @@ def _spec(model):
     return os.fspath(model)
 
 
-def _args(out, eval: Optional[str] = None, select_eval: Optional[str] = None,  # noqa: A002
-          report_eval: Optional[str] = None, score_key: Optional[str] = None, keep: bool = False,
+def _evaluation(value: Evaluation):
+    """(command, callable) of an evaluation option. A callable is described in the journal's fingerprint
+    by its module and qualified name, so that a sweep with the same function resumes."""
+    if value is None or isinstance(value, str):
+        return value or "", None
+    if not callable(value):
+        raise TypeError(f"an evaluation is a command string or a callable, not {type(value).__name__}")
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    return f"python:{getattr(value, '__module__', None) or '?'}.{name}", value
+
+
+def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+          report_eval: Evaluation = None, score_key: Optional[str] = None, keep: bool = False,
           max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
           store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
           match: Optional[str] = None, exclude: Optional[str] = None, per_head: bool = False) -> "_core.SweepArgs":
@@ -98,9 +134,11 @@ def _args(out, eval: Optional[str] = None, select_eval: Optional[str] = None,  #
 
     a = _core.SweepArgs()
     a.out = os.fspath(out)
-    a.eval = eval or ""
-    a.select_eval = select_eval or ""
-    a.report_eval = report_eval or ""
+    for name, value in (("eval", eval), ("select_eval", select_eval), ("report_eval", report_eval)):
+        command, fn = _evaluation(value)
+        setattr(a, name, command)
+        if fn is not None:  # the binding's callables default to None (the command runs)
+            setattr(a, name + "_fn", fn)
     a.score_key = score_key or ""
     a.keep = bool(keep)
     a.max_shard_size = str(max_shard_size)
@@ -117,7 +155,7 @@ def _args(out, eval: Optional[str] = None, select_eval: Optional[str] = None,  #
     return a
 
 
-def rewind(out, *, base, model, reference=None, orders: Union[str, Sequence[str]] = "importance,random",
+def rewind(*, base, model, out, reference=None, orders: Union[str, Sequence[str]] = "importance,random",
            seeds: int = 5, seed: int = 0, fractions: Union[str, Sequence[float]] = "0:1:0.1",
            scale_scope: str = "global", kv_policy: str = "all", **options) -> SweepResult:
     """`sweep rewind`: rewind curves — for each ordering of the heads (importance, agreement, pl_ks,
@@ -131,7 +169,7 @@ def rewind(out, *, base, model, reference=None, orders: Union[str, Sequence[str]
     return _result(a.out, "curve.csv")
 
 
-def rewind_each(out, *, base, model, reference=None, scale_scope: str = "global", kv_policy: str = "all",
+def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global", kv_policy: str = "all",
                 **options) -> SweepResult:
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
@@ -142,7 +180,7 @@ def rewind_each(out, *, base, model, reference=None, scale_scope: str = "global"
     return _result(a.out, "heads_effect.csv")
 
 
-def truncate(out, *, base, model, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,
+def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,
              **options) -> SweepResult:
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
@@ -152,9 +190,9 @@ def truncate(out, *, base, model, keeps: Union[str, Sequence[float]] = "0:1:0.1"
     return _result(a.out, "curve.csv")
 
 
-def interpolate(out, a, b, *, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
+def interpolate(a, b, *, out, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
-    scored by `eval`. Returns the curve and the summary."""
+    scored by `eval`. Returns the curve, the references (a and b as they are) and the summary."""
     args = _args(out, **options)
     _core.sweep_interpolate(_spec(a), _spec(b), _grid(omegas), args)
     return _result(args.out, "curve.csv")

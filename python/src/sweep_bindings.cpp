@@ -3,7 +3,8 @@
 // the Python layer (diffract/sweep.py) reads the results back from those files.
 //
 // The options go through the library's sweep_options (as the CLI's do), so that a sweep started from
-// the CLI resumes from Python and the other way round.
+// the CLI resumes from Python and the other way round. An evaluation may be a Python callable instead
+// of a command: the engine calls it from the sweep's thread, under the GIL.
 #include <optional>
 #include <sstream>
 
@@ -32,7 +33,34 @@ struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub an
     std::string max_memory, store, device = "cpu";
     bool quiet = false;
     std::string roles, layers, match, exclude;
+    // Callables evaluated in this process (None: the command above); the command then describes the
+    // callable for the journal's fingerprint.
+    nb::object eval_fn = nb::none(), select_eval_fn = nb::none(), report_eval_fn = nb::none();
 };
+
+// `fn` as the engine's in-process evaluator: called with the candidate's directory as a pathlib.Path,
+// it returns the score. An exception it raises stops the sweep and reaches the caller unchanged.
+void attach(sweep::EvalCommand& e, const nb::object& fn) {
+    if (fn.is_none()) return;
+    auto owner = keep_alive(fn);
+    e.in_process = [owner](const std::string& path) {
+        nb::gil_scoped_acquire acquire;
+        nb::handle callable(static_cast<PyObject*>(const_cast<void*>(owner.get())));
+        const nb::object value = callable(nb::module_::import_("pathlib").attr("Path")(path));
+        const double v = PyFloat_AsDouble(value.ptr());
+        if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+        return v;
+    };
+}
+
+// The sweep's configuration, with the callables of `a` as its evaluations.
+sweep::SweepConfig config_of(const sweep::SweepOptions& o, std::string_view kind, const SweepArgs& a) {
+    auto config = sweep::sweep_config(o, kind);
+    attach(config.eval, a.eval_fn);
+    attach(config.select_eval, a.select_eval_fn);
+    attach(config.report_eval, a.report_eval_fn);
+    return config;
+}
 
 std::string spec_of(const ModelArg& arg) {
     if (const auto* s = std::get_if<std::string>(&arg)) return *s;
@@ -66,7 +94,7 @@ void rewind(const ModelArg& base, const ModelArg& model, const std::optional<Mod
             const std::string& kv_policy, const std::string& fractions, const SweepArgs& a) {
     auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
     o.orders = orders, o.seeds = seeds, o.seed = seed, o.fractions = fractions;
-    const auto config = sweep::sweep_config(o, "rewind");
+    const auto config = config_of(o, "rewind", a);
     const auto w = sweep::rewind_sweep(o);
     run_interruptible([&] {
         sweep::sweep_rewind(config, w);
@@ -77,7 +105,7 @@ void rewind(const ModelArg& base, const ModelArg& model, const std::optional<Mod
 void rewind_each(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
                  const std::string& scale_scope, const std::string& kv_policy, const SweepArgs& a) {
     const auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
-    const auto config = sweep::sweep_config(o, "rewind-each");
+    const auto config = config_of(o, "rewind-each", a);
     const auto w = sweep::rewind_sweep(o);
     run_interruptible([&] {
         sweep::sweep_rewind_each(config, w);
@@ -88,7 +116,7 @@ void rewind_each(const ModelArg& base, const ModelArg& model, const std::optiona
 void truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
     auto o = options_of(a);
     o.base = spec_of(base), o.model = spec_of(model), o.keeps = keeps;
-    const auto config = sweep::sweep_config(o, "truncate");
+    const auto config = config_of(o, "truncate", a);
     const auto w = sweep::truncate_sweep(o);
     run_interruptible([&] {
         sweep::sweep_truncate(config, w);
@@ -100,7 +128,7 @@ void interpolate(const ModelArg& a_model, const ModelArg& b_model, const std::st
                  const SweepArgs& a) {
     auto o = options_of(a);
     o.a = spec_of(a_model), o.b = spec_of(b_model), o.omegas = omegas;
-    const auto config = sweep::sweep_config(o, "interpolate");
+    const auto config = config_of(o, "interpolate", a);
     const auto w = sweep::interpolate_sweep(o);
     run_interruptible([&] {
         sweep::sweep_interpolate(config, w);
@@ -130,7 +158,10 @@ void bind_sweeps(nb::module_& m) {
         .def_rw("roles", &SweepArgs::roles)
         .def_rw("layers", &SweepArgs::layers)
         .def_rw("match", &SweepArgs::match)
-        .def_rw("exclude", &SweepArgs::exclude);
+        .def_rw("exclude", &SweepArgs::exclude)
+        .def_rw("eval_fn", &SweepArgs::eval_fn)
+        .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
+        .def_rw("report_eval_fn", &SweepArgs::report_eval_fn);
     m.def("sweep_rewind", &rewind, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("orders"), nb::arg("seeds"), nb::arg("seed"), nb::arg("scale_scope"), nb::arg("kv_policy"),
           nb::arg("fractions"), nb::arg("args"));
