@@ -204,7 +204,8 @@ def test_dicts_of_lists_without_pandas(family_f32, tmp_path, monkeypatch):
                                 "l2_norm"}
     assert len({len(v) for v in res.metrics.values()}) == 1
     assert isinstance(res.aggregates, dict) and res.aggregates["model"] == ["math"]
-    cmp = diffract.compare([family_f32 / "math"], base=family_f32 / "pretrained", heads=False, store=tmp_path / "s.sqlite")
+    cmp = diffract.compare([family_f32 / "math"], base=family_f32 / "pretrained", heads=False,
+                           store=tmp_path / "s.sqlite")
     assert isinstance(cmp.matrices, dict) and isinstance(cmp.heads, dict) and isinstance(cmp.skipped, dict)
     assert isinstance(diffract.catalog(), dict)
 
@@ -285,8 +286,8 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
     f = family_f32
     run(["compare", "--base", f / "pretrained", f / "math", f / "code", "--reference", f / "text", "--out",
          tmp_path / "cli", "--store", tmp_path / "cli.sqlite", "--quiet", "--top-k", "5", "--order", "agreement"])
-    res = diffract.compare([f / "math", f / "code"], base=diffract.open(f / "pretrained"), reference=f / "text", top_k=5,
-                           order="agreement", store=tmp_path / "py.sqlite", out=tmp_path / "py")
+    res = diffract.compare([f / "math", f / "code"], base=diffract.open(f / "pretrained"), reference=f / "text",
+                           top_k=5, order="agreement", store=tmp_path / "py.sqlite", out=tmp_path / "py")
     pd.testing.assert_frame_equal(res.matrices, pd.read_csv(tmp_path / "cli" / "compare.csv"), check_dtype=False)
     pd.testing.assert_frame_equal(res.heads, pd.read_csv(tmp_path / "cli" / "heads.csv"), check_dtype=False)
     assert len(res.skipped) == 0 and res.computed > 0
@@ -305,8 +306,8 @@ def test_compare_takes_in_memory_models(family_f32, tmp_path):
     base = load_file(str(safetensors_file(family_f32 / "pretrained")))
     name = "model.layers.0.mlp.up_proj.weight"
     moved = {name: (base[name] + 0.5).astype(np.float32)}
-    res = diffract.compare([diffract.from_arrays(moved, name="m")], base=diffract.from_arrays({name: base[name]}, name="b"),
-                           store=tmp_path / "s.sqlite")
+    res = diffract.compare([diffract.from_arrays(moved, name="m")],
+                           base=diffract.from_arrays({name: base[name]}, name="b"), store=tmp_path / "s.sqlite")
     row = res.matrices[res.matrices["tensor"] == name].iloc[0]
     expected = np.linalg.norm(moved[name].astype(np.float64) - base[name].astype(np.float64))
     np.testing.assert_allclose(row["delta_frob_norm"], expected, rtol=1e-9)
