@@ -8,7 +8,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 DEBIAN_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config git clang clang-format libclang-rt-14-dev
   libopenblas-dev liblapack-dev libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev
   libgtest-dev libgmock-dev
