@@ -274,7 +274,8 @@ nb::dict catalog() {
 }  // namespace
 
 void bind_analysis(nb::module_& m) {
-    nb::class_<RunArgs>(m, "RunArgs", "The options every computing command shares (--threads, --store, ...)")
+    nb::class_<RunArgs>(m, "RunArgs", "The options every computing command shares (--threads, --store, ...)",
+                        nb::type_slots(GcSlots<RunArgs, &RunArgs::progress>::slots))
         .def(nb::init<>())
         .def_rw("threads", &RunArgs::threads)
         .def_rw("max_memory", &RunArgs::max_memory)

@@ -25,6 +25,30 @@ struct PyCheckpoint {
 // A model argument: a spec string or an opened checkpoint.
 using ModelArg = std::variant<std::string, std::shared_ptr<PyCheckpoint>>;
 
+// Type slots for a bound struct whose `Members` hold Python objects (progress displays, sweep
+// evaluators): they join Python's garbage collection. Without them a cycle through such a struct — an
+// exception kept in a notebook global, its traceback's frame holding the struct, the struct's callable,
+// the callable's globals holding the exception — is never collected, and nanobind reports the struct,
+// and everything the cycle reaches, as leaked at exit.
+template <typename T, nb::object T::*... Members>
+struct GcSlots {
+    static int traverse(PyObject* self, visitproc visit, void* arg) {
+        Py_VISIT(Py_TYPE(self));
+        if (!nb::inst_ready(self)) return 0;
+        const T* t = nb::inst_ptr<T>(self);
+        for (PyObject* o : {(t->*Members).ptr()...}) Py_VISIT(o);
+        return 0;
+    }
+    static int clear(PyObject* self) {
+        T* t = nb::inst_ptr<T>(self);
+        (((t->*Members) = nb::none()), ...);
+        return 0;
+    }
+    static inline PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&traverse)},
+                                         {Py_tp_clear, reinterpret_cast<void*>(&clear)},
+                                         {0, nullptr}};
+};
+
 // A shared owner that keeps a Python object alive from C++ (released under the GIL).
 std::shared_ptr<const void> keep_alive(nb::handle object);
 

@@ -165,7 +165,8 @@ nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<M
 
 void bind_edits(nb::module_& m) {
     nb::class_<EditArgs>(m, "EditArgs",
-                         "The options every edit takes (--max-shard-size, --per-head, selection)")
+                         "The options every edit takes (--max-shard-size, --per-head, selection)",
+                         nb::type_slots(GcSlots<EditArgs, &EditArgs::progress>::slots))
         .def(nb::init<>())
         .def_rw("max_shard_size", &EditArgs::max_shard_size)
         .def_rw("per_head", &EditArgs::per_head)

@@ -140,7 +140,9 @@ void interpolate(const ModelArg& a_model, const ModelArg& b_model, const std::st
 
 void bind_sweeps(nb::module_& m) {
     nb::class_<SweepArgs>(m, "SweepArgs",
-                          "The options every sweep takes (--out, --eval, ..., the run and selection options)")
+                          "The options every sweep takes (--out, --eval, ..., the run and selection options)",
+                          nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
+                                                 &SweepArgs::report_eval_fn>::slots))
         .def(nb::init<>())
         .def_rw("out", &SweepArgs::out)
         .def_rw("eval", &SweepArgs::eval)

@@ -202,7 +202,15 @@ try:
     diffract.analyze(mem, metrics=["failing"], store=store)
 except ArithmeticError as e:
     error3 = e
-print(len(res.metrics), len(top_heads))
+def score(path):                                               # an in-process sweep evaluator
+    return float(view[0, 0]) + len(str(path))
+sweep = diffract.sweep.interpolate(ck, fam / "math", out=work / "ip", omegas=[0, 1], eval=score, quiet=True)
+try:                                                           # one that raises, its error kept in a global:
+    diffract.sweep.interpolate(ck, fam / "math", out=work / "ip2", omegas=[0, 1], eval=lambda p: 1 / 0,
+                               quiet=True)                     # a cycle through the bound SweepArgs
+except ZeroDivisionError as e:
+    error4 = e
+print(len(res.metrics), len(top_heads), len(sweep.curve))
 '''
 
 
