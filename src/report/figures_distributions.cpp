@@ -17,7 +17,9 @@ Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vecto
     const auto records = records_with(ctx, field);
     const auto roles = roles_of(ctx, records);
     const double panel_w = std::clamp(60.0 * static_cast<double>(categories.size()), 220.0, 420.0);
-    const auto layout = grid_layout(static_cast<int>(roles.size()), 3, panel_w, 210, 0);
+    auto layout = grid_layout(static_cast<int>(roles.size()), 3, panel_w, 210, 0);
+    if (rotated_categories({x_label, {}, false, categories, false}, panel_w))
+        layout.margin_bottom = kRotatedMargin;
     Svg svg(layout.width(), layout.height(), "figure", "box plots of " + field);
     for (std::size_t i = 0; i < roles.size(); ++i) {
         std::vector<std::vector<double>> values(categories.size());

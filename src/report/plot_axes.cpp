@@ -33,7 +33,8 @@ std::pair<double, double> domain_of(const Axis& a) {
     return {r.lo - pad, r.hi + pad};
 }
 
-// Category labels too long for their slot are drawn rotated (and the axis label moved down).
+}  // namespace
+
 bool rotated_categories(const Axis& a, double width) {
     if (a.categories.empty()) return false;
     std::size_t longest = 0;
@@ -41,11 +42,10 @@ bool rotated_categories(const Axis& a, double width) {
     return static_cast<double>(longest) * 6.2 > width / static_cast<double>(a.categories.size());
 }
 
-std::string short_label(const std::string& s, std::size_t max_len) {
-    return s.size() <= max_len ? s : s.substr(0, max_len - 1) + "…";
-}
+namespace {
 
 constexpr double kTickFont = 10;
+constexpr double kPi = 3.14159265358979323846;
 constexpr double kTickGap = 4;  // the least room between neighbouring tick labels
 
 // A tick of a numeric axis: its value and its label.
@@ -108,27 +108,31 @@ std::size_t category_stride(const Axis& a, double length, bool along_x) {
     return static_cast<std::size_t>(std::max(1.0, std::ceil((need + kTickGap) / slot)));
 }
 
-// An axis title that fits along `length`: whole, else without its parenthesised gloss
-// ("pl_alpha (power-law exponent α)" → "pl_alpha"), else cut with an ellipsis.
-std::string fit_title(const std::string& title, double length, double size) {
-    if (text_width(title, size) <= length) return title;
-    if (const auto paren = title.find(" ("); paren != std::string::npos)
-        if (text_width(title.substr(0, paren), size) <= length) return title.substr(0, paren);
-    std::string s = title;
-    while (!s.empty() && text_width(s + "…", size) > length) {
-        // Drop the last code point: its continuation bytes, then its lead byte.
-        while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80) s.pop_back();
-        if (!s.empty()) s.pop_back();
-    }
-    return s + "…";
-}
-
 }  // namespace
 
 double text_width(std::string_view s, double size) {
     std::size_t chars = 0;
     for (unsigned char c : s) chars += (c & 0xC0) != 0x80;  // UTF-8 code points
     return static_cast<double>(chars) * size * 0.6;
+}
+
+std::string fit_text(const std::string& s, double width, double size) {
+    if (text_width(s, size) <= width) return s;
+    if (const auto paren = s.find(" ("); paren != std::string::npos)
+        if (text_width(s.substr(0, paren), size) <= width) return s.substr(0, paren);
+    // Elide the middle: names differ at their start ("math-…") as often as at their end ("…-20B").
+    std::vector<std::string> cps;  // code points
+    for (unsigned char c : s)
+        if ((c & 0xC0) != 0x80 || cps.empty())
+            cps.emplace_back(1, static_cast<char>(c));
+        else
+            cps.back() += static_cast<char>(c);
+    const auto keep = static_cast<std::size_t>(std::max(0.0, std::floor(width / (size * 0.6)) - 1));
+    std::string out;
+    for (std::size_t i = 0; i < (keep + 1) / 2; ++i) out += cps[i];
+    out += "…";
+    for (std::size_t i = cps.size() - keep / 2; i < cps.size(); ++i) out += cps[i];
+    return out;
 }
 
 std::string log_tick_label(double v) {
@@ -230,7 +234,7 @@ Panel draw_axes(Svg& svg, const Frame& f, const std::string& title, const Axis& 
         const auto stride = category_stride(y, f.h, false);
         for (std::size_t i = 0; i < y.categories.size(); i += stride) {
             const double py = p.sy(static_cast<double>(i));
-            const auto label = short_label(y.categories[i], 12);
+            const auto label = fit_text(y.categories[i], 40, kTickFont);
             widest = std::max(widest, text_width(label, kTickFont));
             svg.text(f.x - 6, py + 4, label, kTickFont, "end");
         }
@@ -251,8 +255,13 @@ Panel draw_axes(Svg& svg, const Frame& f, const std::string& title, const Axis& 
             const double px = p.sx(static_cast<double>(i));
             svg.line(px, f.y + f.h, px, f.y + f.h + 4, kAxisColour);
             if (i % stride != 0) continue;
+            // Rotated labels stay above the axis title (72 px: 12 characters; kRotatedMargin) and right of
+            // the figure's edge.
             if (rotate)
-                svg.text(px + 3, f.y + f.h + 14, short_label(x.categories[i], 14), kTickFont, "end", -30);
+                svg.text(
+                    px + 3, f.y + f.h + 14,
+                    fit_text(x.categories[i], std::min(72.0, (px + 3) / std::cos(kPi / 6) - 4), kTickFont),
+                    kTickFont, "end", -30);
             else
                 svg.text(px, f.y + f.h + 15, x.categories[i], kTickFont, "middle");
         }
@@ -266,11 +275,12 @@ Panel draw_axes(Svg& svg, const Frame& f, const std::string& title, const Axis& 
     }
     svg.line(f.x, f.y + f.h, f.x + f.w, f.y + f.h, kAxisColour);
     svg.line(f.x, f.y, f.x, f.y + f.h, kAxisColour);
-    svg.text(f.x + f.w / 2, f.y + f.h + (rotate ? 46 : 34), fit_title(x.label, f.w + 40, 11), 11, "middle");
+    svg.text(f.x + f.w / 2, f.y + f.h + (rotate ? kRotatedMargin - 8 : 34), fit_text(x.label, f.w + 40, 11),
+             11, "middle");
     // A rotated title's glyphs reach about 0.75 of its size left of its baseline and 0.25 right.
     svg.text(std::min(f.x - 46, f.x - 6 - widest - kTickGap - 11 * 0.25), f.y + f.h / 2,
-             fit_title(y.label, f.h + 20, 11), 11, "middle", -90);
-    svg.text(f.x + f.w / 2, f.y - 9, fit_title(title, f.w + 40, 12), 12, "middle", 0, "bold");
+             fit_text(y.label, f.h + 20, 11), 11, "middle", -90);
+    svg.text(f.x + f.w / 2, f.y - 9, fit_text(title, f.w + 40, 12), 12, "middle", 0, "bold");
     return p;
 }
 

@@ -137,7 +137,7 @@ double draw_legend(Svg& svg, double x, double y, const std::vector<LegendEntry>&
                    const std::string& title) {
     svg.begin_group({{"class", "legend"}});
     if (!title.empty()) {
-        svg.text(x, y, title, 11, "start", 0, "bold");
+        svg.text(x, y, fit_text(title, svg.width() - x - 4, 11), 11, "start", 0, "bold");
         y += 16;
     }
     for (const auto& e : entries) {
@@ -165,7 +165,7 @@ double draw_legend(Svg& svg, double x, double y, const std::vector<LegendEntry>&
                          {{"fill-opacity", "0.2"}, {"stroke", e.colour}});
                 break;
         }
-        svg.text(x + 28, y, e.label, 11);
+        svg.text(x + 28, y, fit_text(e.label, svg.width() - x - 32, 11), 11);
         y += 16;
     }
     svg.end_group();

@@ -151,8 +151,9 @@ def test_evolution_series_and_config(results):
     assert "training step" in evo and "#ff0000" in evo
     # checkpoints in step order on the box plot's axis
     boxes = FIGURE.findall(html)[ids.index("evolution-boxes-pl_alpha")]
-    order = re.findall(r">(run-step\d+)<", boxes)[:4]  # the first panel's axis
+    order = re.findall(r">(run-[^<]+)<", boxes)[:4]  # the first panel's axis
     assert order == ["run-step0", "run-step1000", "run-step2000", "run-step3000"]
+    assert not [p for svg in figures_of(html).values() for p in label_problems(svg)]
 
 
 def test_store_alone(results):
@@ -205,3 +206,43 @@ def test_flagged_fits_are_left_out_and_counted(results, tmp_path):
     assert "at_bound:alpha: " in html
     # Fields of no fit, and unflagged data, say nothing.
     assert "fits behind stable_rank" not in html
+
+
+def test_labels_fit_on_a_large_model(tmp_path):
+    """24 layers × 16 heads, long model names, values across magnitudes: tick labels are thinned and
+    titles shortened until no text box overlaps another or leaves its figure."""
+    models = ["continual-pretraining-math-20B", "continual-pretraining-code-20B", "text"]
+    an, cmp = tmp_path / "an", tmp_path / "cmp"
+    an.mkdir()
+    cmp.mkdir()
+    metrics = ["model,tensor,layer,role,head,pl_alpha,stable_rank,frob_norm"]
+    compare = ["model,base,tensor,layer,role,head,avg_l_agreement,avg_r_agreement,chance_l_agreement,"
+               "chance_r_agreement,delta_frob_norm"]
+    heads = ["model,reference,layer,head,update_norm,ref_update_norm,importance,agreement"]
+    for m, model in enumerate(models):
+        for layer in range(24):
+            for role in ("attn_q", "attn_v", "mlp_down"):
+                t = f"model.layers.{layer}.{role}.weight"
+                metrics.append(f"{model},{t},{layer},{role},,{2 + 0.1 * m + 0.01 * layer},{1e-4 * (layer + 1)},"
+                               f"{12345.6 * (layer + 1)}")
+                compare.append(f"{model},base,{t},{layer},{role},,0.9,0.8,0.01,0.02,{1e3 * layer}")
+                if role != "mlp_down":
+                    for h in range(16):
+                        compare.append(f"{model},base,{t},{layer},{role},{h},{0.5 + 0.02 * (h % 7)},"
+                                       f"{0.4 + 0.01 * (layer % 5)},0.05,0.05,{h + layer}")
+            for h in range(16):
+                heads.append(f"{model},text,{layer},{h},{h * 0.5 + layer},{layer * 0.3},{(h - 8) / 8},0.7")
+    (an / "metrics.csv").write_text("\n".join(metrics) + "\n")
+    (cmp / "compare.csv").write_text("\n".join(compare) + "\n")
+    (cmp / "heads.csv").write_text("\n".join(heads) + "\n")
+    sweep = tmp_path / "sweep-rewind"
+    sweep.mkdir()
+    (sweep / "curve.csv").write_text("order,seed,x,score\n" + "".join(
+        f"random,{s},{x / 40},{12345.678 - 30 * x + s}\n" for s in range(3) for x in range(41)))
+    out = tmp_path / "r.html"
+    run(["report", an, cmp, sweep, "--out", out, "--evolution", "--metric", "pl_alpha,stable_rank,frob_norm",
+         "--quiet"])
+    figs = figures_of(out.read_text())
+    assert len(figs) >= 12
+    problems = {fid: label_problems(svg) for fid, svg in figs.items()}
+    assert not {k: v for k, v in problems.items() if v}

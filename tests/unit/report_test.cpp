@@ -1,10 +1,13 @@
 // The report's building blocks: SVG well-formedness, CSV parsing and its errors, step parsing from
-// checkpoint names, colour mapping.
+// checkpoint names, colour mapping, tick labels that fit their axis.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <regex>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "diffract/core/error.hpp"
 #include "diffract/report/csv.hpp"
@@ -58,6 +61,48 @@ TEST(ReportPlot, TicksAndScales) {
     EXPECT_DOUBLE_EQ(lg(10), 1);
     EXPECT_EQ(tick_label(0.25, 0.05), "0.25");
     EXPECT_EQ(tick_label(3, 1), "3");
+}
+
+TEST(ReportPlot, LabelsFitTheirRoom) {
+    EXPECT_EQ(log_tick_label(0.01), "0.01");
+    EXPECT_EQ(log_tick_label(1000), "1000");
+    EXPECT_EQ(log_tick_label(1e-5), "10⁻⁵");
+    EXPECT_EQ(log_tick_label(1e12), "10¹²");
+    EXPECT_DOUBLE_EQ(text_width("λ = σ²", 10), 6 * 10 * 0.6);  // code points, not bytes
+    EXPECT_EQ(fit_text("pl_alpha (power-law exponent α)", 100, 10), "pl_alpha");
+    const auto cut = fit_text("continual-pretraining-math-20B", 60, 10);
+    EXPECT_LE(text_width(cut, 10), 60);
+    EXPECT_TRUE(cut.starts_with("conti") && cut.ends_with("20B")) << cut;
+    // Exponents that are multiples of the stride, whatever the lowest power.
+    EXPECT_EQ(log_ticks(1e-7, 1.5, 3), (std::vector<double>{1e-6, 1e-3, 1}));
+}
+
+// The tick labels of an axis, as drawn: (x, y, text) of every 10 px label.
+std::vector<std::tuple<double, double, std::string>> tick_texts(const std::string& svg) {
+    std::vector<std::tuple<double, double, std::string>> out;
+    const std::regex re(R"re(<text x="([-\d.]+)" y="([-\d.]+)" font-size="10"[^>]*>([^<]*)</text>)re");
+    for (std::sregex_iterator it(svg.begin(), svg.end(), re), end; it != end; ++it)
+        out.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]), (*it)[3]);
+    return out;
+}
+
+TEST(ReportPlot, CrowdedAxesAreThinnedUntilLabelsFit) {
+    // Twelve decades on a 200 px log axis; 40 layers on a 150 px categorical axis.
+    Svg svg(400, 400);
+    Axis x{"λ", {}, true, {}, false}, y{"layer", {}, false, {}, false};
+    x.range.add(1e-10);
+    x.range.add(50);
+    for (int l = 0; l < 40; ++l) y.categories.push_back(std::to_string(l));
+    draw_axes(svg, {60, 20, 200, 150}, "t", x, y);
+    std::vector<std::pair<double, std::string>> xs, ys;
+    for (const auto& [px, py, s] : tick_texts(svg.str())) (py > 180 ? xs : ys).emplace_back(px, s);
+    ASSERT_GE(xs.size(), 3u);
+    ASSERT_GE(ys.size(), 4u);
+    EXPECT_LT(ys.size(), 40u);
+    for (std::size_t i = 1; i < xs.size(); ++i)  // centred labels: half of each width apart, and a gap
+        EXPECT_GE(xs[i].first - xs[i - 1].first,
+                  (text_width(xs[i].second, 10) + text_width(xs[i - 1].second, 10)) / 2 + 4)
+            << xs[i - 1].second << " " << xs[i].second;
 }
 
 TEST(ReportSeries, StepsFromNames) {

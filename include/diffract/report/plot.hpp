@@ -41,6 +41,9 @@ std::string log_tick_label(double v);
 // The estimated width of a text in pixels: code points × size × 0.6 (the report's layout rule; the
 // tests measure labels the same way).
 double text_width(std::string_view s, double size);
+// `s` if it fits in `width` pixels, else without its parenthesised gloss ("pl_alpha (power-law
+// exponent α)" → "pl_alpha"), else cut with an ellipsis.
+std::string fit_text(const std::string& s, double width, double size);
 
 struct Axis {
     std::string label;                    // with units where there are any
@@ -72,6 +75,11 @@ struct Layout {
     double legend_x() const { return width() - legend_w + 6; }
 };
 Layout grid_layout(int n_panels, int max_cols, double panel_w, double panel_h, double legend_w = 0);
+
+// Whether a categorical x axis this wide draws its labels rotated (too long for their slots); its
+// panels then need kRotatedMargin below them (the labels and the axis title under them).
+bool rotated_categories(const Axis& a, double width);
+constexpr double kRotatedMargin = 72;
 
 // Background, grid, ticks, tick labels, axis labels and a panel title; returns the scales.
 Panel draw_axes(Svg& svg, const Frame& frame, const std::string& title, const Axis& x, const Axis& y);
@@ -112,7 +120,8 @@ struct LegendEntry {
     std::string label, colour;
     LegendMark mark = LegendMark::line;
 };
-// Entries stacked from (x, y); returns the y below the last one.
+// Entries stacked from (x, y) in the figure's right-hand column; labels are cut to fit the figure.
+// Returns the y below the last one.
 double draw_legend(Svg& svg, double x, double y, const std::vector<LegendEntry>& entries,
                    const std::string& title = "");
 
