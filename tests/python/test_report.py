@@ -1,6 +1,7 @@
 """diffract report: the HTML page from the synthetic family (analyze + compare + sweeps), its figures
-parsed and rendered in headless Chromium (screenshot saved; copied to $DIFFRACT_REPORT_SCREENSHOT),
-SVG/PNG figure files, the evolution series and the one-line errors."""
+parsed, their text boxes checked for overlap, and rendered in headless Chromium at 1400 and 800 px (no
+horizontal overflow; screenshots copied to the directory $DIFFRACT_REPORT_SCREENSHOT when set), SVG/PNG
+figure files, the evolution series and the one-line errors."""
 import csv
 import html as html_lib
 import json
