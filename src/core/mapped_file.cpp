@@ -95,18 +95,6 @@ void MappedFile::materialise() const {
     storage_.resize(size_);
     fill_(0, storage_);
     data_ = storage_.data();
-    held_.store(data_, std::memory_order_release);
-}
-
-void MappedFile::copy_bytes(std::size_t offset, std::span<std::byte> out) const {
-    if (offset > size_ || out.size() > size_ - offset)
-        throw std::out_of_range("MappedFile::copy_bytes: range outside the file");
-    const std::byte* data = fill_ ? held_.load(std::memory_order_acquire) : data_;
-    if (fill_ && !data) {
-        fill_(offset, out);
-        return;
-    }
-    std::copy_n(data + offset, out.size(), out.data());
 }
 
 void MappedFile::will_need(std::size_t offset, std::size_t length) const {

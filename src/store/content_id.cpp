@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <span>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,16 +23,7 @@ std::string hash_bytes(const TensorInfo& t) {
     XXH3_state_t* state = XXH3_createState();
     if (!state) throw std::bad_alloc();
     XXH3_128bits_reset(state);
-    if (t.file->is_generated()) {
-        // Computed bytes (a LoRA-merged tensor) are produced slice by slice and never held whole.
-        std::vector<std::byte> slice(std::min(kSlice, t.nbytes));
-        for (std::size_t off = 0; off < t.nbytes; off += kSlice) {
-            const std::size_t n = std::min(kSlice, t.nbytes - off);
-            t.file->copy_bytes(t.offset + off, std::span(slice.data(), n));
-            XXH3_128bits_update(state, slice.data(), n);
-        }
-    }
-    const auto bytes = t.file->is_generated() ? std::span<const std::byte>() : t.bytes();
+    const auto bytes = t.bytes();
     for (std::size_t off = 0; off < bytes.size(); off += kSlice) {
         const std::size_t n = std::min(kSlice, bytes.size() - off);
         t.file->will_need(t.offset + off, n);
@@ -45,6 +34,10 @@ std::string hash_bytes(const TensorInfo& t) {
     XXH3_freeState(state);
     return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
+
+// Marks the id of a LoRA-merged tensor, and the version of the merge that computes its bytes
+// (formats/lora_adapter.cpp): a change to the merge's arithmetic must change this.
+constexpr const char* kMergedPrefix = "lora-merge-v1:";
 
 std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
     std::string shape;
@@ -58,7 +51,17 @@ std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
 
 ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cache, int threads,
                        bool progress) {
-    std::vector<const TensorInfo*> unique = tensors;
+    // A LoRA-merged tensor is identified by what its bytes are computed from (see the header): its
+    // base tensor and factors are hashed instead of it.
+    std::vector<const TensorInfo*> unique, merged;
+    for (const auto* t : tensors) {
+        if (!t->low_rank) {
+            unique.push_back(t);
+            continue;
+        }
+        merged.push_back(t);
+        unique.insert(unique.end(), {&t->low_rank->base, &t->low_rank->a, &t->low_rank->b});
+    }
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
 
@@ -87,6 +90,13 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cac
         if (cache && t->file->identity())
             cache->cache_hash(*t->file->identity(), t->offset, t->nbytes, hashes[i]);
         ids[t] = content_id(*t, hashes[i]);
+    }
+    for (const auto* t : merged) {
+        const auto& u = *t->low_rank;
+        const auto recipe = fmt::format("{}+{:a}*{}*{}{}", ids.at(&u.base), u.scale, ids.at(&u.b),
+                                        ids.at(&u.a), u.transposed ? "/T" : "");
+        const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
+        ids[t] = content_id(*t, fmt::format("{}{:016x}{:016x}", kMergedPrefix, h.high64, h.low64));
     }
     return ids;
 }

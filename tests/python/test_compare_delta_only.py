@@ -152,3 +152,24 @@ def test_options_that_need_the_full_compare_are_refused(lora, tmp_path, extra, n
              "--store", tmp_path / "s.sqlite"], check=False)
     assert_input_error(p, *needles)
     assert not (tmp_path / "c").exists()
+
+
+def test_a_changed_adapter_is_recomputed(lora, tmp_path):
+    """A merged tensor is identified by its base tensor and factors (store.md): changing one factor
+    recomputes exactly that module's units, with the new values."""
+    store = tmp_path / "s.sqlite"
+    adapter = Path(lora["spec"].split("+")[1])
+    run(["compare", "--base", lora["base"], lora["spec"], "--delta-only", "--out", tmp_path / "c1",
+         "--store", store, "--quiet"])
+    tensors = st.load_file(str(adapter / "adapter_model.safetensors"))
+    key = "base_model.model.encoder.layer.0.attention.self.query.lora_A.weight"
+    tensors[key] = (tensors[key] * 2).astype(np.float32)
+    changed = tmp_path / "changed"
+    shutil.copytree(adapter, changed)
+    st.save_file(tensors, str(changed / "adapter_model.safetensors"))
+    p = run(["compare", "--base", lora["base"], f"{lora['base']}+{changed}", "--delta-only", "--out",
+             tmp_path / "c2", "--store", store])
+    assert f"({1 + H} computed" in p.stderr  # the query matrix and its head blocks
+    name = "encoder.layer.0.attention.self.query.weight"
+    want = 2 * lora["deltas"][name]
+    check(rows_of(tmp_path / "c2")[(name, "")], delta_fields(want, lora["weights"][name]), 1e-9)

@@ -18,30 +18,22 @@ Matrix<double> random_matrix(std::int64_t rows, std::int64_t cols, std::mt19937_
     return m;
 }
 
-TEST(GeneratedFile, CopiesRangesWithoutMaterialisingAndMaterialisesOnce) {
+TEST(GeneratedFile, ComputesItsBytesOnceWhenFirstRead) {
     int calls = 0;
-    std::size_t largest = 0;
     const auto f =
         MappedFile::generated("memory:gen", 1000, [&](std::size_t offset, std::span<std::byte> out) {
             ++calls;
-            largest = std::max(largest, out.size());
             for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>((offset + i) % 251);
         });
     EXPECT_TRUE(f->is_generated());
-    std::vector<std::byte> part(100);
-    f->copy_bytes(300, part);
-    EXPECT_EQ(calls, 1);
-    EXPECT_EQ(largest, 100u);  // only the range asked for was computed
-    for (std::size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], static_cast<std::byte>((300 + i) % 251));
+    EXPECT_EQ(f->size(), 1000u);
+    EXPECT_EQ(calls, 0);  // nothing is computed before a read
     const auto all = f->bytes();
-    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(calls, 1);
     ASSERT_EQ(all.size(), 1000u);
     for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<std::byte>(i % 251));
-    (void)f->bytes();
-    f->copy_bytes(10, part);  // held now: copied, not recomputed
-    EXPECT_EQ(calls, 2);
-    EXPECT_EQ(part[0], static_cast<std::byte>(10));
-    EXPECT_THROW(f->copy_bytes(950, part), std::out_of_range);
+    EXPECT_EQ(f->bytes().data(), all.data());
+    EXPECT_EQ(calls, 1);
 }
 
 // base + scale·B·A (transposed: base + scale·(B·A)ᵀ) formed explicitly in f64.

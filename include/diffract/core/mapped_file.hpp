@@ -2,7 +2,6 @@
 // can never outlive the bytes it points at. Pages are read on demand: nothing loads a model whole.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,9 +35,9 @@ public:
     static std::shared_ptr<const MappedFile> from_memory(std::string label, std::shared_ptr<const void> owner,
                                                          const std::byte* data, std::size_t size);
     // Bytes computed on demand (a LoRA-merged tensor): `fill(offset, out)` writes the bytes at
-    // [offset, offset + out.size()). Nothing is computed until they are read: `bytes()` computes them
-    // all once and keeps them; `copy_bytes` computes only the range asked for and keeps nothing, so
-    // hashing a model's merged tensors never holds them whole. The page hints do nothing.
+    // [offset, offset + out.size()). Nothing is computed until they are first read: `bytes()` computes
+    // them all once and keeps them, so a command that never reads them (compare --delta-only of an
+    // adapter) never forms them. The page hints do nothing.
     using Generator = std::function<void(std::size_t offset, std::span<std::byte> out)>;
     static std::shared_ptr<const MappedFile> generated(std::string label, std::size_t size, Generator fill);
 
@@ -50,9 +49,6 @@ public:
         if (fill_) std::call_once(materialised_, [this] { materialise(); });
         return {data_, size_};
     }
-    // Copies the bytes at [offset, offset + out.size()) (inside the file) into `out`; a generated
-    // file's bytes are computed for that range only, unless they are already held.
-    void copy_bytes(std::size_t offset, std::span<std::byte> out) const;
     // Whether the bytes are computed on demand (MappedFile::generated).
     bool is_generated() const { return static_cast<bool>(fill_); }
     std::size_t size() const { return size_; }
@@ -77,10 +73,9 @@ private:
     std::size_t size_ = 0;
     std::shared_ptr<const void> owner_;  // set for from_memory views
     std::optional<FileIdentity> identity_;
-    Generator fill_;                                       // set for generated files
-    mutable std::once_flag materialised_;                  // guards the one materialisation of `storage_`
-    mutable std::vector<std::byte> storage_;               // a generated file's bytes once materialised
-    mutable std::atomic<const std::byte*> held_{nullptr};  // storage_.data() once materialised
+    Generator fill_;                          // set for generated files
+    mutable std::once_flag materialised_;     // guards the one materialisation of `storage_`
+    mutable std::vector<std::byte> storage_;  // a generated file's bytes once materialised
 };
 
 }  // namespace diffract

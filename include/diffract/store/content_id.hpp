@@ -5,6 +5,13 @@
 // memory bandwidth when it is in the page cache and at disk speed when not (docs/store.md gives the
 // measured cost); the hash of each tensor's byte range is cached in the store by the file's
 // (device, inode, size, mtime_ns, ctime_ns), so a re-run over unchanged files reads nothing.
+//
+// A LoRA-merged tensor (TensorInfo::low_rank: bytes computed from a base tensor and two factors) is
+// identified by what its bytes are computed from: "<dtype>/<shape>/lora-merge-v1:<XXH3-128 of the base
+// tensor's, B's and A's content ids, the scale and the layout>". Its bytes are a function of those
+// inputs and of the merge's arithmetic (versioned in the prefix), so the id is as exact as a hash of
+// the bytes, and costs O(r·(m + n)) instead of forming the m × n merge; it is never equal to the id of a
+// merged file's bytes, so results of the two are never shared either way.
 #pragma once
 
 #include <string>
