@@ -228,11 +228,16 @@ def _run_args(threads, max_memory, store, device, progress, roles, layers, match
     r.device = device
     if progress is not None:  # the field defaults to None (nanobind refuses None for an object field)
         r.progress = progress
-    r.roles = roles if isinstance(roles, str) else ",".join(roles or ())
-    r.layers = _layers_spec(layers)
-    r.match = match or ""
-    r.exclude = exclude or ""
+    _set_selection(r, roles, layers, match, exclude)
     return r
+
+
+def _set_selection(args, roles, layers, match, exclude) -> None:
+    """The selection flags (--roles, --layers, --match, --exclude) on a bound argument struct."""
+    args.roles = roles if isinstance(roles, str) else ",".join(roles or ())
+    args.layers = _layers_spec(layers)
+    args.match = match or ""
+    args.exclude = exclude or ""
 
 
 def _layers_spec(layers) -> str:

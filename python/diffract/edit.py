@@ -32,7 +32,7 @@ def _common(progress=False, max_shard_size="5G", per_head=False, device="cpu", r
             exclude=None, allow_nonfinite=False) -> Iterator["_core.EditArgs"]:
     """The options every edit takes, as _core.EditArgs, for the duration of the edit (progress=True: its
     bar, closed on the way out)."""
-    from . import _layers_spec
+    from . import _set_selection
 
     with _progress.display(progress) as report:
         c = _core.EditArgs()
@@ -42,10 +42,7 @@ def _common(progress=False, max_shard_size="5G", per_head=False, device="cpu", r
         c.per_head = bool(per_head)
         c.allow_nonfinite = bool(allow_nonfinite)
         c.device = device
-        c.roles = roles if isinstance(roles, str) else ",".join(roles or ())
-        c.layers = _layers_spec(layers)
-        c.match = match or ""
-        c.exclude = exclude or ""
+        _set_selection(c, roles, layers, match, exclude)
         yield c
 
 

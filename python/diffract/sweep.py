@@ -5,7 +5,7 @@ Each function writes what the CLI writes to `out` — curve.csv (heads_effect.cs
 summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult read back
 from those files. Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
 eval, select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store,
-device, quiet, roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
+device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
 Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
 (fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
 resumes the journal, whether the CLI or Python started it. The GIL is released while sweeping (a
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
-from . import _core
+from . import _core, _progress
 
 __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
 
@@ -130,7 +130,7 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
           store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
           match: Optional[str] = None, exclude: Optional[str] = None, per_head: bool = False) -> "_core.SweepArgs":
     """The options every sweep takes, as _core.SweepArgs."""
-    from . import _layers_spec
+    from . import _set_selection
 
     a = _core.SweepArgs()
     a.out = os.fspath(out)
@@ -147,11 +147,20 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
     a.store = "" if store is None else os.fspath(store)
     a.device = device
     a.quiet = bool(quiet)
-    a.roles = _list_spec(roles)
-    a.layers = _layers_spec(layers)
-    a.match = match or ""
-    a.exclude = exclude or ""
+    _set_selection(a, roles, layers, match, exclude)
     a.per_head = bool(per_head)
+    return a
+
+
+def _run(core_sweep, out, options: dict, *inputs) -> "_core.SweepArgs":
+    """Runs `core_sweep(*inputs, args)` with the options as _core.SweepArgs; progress=True shows the
+    evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines."""
+    options = dict(options)
+    with _progress.display(options.pop("progress", False)) as report:
+        a = _args(out, **options)
+        if report is not None:  # the field defaults to None (nanobind refuses None for an object field)
+            a.progress = report
+        core_sweep(*inputs, a)
     return a
 
 
@@ -163,9 +172,9 @@ def rewind(*, base, model, out, reference=None, orders: Union[str, Sequence[str]
     heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
     `reference` for the importance score). Returns the curve and the summary (AUC per ordering, and
     against the random orderings)."""
-    a = _args(out, **options)
-    _core.sweep_rewind(_spec(base), _spec(model), None if reference is None else _spec(reference),
-                       _list_spec(orders), int(seeds), int(seed), scale_scope, kv_policy, _grid(fractions), a)
+    a = _run(_core.sweep_rewind, out, options, _spec(base), _spec(model),
+             None if reference is None else _spec(reference), _list_spec(orders), int(seeds), int(seed),
+             scale_scope, kv_policy, _grid(fractions))
     return _result(a.out, "curve.csv")
 
 
@@ -174,9 +183,8 @@ def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global"
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
     whose rewind raises the score most) and the summary; `curve` is None."""
-    a = _args(out, **options)
-    _core.sweep_rewind_each(_spec(base), _spec(model), None if reference is None else _spec(reference),
-                            scale_scope, kv_policy, a)
+    a = _run(_core.sweep_rewind_each, out, options, _spec(base), _spec(model),
+             None if reference is None else _spec(reference), scale_scope, kv_policy)
     return _result(a.out, "heads_effect.csv")
 
 
@@ -185,14 +193,13 @@ def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1"
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
     separately), scored by `eval`. Returns the curve and the summary."""
-    a = _args(out, per_head=per_head, **options)
-    _core.sweep_truncate(_spec(base), _spec(model), _grid(keeps), a)
+    a = _run(_core.sweep_truncate, out, dict(options, per_head=per_head), _spec(base), _spec(model),
+             _grid(keeps))
     return _result(a.out, "curve.csv")
 
 
 def interpolate(a, b, *, out, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
     scored by `eval`. Returns the curve, the references (a and b as they are) and the summary."""
-    args = _args(out, **options)
-    _core.sweep_interpolate(_spec(a), _spec(b), _grid(omegas), args)
+    args = _run(_core.sweep_interpolate, out, options, _spec(a), _spec(b), _grid(omegas))
     return _result(args.out, "curve.csv")

@@ -36,6 +36,7 @@ struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub an
     // Callables evaluated in this process (None: the command above); the command then describes the
     // callable for the journal's fingerprint.
     nb::object eval_fn = nb::none(), select_eval_fn = nb::none(), report_eval_fn = nb::none();
+    nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
 
 // `fn` as the engine's in-process evaluator: called with the candidate's directory as a pathlib.Path,
@@ -59,6 +60,7 @@ sweep::SweepConfig config_of(const sweep::SweepOptions& o, std::string_view kind
     attach(config.eval, a.eval_fn);
     attach(config.select_eval, a.select_eval_fn);
     attach(config.report_eval, a.report_eval_fn);
+    config.progress = progress_sink(a.progress);
     return config;
 }
 
@@ -142,7 +144,7 @@ void bind_sweeps(nb::module_& m) {
     nb::class_<SweepArgs>(m, "SweepArgs",
                           "The options every sweep takes (--out, --eval, ..., the run and selection options)",
                           nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
-                                                 &SweepArgs::report_eval_fn>::slots))
+                                                 &SweepArgs::report_eval_fn, &SweepArgs::progress>::slots))
         .def(nb::init<>())
         .def_rw("out", &SweepArgs::out)
         .def_rw("eval", &SweepArgs::eval)
@@ -163,7 +165,8 @@ void bind_sweeps(nb::module_& m) {
         .def_rw("exclude", &SweepArgs::exclude)
         .def_rw("eval_fn", &SweepArgs::eval_fn)
         .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
-        .def_rw("report_eval_fn", &SweepArgs::report_eval_fn);
+        .def_rw("report_eval_fn", &SweepArgs::report_eval_fn)
+        .def_rw("progress", &SweepArgs::progress, "None, or a callable receiving (done, total, label)");
     m.def("sweep_rewind", &rewind, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("orders"), nb::arg("seeds"), nb::arg("seed"), nb::arg("scale_scope"), nb::arg("kv_policy"),
           nb::arg("fractions"), nb::arg("args"));

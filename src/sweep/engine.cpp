@@ -32,11 +32,18 @@ std::string duration_text(double s) {
 // time since the start and the time left, from the mean build + evaluation time so far.
 class Progress {
 public:
-    Progress(std::size_t total, bool quiet) : total_(total), quiet_(quiet) {}
+    Progress(std::size_t total, bool quiet, ProgressSink sink)
+        : total_(total), quiet_(quiet), sink_(std::move(sink)) {
+        if (sink_) sink_(0, total_, "sweep");
+    }
 
     void evaluated(const std::string& what, const Scores& s, double busy_seconds) {
         ++done_;
         busy_ += busy_seconds;
+        if (sink_) {
+            sink_(done_, total_, "sweep");
+            return;
+        }
         if (quiet_) return;
         const double left = busy_ / static_cast<double>(done_) * static_cast<double>(total_ - done_);
         fmt::print(stderr, "sweep [{}/{}] {}: score {} ({:.1f} s); elapsed {}, ETA {}\n", done_, total_, what,
@@ -49,6 +56,7 @@ private:
     std::size_t total_, done_ = 0;
     double busy_ = 0;
     bool quiet_;
+    ProgressSink sink_;
 };
 
 // Every evaluation the configuration asks for, on one model, its output in a fresh log.
@@ -113,7 +121,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     }
     std::size_t pending_references = 0;
     for (const auto& ref : references) pending_references += journal.reference(ref.role) ? 0 : 1;
-    Progress progress(pending + pending_references, c.quiet);
+    Progress progress(pending + pending_references, c.quiet, c.progress);
 
     SweepRun run;
     for (const auto& ref : references) {

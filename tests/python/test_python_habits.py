@@ -142,6 +142,18 @@ def test_progress_updates_a_tqdm_bar_to_its_total(family_f32, tmp_path, fake_tqd
     assert fake_tqdm.bars == []
 
 
+def test_sweep_progress_counts_its_evaluations(family_f32, tmp_path, fake_tqdm, capfd):
+    f = family_f32
+    res = diffract.sweep.interpolate(f / "pretrained", f / "math", omegas="0:1:0.5", out=tmp_path / "sw",
+                                     eval=lambda path: float(len(str(path))), progress=True)
+    [bar] = fake_tqdm.bars
+    # Two references (a, b) and three ω; ω = 0 and 1 reuse nothing here: each is its own candidate.
+    assert bar.desc == "diffract sweep" and bar.total == 2 + 3 == bar.n and bar.closed
+    assert bar.updates == sorted(bar.updates)
+    assert "ETA" not in capfd.readouterr().err  # the bar replaces the engine's lines
+    assert len(res.curve["x"]) == 3
+
+
 def test_progress_without_tqdm_prints_lines(family_f32, tmp_path, monkeypatch, capfd):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)

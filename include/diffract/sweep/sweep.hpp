@@ -18,6 +18,7 @@
 
 #include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/head_ranking.hpp"
+#include "diffract/core/progress.hpp"
 #include "diffract/edit/edit.hpp"
 
 namespace diffract::sweep {
@@ -49,6 +50,9 @@ struct SweepConfig {
     EvalCommand select_eval, report_eval;  // pick x on one evaluation, report on another
     bool keep = false;                     // keep candidates in DIR/candidates/
     bool quiet = false;
+    // When set, the progress (evaluations done of this run's total) goes to it, labelled "sweep",
+    // instead of the stderr lines: Python's progress=True bar.
+    ProgressSink progress;
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // more candidates are refused
     std::uint64_t candidate_bytes = 0;  // a candidate's size on disk, when known (free-space check)
     nlohmann::json fingerprint;         // what the journal is recorded for; a different one refuses to resume
