@@ -98,7 +98,11 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cac
         const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
         ids[t] = content_id(*t, fmt::format("{}{:016x}{:016x}", kMergedPrefix, h.high64, h.low64));
     }
-    return ids;
+    // Only the tensors asked for: a merged tensor's base and factors were hashed for its id, and
+    // identify_model must not record them as the model's (the base shares the merged tensor's name).
+    ContentIds asked;
+    for (const auto* t : tensors) asked[t] = ids.at(t);
+    return asked;
 }
 
 ContentIds identify_model(Store& db, const formats::Checkpoint& ck,

@@ -154,6 +154,26 @@ def test_options_that_need_the_full_compare_are_refused(lora, tmp_path, extra, n
     assert not (tmp_path / "c").exists()
 
 
+def test_the_store_records_the_adapter_models_own_tensors(lora, tmp_path):
+    """The store's record of BASE+ADAPTER lists its tensors under their merged ids, not the base's ids
+    of the same names, and not the adapter's factors (hashed only to identify the merged tensors)."""
+    import sqlite3
+
+    store = tmp_path / "s.sqlite"
+    run(["analyze", f"ft={lora['spec']}", "--metrics", "l2_norm", "--out", tmp_path / "a", "--store", store,
+         "--quiet"])
+    run(["analyze", f"pre={lora['base']}", "--metrics", "l2_norm", "--out", tmp_path / "b", "--store", store,
+         "--quiet"])
+    db = sqlite3.connect(store)
+    ft = dict(db.execute("SELECT tensor, content FROM model_tensors WHERE name = 'ft'"))
+    pre = dict(db.execute("SELECT tensor, content FROM model_tensors WHERE name = 'pre'"))
+    assert ft.keys() == pre.keys()  # no lora_A/lora_B entries
+    for name in lora["deltas"]:
+        assert "lora-merge-v1:" in ft[name] and ft[name] != pre[name], name
+    untouched = "encoder.layer.0.attention.self.key.weight"
+    assert ft[untouched] == pre[untouched]
+
+
 def test_a_changed_adapter_is_recomputed(lora, tmp_path):
     """A merged tensor is identified by its base tensor and factors (store.md): changing one factor
     recomputes exactly that module's units, with the new values."""
