@@ -5,10 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
 
 #include "diffract/core/error.hpp"
 
@@ -93,7 +91,7 @@ std::shared_ptr<const MappedFile> MappedFile::generated(std::string label, std::
 
 void MappedFile::materialise() const {
     storage_.resize(size_);
-    fill_(0, storage_);
+    fill_(storage_);
     data_ = storage_.data();
 }
 

@@ -299,8 +299,8 @@ namespace {
 
 // W + scale · L·R in f64, stored as f32 (f64 for an f64 base): L·R is B·A ([rows, r]·[r, cols]), or,
 // stored transposed, Aᵀ·Bᵀ. The bytes are computed when first read (MappedFile::generated): opening
-// an adapter model costs nothing, hashing it streams row blocks, and compare's delta-only route reads
-// the factors (t.low_rank) instead.
+// an adapter model costs nothing, its content id comes from the base's and the factors' (store), and
+// compare's delta-only route reads the factors (t.low_rank) instead.
 TensorInfo merged_tensor(const TensorInfo& w, const LoraModule& m, const std::string& label) {
     auto update = std::make_shared<LowRankUpdate>();
     update->base = w;
@@ -309,33 +309,23 @@ TensorInfo merged_tensor(const TensorInfo& w, const LoraModule& m, const std::st
     update->rank = m.rank;
     update->scale = m.scale;
     update->transposed = m.transposed;
-    const std::int64_t cols = w.shape[1];
     const bool f64 = w.dtype == DType::F64;
-    const std::size_t item = f64 ? sizeof(double) : sizeof(float);
-    const std::size_t row_bytes = static_cast<std::size_t>(cols) * item;
 
     TensorInfo t;
     t.name = w.name;
     t.shape = w.shape;
     t.dtype = f64 ? DType::F64 : DType::F32;
-    t.nbytes = static_cast<std::size_t>(w.shape[0]) * row_bytes;
+    t.nbytes = static_cast<std::size_t>(w.shape[0] * w.shape[1]) * dtype_size(t.dtype);
     t.low_rank = update;
-    t.file = MappedFile::generated(
-        label, t.nbytes, [update, row_bytes, f64](std::size_t offset, std::span<std::byte> out) {
-            if (out.empty()) return;
-            const auto row0 = static_cast<std::int64_t>(offset / row_bytes);
-            const auto row1 = static_cast<std::int64_t>((offset + out.size() + row_bytes - 1) / row_bytes);
-            const auto rows = low_rank_rows(*update, row0, row1 - row0);
-            std::vector<std::byte> bytes(rows.data.size() * (f64 ? sizeof(double) : sizeof(float)));
-            if (f64) {
-                std::memcpy(bytes.data(), rows.data.data(), bytes.size());
-            } else {
-                std::vector<float> narrow(rows.data.begin(), rows.data.end());
-                std::memcpy(bytes.data(), narrow.data(), bytes.size());
-            }
-            std::memcpy(out.data(), bytes.data() + (offset - static_cast<std::size_t>(row0) * row_bytes),
-                        out.size());
-        });
+    t.file = MappedFile::generated(label, t.nbytes, [update, f64](std::span<std::byte> out) {
+        const auto merged = low_rank_rows(*update, 0, update->base.shape[0]);
+        if (f64) {
+            std::memcpy(out.data(), merged.data.data(), out.size());
+        } else {
+            const std::vector<float> narrow(merged.data.begin(), merged.data.end());
+            std::memcpy(out.data(), narrow.data(), out.size());
+        }
+    });
     return t;
 }
 

@@ -34,11 +34,11 @@ public:
     // `label` stands for the path in messages. Nothing is unmapped; the page hints do nothing.
     static std::shared_ptr<const MappedFile> from_memory(std::string label, std::shared_ptr<const void> owner,
                                                          const std::byte* data, std::size_t size);
-    // Bytes computed on demand (a LoRA-merged tensor): `fill(offset, out)` writes the bytes at
-    // [offset, offset + out.size()). Nothing is computed until they are first read: `bytes()` computes
-    // them all once and keeps them, so a command that never reads them (compare --delta-only of an
-    // adapter) never forms them. The page hints do nothing.
-    using Generator = std::function<void(std::size_t offset, std::span<std::byte> out)>;
+    // Bytes computed on demand (a LoRA-merged tensor): `fill(out)` writes all `size` bytes. Nothing is
+    // computed until they are first read: `bytes()` computes them once and keeps them, so a command
+    // that never reads them (compare --delta-only of an adapter) never forms them. The page hints do
+    // nothing.
+    using Generator = std::function<void(std::span<std::byte> out)>;
     static std::shared_ptr<const MappedFile> generated(std::string label, std::size_t size, Generator fill);
 
     ~MappedFile();
