@@ -67,7 +67,9 @@ TEST(SvdCpu, GramRouteMatchesGesddAcrossSlabs) {
         ASSERT_EQ(ref.size(), gram.size());
         for (std::size_t i = 0; i < ref.size(); ++i) {
             EXPECT_NEAR(gram[i] / ref[i], 1.0, 1e-12);
-            EXPECT_NEAR(gram_f[i] / ref_f[i], 1.0, 1e-12);  // f32 data, f64 accumulation: exact to f64
+            // f32 data, well conditioned: the f32 Gram product (kF32GramGuard), ~1e-8 measured; the
+            // documented --precision f32 contract is 1e-4 (tests/python/test_precision.py).
+            EXPECT_NEAR(gram_f[i] / ref_f[i], 1.0, 1e-6);
         }
     }
 }

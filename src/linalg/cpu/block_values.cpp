@@ -26,6 +26,9 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
         return block_singular_values_one_by_one(self, t, blocks.subspan(i, 1), f64, r).front();
     };
     const auto whole = read_widened(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
+    // --precision f32: the f32 copy the guarded f32 Gram products read (exact: whole holds f32 values).
+    const std::vector<float> whole_f32 =
+        f64 ? std::vector<float>{} : std::vector<float>(whole.data.begin(), whole.data.end());
     for (const auto& batch : batches) {
         if (batch.members.size() == 1) {
             out[batch.members.front()] = one(batch.members.front(), route);
@@ -36,11 +39,19 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
         const int lda = lapack::checked_int(batch.lda, "leading dimension");
         const double alpha = 1.0, beta = 0.0;
         for (std::size_t p = 0; p < batch.members.size(); ++p) {
+            const std::size_t i = batch.members[p];
+            if (!f64) {
+                auto s =
+                    guarded_f32_gram_values(batch.trans, n, k, whole_f32.data() + batch.offset_of(p), lda);
+                if (s) {
+                    out[i] = std::move(*s);
+                    continue;
+                }
+            }
             std::vector<double> g(static_cast<std::size_t>(n) * n);
             dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha, whole.data.data() + batch.offset_of(p), &lda,
                    &beta, g.data(), &n);
             auto s = singular_values_from_gram(symmetric_eigen(g, n, false), route);
-            const std::size_t i = batch.members[p];
             out[i] = s ? std::move(*s) : one(i, SvdRoute::gesdd);
         }
     }

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -104,10 +105,22 @@ std::vector<double> gram_values(const Matrix<T>& w) {
     return symmetric_eigen(g, k, false);  // ascending
 }
 
+std::optional<std::vector<double>> gram_values_f32(const Matrix<float>& w) {
+    require_finite(std::span<const float>(w.data), "the Gram route");  // the callers count NaN/Inf first
+    const int m = lapack::checked_int(w.rows, "dimension"), n = lapack::checked_int(w.cols, "dimension");
+    // Column-major, row-major W is the n × m matrix Wᵀ (ld n): WᵀW = (Wᵀ)(Wᵀ)ᵀ is syrk 'N' (n ≤ m);
+    // W Wᵀ = (Wᵀ)ᵀ(Wᵀ) is syrk 'T' (m < n). No copy either way.
+    return n <= m ? cpu::guarded_f32_gram_values(false, n, m, w.data.data(), n)
+                  : cpu::guarded_f32_gram_values(true, m, n, w.data.data(), n);
+}
+
 template <typename T>
 std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
     if (w.rows == 0 || w.cols == 0) return {};
     if (route == SvdRoute::gesdd) return gesdd(w, false).s;
+    if constexpr (std::is_same_v<T, float>) {
+        if (auto s = gram_values_f32(w)) return std::move(*s);
+    }
     auto s = singular_values_from_gram(gram_values(w), route);
     return s ? std::move(*s) : gesdd(w, false).s;
 }
@@ -150,6 +163,24 @@ public:
 };
 
 }  // namespace
+
+namespace cpu {
+
+std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
+                                                           int lda) {
+    if (static_cast<double>(depth) < kF32GramMinAspect * order) return std::nullopt;
+    std::vector<float> gf(static_cast<std::size_t>(order) * order);
+    const float one = 1.0f, zero = 0.0f;
+    ssyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, gf.data(), &order);
+    std::vector<double> g(gf.begin(), gf.end());
+    auto lambda = symmetric_eigen(g, order, false);  // ascending
+    if (lambda.empty()) return lambda;
+    if (!(lambda.back() > 0.0) || lambda.front() < kF32GramGuard * lambda.back()) return std::nullopt;
+    for (auto& l : lambda) l = std::sqrt(l);
+    return lambda;
+}
+
+}  // namespace cpu
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

@@ -1,0 +1,66 @@
+"""The accuracy contract of --precision (docs/metrics.md), against numpy's f64 SVD.
+
+--precision f32 on the CPU forms well-conditioned Gram matrices in f32 (ssyrk) and keeps f64 for the rest
+(the kF32GramGuard): every singular value within 1e-4 relative of f64 gesdd, on matrices where an
+unguarded f32 product would miss that (a tall matrix with one weak direction).
+"""
+import csv
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from conftest import run
+
+FIELDS = ("max_weights_sval", "min_weights_sval", "nuclear_norm", "frob_norm")
+F32_RTOL = 1e-4  # the documented contract of --precision f32 on every singular value
+F64_RTOL = 1e-9  # the default: the Gram route against gesdd, well-conditioned matrices
+
+
+def matrices():
+    rng = np.random.default_rng(16)
+    tall = rng.standard_normal((1024, 256)) * 0.02
+    # One weak direction, not aligned with an axis: lambda_min / lambda_max = 1e-7, where an f32 product's
+    # absolute error (~0.05 eps32 lambda_max) would move sigma_min by ~1 %; the guard must send it to f64.
+    u, _ = np.linalg.qr(rng.standard_normal((1024, 256)))
+    v, _ = np.linalg.qr(rng.standard_normal((256, 256)))
+    s = np.linspace(0.5, 1.0, 256)
+    s[0] = np.sqrt(1e-7)
+    weak = (u * s) @ v.T
+    wide = rng.standard_normal((128, 640)) * 0.02  # aspect 5: f32 product tried (kF32GramMinAspect 4)
+    square = rng.standard_normal((256, 256)) * 0.02  # ill-conditioned at random: the f64 product
+    spiked = tall + 0.5 * np.outer(rng.standard_normal(1024), rng.standard_normal(256)) / 64
+    mats = {"tall": tall, "weak": weak, "wide": wide, "square": square, "spiked": spiked}
+    return {f"model.layers.0.{name}.weight": m.astype(np.float32) for name, m in mats.items()}
+
+
+def reference(w):
+    s = np.linalg.svd(w.astype(np.float64), compute_uv=False)
+    return {"max_weights_sval": s[0], "min_weights_sval": s[-1], "nuclear_norm": s.sum(),
+            "frob_norm": np.sqrt((s**2).sum())}
+
+
+def analyze(ckpt, out, *flags):
+    run(["analyze", ckpt, "--out", out, "--store", out.parent / "s.sqlite", "--quiet", "--no-heads",
+         "--metrics", ",".join(FIELDS), "--threads", "1", *flags])
+    return {r["tensor"]: r for r in csv.DictReader(open(out / "metrics.csv"))}
+
+
+def test_precision_f32_and_f64_against_numpy(tmp_path):
+    ckpt = tmp_path / "m"
+    ckpt.mkdir()
+    mats = matrices()
+    save_file(mats, str(ckpt / "model.safetensors"))
+    f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
+    f64 = analyze(ckpt, tmp_path / "f64")
+    assert set(f32) == set(mats)
+    for name, w in mats.items():
+        ref = reference(w)
+        for field in FIELDS:
+            np.testing.assert_allclose(float(f32[name][field]), ref[field], rtol=F32_RTOL, err_msg=f"{name} {field}")
+            rtol = F64_RTOL if "square" not in name and "weak" not in name else 1e-6
+            np.testing.assert_allclose(float(f64[name][field]), ref[field], rtol=rtol, err_msg=f"{name} {field}")
+    # The well-conditioned tall/wide matrices took the f32 product (their values differ from f64's in the
+    # last digits); square and weak ones the f64 one (identical to f64's: f32 weights widen exactly).
+    for name in mats:
+        same = all(f32[name][f] == f64[name][f] for f in FIELDS)
+        assert same == (".square." in name or ".weak." in name), name
