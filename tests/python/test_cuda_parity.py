@@ -28,12 +28,12 @@ def analyze_both(model, tmp_path, *extra):
     return cpu, gpu
 
 
-def assert_same_meaning(cpu, gpu):
+def assert_same_meaning(cpu, gpu, rtol=1e-9):
     # Both f64 Gram routes: identical in exact arithmetic; summation order differs, so 1e-9 relative
     # on singular-value fields, and integer counts equal.
     for a, b in zip(cpu, gpu):
         for f in ("frob_norm", "l2_norm", "nuclear_norm", "stable_rank", "esd_max", "pl_alpha"):
-            np.testing.assert_allclose(float(b[f]), float(a[f]), rtol=1e-9, err_msg=f"{a['tensor']} {a['head']} {f}")
+            np.testing.assert_allclose(float(b[f]), float(a[f]), rtol=rtol, err_msg=f"{a['tensor']} {a['head']} {f}")
         assert a["hard_rank"] == b["hard_rank"] and a["mp_num_spikes"] == b["mp_num_spikes"]
 
 
@@ -43,7 +43,9 @@ def test_cuda_matches_cpu(family_f32, tmp_path):
 
 def test_cuda_decodes_bf16_on_the_device_like_the_cpu(family_bf16_sharded, tmp_path):
     # bf16 shards (GQA heads): uploaded at 2 bytes an element and decoded on the device; f32 precision.
-    assert_same_meaning(*analyze_both(family_bf16_sharded / "math", tmp_path, "--precision", "f32"))
+    # The CPU's f32 route forms well-conditioned Gram products in f32 (docs/metrics.md: within 1e-6 of
+    # f64 measured, 1e-4 promised): 1e-5 here, not the f64 routes' 1e-9.
+    assert_same_meaning(*analyze_both(family_bf16_sharded / "math", tmp_path, "--precision", "f32"), rtol=1e-5)
 
 
 def test_cuda_compare_matches_cpu(family_bf16_sharded, tmp_path):
