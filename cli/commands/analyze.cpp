@@ -22,7 +22,7 @@ struct AnalyzeArgs {
     int alpha_ci = 0;
     std::uint64_t alpha_ci_seed = 0;
     int null_draws = 1;
-    RunArgs run;
+    analysis::RunOptionText run;
 };
 
 int run_analyze(const AnalyzeArgs& a) {

@@ -25,7 +25,7 @@ struct CompareArgs {
     bool no_heads = false;
     bool allow_partial = false;
     bool delta_only = false;
-    RunArgs run;
+    analysis::RunOptionText run;
 };
 
 int run_compare(const CompareArgs& a) {

@@ -21,7 +21,7 @@ struct EditArgs {
     std::string max_shard_size = "5G";
     bool per_head = false;
     bool allow_nonfinite = false;
-    RunArgs run;
+    analysis::RunOptionText run;
 
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",

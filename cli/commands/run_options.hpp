@@ -8,9 +8,7 @@
 
 namespace diffract::cli {
 
-using RunArgs = analysis::RunOptionText;
-
-void add_run_options(CLI::App* sub, RunArgs& args);
-void add_selection_options(CLI::App* sub, RunArgs& args);
+void add_run_options(CLI::App* sub, analysis::RunOptionText& args);
+void add_selection_options(CLI::App* sub, analysis::RunOptionText& args);
 
 }  // namespace diffract::cli
