@@ -5,23 +5,18 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/random_impl.hpp"
 #include "diffract/core/error.hpp"
 
 namespace diffract::analysis {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 // scale01 of `values` restricted to the indices in `group` (written back at those indices).
 void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group,
@@ -169,7 +164,7 @@ std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
     if (o.order == HeadOrder::random) {
         std::vector<std::size_t> perm = by_position;
         std::uint64_t state = o.seed;
-        for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[splitmix64(state) % i]);
+        shuffle(std::span<std::size_t>(perm), state);
         for (std::size_t r = 0; r < n; ++r) permutation_key[perm[r]] = static_cast<double>(r);
     }
     for (std::size_t i = 0; i < n; ++i) {

@@ -1,10 +1,16 @@
 // Deterministic random numbers whose values do not depend on the standard library's distributions
-// (std::normal_distribution is implementation-defined): splitmix64 + Box-Muller.
+// (std::normal_distribution is implementation-defined): splitmix64 + Box-Muller, and xoshiro256** for the
+// bootstrap of the tail fits. The one source of random numbers in the library: every stream here is the
+// exact sequence its users had before it was gathered, so seeded outputs stay byte-identical.
 #pragma once
 
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
+#include <utility>
 
 namespace diffract {
 
@@ -13,6 +19,15 @@ inline std::uint64_t splitmix64(std::uint64_t& state) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
+}
+
+// A double in [0, 1) from the top 53 bits.
+inline double unit_interval(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+// Fisher-Yates from the back, index by splitmix64 modulo (the head ranking's random order and permute's).
+template <class T>
+void shuffle(std::span<T> v, std::uint64_t& state) {
+    for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[splitmix64(state) % i]);
 }
 
 // FNV-1a of a string, mixed with a seed: one independent stream per (seed, purpose, tensor).
@@ -27,7 +42,7 @@ inline std::uint64_t stream_seed(std::uint64_t seed, std::string_view a, std::st
 class Rng {
 public:
     explicit Rng(std::uint64_t seed) : state_(seed) {}
-    double uniform() { return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53; }  // [0, 1)
+    double uniform() { return unit_interval(splitmix64(state_)); }  // [0, 1)
     double normal() {
         if (has_spare_) {
             has_spare_ = false;
@@ -46,6 +61,31 @@ private:
     std::uint64_t state_;
     double spare_ = 0;
     bool has_spare_ = false;
+};
+
+// xoshiro256** seeded by four splitmix64 draws: the bootstrap resampling of the tail fits.
+class Xoshiro256Rng {
+public:
+    explicit Xoshiro256Rng(std::uint64_t seed) {
+        for (auto& w : s_) w = splitmix64(seed);
+    }
+    std::uint64_t next() {
+        const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
+        const std::uint64_t t = s_[1] << 17;
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = rotl(s_[3], 45);
+        return result;
+    }
+    double uniform() { return unit_interval(next()); }
+    std::size_t index(std::size_t n) { return static_cast<std::size_t>(uniform() * static_cast<double>(n)); }
+
+private:
+    static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+    std::array<std::uint64_t, 4> s_{};
 };
 
 }  // namespace diffract

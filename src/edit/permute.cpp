@@ -1,6 +1,7 @@
 // The paper's ablation: each matrix's singular values permuted among themselves.
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -19,8 +20,7 @@ EditSummary permute(const std::string& out_dir, const formats::Checkpoint& model
                                const auto f = backend->svd(in[0]);
                                auto s = f.s;
                                std::uint64_t state = stream_seed(seed, "permute", unit);
-                               for (std::size_t i = s.size(); i > 1; --i)
-                                   std::swap(s[i - 1], s[splitmix64(state) % i]);
+                               shuffle(std::span<double>(s), state);
                                Matrix<double> out(in[0].rows, in[0].cols);
                                add_components(f, s, 0, out);
                                return out;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/random_impl.hpp"
 #include "diffract/report/plot.hpp"
 #include "diffract/report/stats.hpp"
 
@@ -13,11 +14,8 @@ namespace {
 
 // A deterministic jitter in [-1, 1] for the i-th point (splitmix64), so reports are reproducible.
 double jitter(std::uint64_t i) {
-    std::uint64_t z = i + 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) / static_cast<double>(1ULL << 53) * 2.0 - 1.0;
+    std::uint64_t state = i;
+    return unit_interval(splitmix64(state)) * 2.0 - 1.0;
 }
 
 bool finite(Point pt) { return std::isfinite(pt.x) && std::isfinite(pt.y); }

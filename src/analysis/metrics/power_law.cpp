@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analysis/metrics/nelder_mead_impl.hpp"
+#include "core/random_impl.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 
 namespace diffract::analysis {
@@ -265,37 +266,6 @@ double tpl_ks(const Spectrum& s, std::size_t j, double alpha, double lambda) {
     return ks_distance(s, j, false, [&](std::size_t l) { return (base(s.u[l]) - cdf_xmin) / norm; });
 }
 
-// ---- bootstrap sampling: xoshiro256** seeded by splitmix64, uniform doubles in [0, 1) from 53 bits.
-class Rng {
-public:
-    explicit Rng(std::uint64_t seed) {
-        for (auto& w : s_) {
-            seed += 0x9E3779B97F4A7C15ULL;
-            std::uint64_t z = seed;
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-            w = z ^ (z >> 31);
-        }
-    }
-    std::uint64_t next() {
-        const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-        const std::uint64_t t = s_[1] << 17;
-        s_[2] ^= s_[0];
-        s_[3] ^= s_[1];
-        s_[1] ^= s_[2];
-        s_[0] ^= s_[3];
-        s_[2] ^= t;
-        s_[3] = rotl(s_[3], 45);
-        return result;
-    }
-    double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-    std::size_t index(std::size_t n) { return static_cast<std::size_t>(uniform() * static_cast<double>(n)); }
-
-private:
-    static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-    std::array<std::uint64_t, 4> s_{};
-};
-
 }  // namespace
 
 TailFit fit_power_law(std::span<const double> esd) {
@@ -401,7 +371,7 @@ AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::ui
     if (draws <= 0 || !(level > 0.0 && level < 1.0)) return out;
     const Spectrum s = prepare(esd);
     if (!s.valid) return out;
-    Rng rng(seed);
+    Xoshiro256Rng rng(seed);
     std::vector<double> sample(s.n()), alphas;
     alphas.reserve(static_cast<std::size_t>(draws));
     for (int b = 0; b < draws; ++b) {
@@ -438,7 +408,7 @@ double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, i
         if (v < fit.xmin) body.push_back(v);
     const double p_tail = static_cast<double>(s.n() - body.size()) / static_cast<double>(s.n());
 
-    Rng rng(seed);
+    Xoshiro256Rng rng(seed);
     auto draw_tail = [&]() {
         if (pl) return fit.xmin * std::pow(1.0 - rng.uniform(), -1.0 / (fit.alpha - 1.0));
         if (ex) return fit.xmin - std::log(1.0 - rng.uniform()) / fit.lambda;
