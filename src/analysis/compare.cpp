@@ -557,42 +557,6 @@ std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, 
     return most;
 }
 
-// Which embedding a tensor is, in the Hugging Face and llama.cpp namings ("" for other tensors).
-std::string_view embedding_kind(std::string_view name) {
-    auto has = [&](std::string_view s) { return name.find(s) != std::string_view::npos; };
-    if (has("position_embd") || has("position_embeddings") || has("wpe.")) return "position";
-    if (has("token_types") || has("token_type_embeddings")) return "token_type";
-    if (has("token_embd.") || has("word_embeddings") || has("embed_tokens") || has("wte.") ||
-        has("tok_embeddings"))
-        return "token";
-    return "";
-}
-
-// The tensor of `ck` that pairs with `t` of `own`: the one of the same name or, when the two name
-// their tensors differently (a Hugging Face checkpoint and its GGUF conversion), the one tensor of the
-// same layer, role, embedding kind and weight/bias as the schema classifies both namings, unique on
-// both sides. Norms and unclassified tensors pair by name only.
-const TensorInfo* counterpart(const formats::Checkpoint& ck, const formats::Checkpoint& own,
-                              const TensorInfo& t) {
-    if (const auto* same = ck.find(t.name)) return same;
-    const auto role = model::classify_tensor(t.name);
-    if (role.role == model::Role::other || role.role == model::Role::norm) return nullptr;
-    const bool bias = t.name.ends_with("bias");
-    auto unique_in = [&](const formats::Checkpoint& c) -> const TensorInfo* {
-        const TensorInfo* found = nullptr;
-        for (const auto& x : c.tensors) {
-            const auto r = model::classify_tensor(x.name);
-            if (r.role != role.role || r.layer != role.layer || x.name.ends_with("bias") != bias ||
-                embedding_kind(x.name) != embedding_kind(t.name))
-                continue;
-            if (found) return nullptr;  // ambiguous: pair by name only
-            found = &x;
-        }
-        return found;
-    };
-    return unique_in(own) == &t ? unique_in(ck) : nullptr;
-}
-
 }  // namespace
 
 CompareResult compare(const CompareOptions& o) {
@@ -667,7 +631,7 @@ CompareResult compare(const CompareOptions& o) {
         }
         for (auto& job : jobs) {
             const auto& name = job.tensor->name;
-            const TensorInfo* t = counterpart(ck, base, *job.tensor);
+            const TensorInfo* t = formats::counterpart(ck, base, *job.tensor);
             if (!t) {
                 mismatch(ck, ck.path, name, "", "missing from this model (present in the base)");
             } else if (t->shape != job.tensor->shape) {
@@ -686,7 +650,8 @@ CompareResult compare(const CompareOptions& o) {
         for (const auto& t : ck.tensors) {
             if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name))
                 continue;
-            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) || counterpart(base, ck, t))
+            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) ||
+                formats::counterpart(base, ck, t))
                 continue;
             mismatch(ck, t.path(), t.name, "", "not in the base");
         }

@@ -12,9 +12,11 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/nonfinite.hpp"
+#include "diffract/core/plain_view.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
+#include "diffract/formats/gguf_writer.hpp"
 #include "nonfinite_guard_impl.hpp"
 
 namespace diffract::edit {
@@ -22,7 +24,7 @@ namespace {
 
 bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model::ModelSchema& schema,
                  Editable kind) {
-    const bool floating = dtype_is_float(t.dtype) && !dtype_is_block(t.dtype);
+    const bool floating = dtype_is_float(t.dtype);  // block-quantised GGUF tensors included (plain_view)
     switch (kind) {
         case Editable::none:
             return false;
@@ -38,18 +40,38 @@ bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model
     return false;
 }
 
+// The tensor of `ck` that `t` of the primary is edited with: the same name, or its counterpart in
+// the other naming (a GGUF and a Hugging Face checkpoint), of the same shape and a floating dtype.
 const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo& t,
                                  const formats::Checkpoint& primary) {
-    const auto* other = ck.find(t.name);
+    const auto* other = formats::counterpart(ck, primary, t);
     if (!other) throw_input_error(ck.path, t.name, "tensor missing (present in " + primary.path + ")");
     if (other->shape != t.shape)
-        throw_input_error(ck.path, t.name,
-                          fmt::format("shape differs (expected {}, found {})", shape_string(t.shape),
-                                      shape_string(other->shape)));
-    if (dtype_is_float(t.dtype) && (!dtype_is_float(other->dtype) || dtype_is_block(other->dtype)))
-        throw_input_error(ck.path, t.name,
+        throw_input_error(ck.path, other->name,
+                          fmt::format("shape differs from {}'s {} (expected {}, found {})", primary.path,
+                                      t.name, shape_string(t.shape), shape_string(other->shape)));
+    if (dtype_is_float(t.dtype) && !dtype_is_float(other->dtype))
+        throw_input_error(ck.path, other->name,
                           fmt::format("not a floating tensor (found {})", dtype_name(other->dtype)));
     return *other;
+}
+
+// The tensors an edit reads, as plain values in logical row order (core/plain_view.hpp): GGUF
+// tensors dequantised and out of the RoPE layout, computed when read and released with the views.
+struct PlainViews {
+    TensorInfo tensor;
+    std::vector<TensorInfo> inputs;
+    std::vector<const TensorInfo*> input_pointers;
+    PlainViews(const TensorInfo& t, const std::vector<const TensorInfo*>& in) : tensor(plain_view(t)) {
+        for (const auto* i : in) inputs.push_back(plain_view(*i));
+        for (const auto& i : inputs) input_pointers.push_back(&i);
+    }
+};
+
+// The GGUF file of a GGUF checkpoint (its path, or the one .gguf of its directory).
+std::string gguf_file_of(const formats::Checkpoint& ck) {
+    if (ck.tensors.empty()) throw_input_error(ck.path, "", "the GGUF file holds no tensors to edit");
+    return ck.tensors.front().path();
 }
 
 // diffract_edit.json: the edit, its parameters, its inputs (the primary first: the output's layout,
@@ -88,26 +110,20 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     const auto& primary = *job.primary;
     std::vector<const formats::Checkpoint*> all{job.primary};
     all.insert(all.end(), job.aligned.begin(), job.aligned.end());
-    for (const auto* ck : all)
-        if (ck->format != "safetensors" && ck->format != "pytorch")
-            throw_input_error(
-                ck->path, "",
-                "edit reads safetensors and PyTorch checkpoints only (found " + ck->format + ")");
-
     // Plan: which tensors are edited, and their aligned counterparts (checked before writing anything).
     std::vector<formats::TensorSpec> specs;
     std::vector<std::optional<EditTensor>> plan;
     EditSummary summary;
     for (const auto* ck : job.aligned)
         for (const auto& t : ck->tensors)
-            if (!primary.find(t.name))
+            if (!formats::counterpart(primary, *ck, t))
                 summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
     for (const auto& t : primary.tensors) {
-        specs.push_back({t.name, t.dtype, t.shape});
         const auto role = model::classify_tensor(t.name);
         // A tensor not in every input is carried from the primary as it is (EditSummary's rule).
-        const bool in_all = std::all_of(job.aligned.begin(), job.aligned.end(),
-                                        [&](const auto* ck) { return ck->find(t.name) != nullptr; });
+        const bool in_all = std::all_of(job.aligned.begin(), job.aligned.end(), [&](const auto* ck) {
+            return formats::counterpart(*ck, primary, t) != nullptr;
+        });
         if (!in_all) summary.only_in_primary.push_back(t.name);
         const bool selected = job.common.selection.selects(t.name, role);
         const bool edited =
@@ -116,12 +132,16 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         EditTensor e{&t, {}, role, &primary.schema};
         if (in_all && (edited || job.editable == Editable::none))
             for (const auto* ck : job.aligned) e.inputs.push_back(&aligned_tensor(*ck, t, primary));
+        // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
+        specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
         if (!edited) {
             // Copied, yet checked for NaN/Inf where an edit would have read it: interpolation's
             // endpoints, and a tensor not in every input.
             if ((job.editable == Editable::none || !in_all) && selected &&
-                is_editable(t, role, primary.schema, Editable::any_float))
-                nonfinite_mask(t, e.inputs, job.common.allow_nonfinite);
+                is_editable(t, role, primary.schema, Editable::any_float)) {
+                const PlainViews views(t, e.inputs);
+                nonfinite_mask(views.tensor, views.input_pointers, job.common.allow_nonfinite);
+            }
             plan.emplace_back();
             ++summary.copied;
             continue;
@@ -132,38 +152,59 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
 
     formats::WriteOptions w;
     w.max_shard_bytes = job.common.max_shard_bytes;
+    const bool gguf = primary.format == "gguf";
+    if (gguf) w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
     for (const auto* ck : all) w.inputs.push_back(ck->path);
     w.provenance = provenance(job, summary);
     if (!w.copy_files_from.empty()) {
-        std::set<std::string> own{"model.safetensors.index.json"};
+        // The primary's weight files and its index are replaced by the output's, not left behind.
+        std::set<std::string> own{primary.format == "pytorch" ? "pytorch_model.bin.index.json"
+                                                              : "model.safetensors.index.json"};
         for (const auto& t : primary.tensors)
             own.insert(std::filesystem::relative(t.path(), w.copy_files_from).generic_string());
         w.replaced_weight_files.assign(own.begin(), own.end());
     }
     std::size_t next = 0;  // tensors are produced in the order given
     Progress progress("edit", specs.size(), static_cast<bool>(job.common.progress), job.common.progress);
-    formats::write_checkpoint(
-        out_dir, specs,
-        [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
-            std::size_t i = next < specs.size() && specs[next].name == spec.name ? next : 0;
-            while (i < specs.size() && specs[i].name != spec.name) ++i;
-            next = i + 1;
-            const auto& t = primary.tensors[i];
-            if (plan[i]) {
-                const TensorScope scope(t.path(), t.name);  // a failing factorisation names the tensor
-                const auto mask = nonfinite_mask(t, plan[i]->inputs, job.common.allow_nonfinite);
-                plan[i]->nonfinite = mask.empty() ? nullptr : &mask;
-                job.edit(*plan[i], out);
-                finish_output(t, mask, out);
-            } else {
-                const auto bytes = t.bytes();
-                std::memcpy(out.data(), bytes.data(), bytes.size());
-            }
-            progress.advance();
-        },
-        w);
+    const formats::TensorProducer produce = [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
+        std::size_t i = next < specs.size() && specs[next].name == spec.name ? next : 0;
+        while (i < specs.size() && specs[i].name != spec.name) ++i;
+        next = i + 1;
+        const auto& t = primary.tensors[i];
+        if (plan[i]) {
+            const TensorScope scope(t.path(), t.name);  // a failing factorisation names the tensor
+            const PlainViews views(t, plan[i]->inputs);
+            EditTensor e = *plan[i];
+            e.tensor = &views.tensor;
+            e.inputs = views.input_pointers;
+            const auto mask = nonfinite_mask(views.tensor, e.inputs, job.common.allow_nonfinite);
+            e.nonfinite = mask.empty() ? nullptr : &mask;
+            job.edit(e, out);
+            finish_output(views.tensor, mask, out);
+        } else {
+            const auto bytes = t.bytes();
+            std::memcpy(out.data(), bytes.data(), bytes.size());
+        }
+        progress.advance();
+    };
+    if (gguf) {
+        // The GGUF is re-read for its stored metadata and ggml types; its tensors are the primary's.
+        const auto source = formats::open_gguf(gguf_file_of(primary));
+        std::vector<std::optional<DType>> rewritten;
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+            if (source.tensors.size() != plan.size() || source.tensors[i].name != specs[i].name)
+                throw std::logic_error("run_edit: the GGUF's tensors differ from the checkpoint's");
+            rewritten.push_back(plan[i] ? std::optional<DType>(specs[i].dtype) : std::nullopt);
+        }
+        formats::write_model_directory(out_dir, w, [&](const std::string& tmp) {
+            formats::write_gguf((std::filesystem::path(tmp) / w.weights_file).string(), source, rewritten,
+                                produce);
+        });
+    } else {
+        formats::write_checkpoint(out_dir, specs, produce, w);
+    }
     progress.finish();
     return summary;
 }

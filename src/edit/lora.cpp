@@ -64,6 +64,11 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
                                    const formats::Checkpoint& model, int rank, const EditCommon& common) {
     if (rank <= 0)
         throw InputError(fmt::format("truncate --as-lora: --rank must be at least 1, found {}", rank));
+    for (const auto* ck : {&base, &model})
+        if (ck->format == "gguf")  // llama.cpp's names are not the modules PEFT targets
+            throw_input_error(ck->path, "",
+                              "truncate --as-lora writes a PEFT adapter, which names Hugging Face modules: "
+                              "give the Hugging Face checkpoints (found gguf)");
     const bool transposed = model.schema.conv1d_transposed;
     std::vector<LoraTarget> targets;
     LoraExportSummary summary;

@@ -1,11 +1,7 @@
 #include "diffract/formats/checkpoint_writer.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <memory>
 
 #include <fmt/format.h>
 
@@ -14,19 +10,12 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/output_path.hpp"
+#include "formats/output_file_impl.hpp"
 
 namespace fs = std::filesystem;
 
 namespace diffract::formats {
 namespace {
-
-struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-void write_all(std::FILE* f, const void* data, std::size_t n, const std::string& path) {
-    if (n > 0 && std::fwrite(data, 1, n, f) != n) throw_input_error(path, "", "write failed (disk full?)");
-}
 
 std::string safetensors_header(const std::vector<const TensorSpec*>& specs,
                                const std::map<std::string, std::string>& metadata) {
@@ -46,23 +35,21 @@ std::string safetensors_header(const std::vector<const TensorSpec*>& specs,
 
 void write_shard(const std::string& path, const std::vector<const TensorSpec*>& specs,
                  const TensorProducer& produce, const std::map<std::string, std::string>& metadata) {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-    if (!f) throw_input_error(path, "", "cannot create file");
+    OutputFile f(path);
     const std::string header = safetensors_header(specs, metadata);
     std::uint8_t len[8];
     for (int i = 0; i < 8; ++i)
         len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
-    write_all(f.get(), len, 8, path);
-    write_all(f.get(), header.data(), header.size(), path);
+    f.write(len, 8);
+    f.write(header.data(), header.size());
     std::vector<std::byte> buffer;
     for (const auto* s : specs) {
         throw_if_cancelled();
         buffer.resize(s->nbytes());
         produce(*s, buffer);
-        write_all(f.get(), buffer.data(), buffer.size(), path);
+        f.write(buffer.data(), buffer.size());
     }
-    if (std::fflush(f.get()) != 0 || fsync(fileno(f.get())) != 0 || std::fclose(f.release()) != 0)
-        throw_input_error(path, "", "write failed (disk full?)");
+    f.finish();
 }
 
 // Copies every file of `from` (recursively) into `to` except weight files, hidden entries and the
@@ -131,19 +118,8 @@ void write_directory_atomically(const std::string& out_dir, const std::vector<st
     diffract::write_directory_atomically(out_dir, fill, ExistingOutput::refuse);
 }
 
-void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
-                      const TensorProducer& produce, const WriteOptions& options) {
-    // Plan shards: consecutive tensors until the size cap (a tensor larger than the cap gets its own).
-    std::vector<std::vector<const TensorSpec*>> shards(1);
-    std::uint64_t current = 0;
-    for (const auto& t : tensors) {
-        if (!shards.back().empty() && current + t.nbytes() > options.max_shard_bytes) {
-            shards.emplace_back();
-            current = 0;
-        }
-        shards.back().push_back(&t);
-        current += t.nbytes();
-    }
+void write_model_directory(const std::string& out_dir, const WriteOptions& options,
+                           const std::function<void(const std::string& tmp_dir)>& write_weights) {
     write_directory_atomically(out_dir, options.inputs, [&](const std::string& tmp) {
         std::vector<std::string> not_carried;
         if (!options.copy_files_from.empty())
@@ -158,6 +134,24 @@ void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>&
         }
         for (const auto& [name, contents] : options.extra_files)
             write_file_fully((fs::path(tmp) / name).string(), contents);
+        write_weights(tmp);
+    });
+}
+
+void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
+                      const TensorProducer& produce, const WriteOptions& options) {
+    // Plan shards: consecutive tensors until the size cap (a tensor larger than the cap gets its own).
+    std::vector<std::vector<const TensorSpec*>> shards(1);
+    std::uint64_t current = 0;
+    for (const auto& t : tensors) {
+        if (!shards.back().empty() && current + t.nbytes() > options.max_shard_bytes) {
+            shards.emplace_back();
+            current = 0;
+        }
+        shards.back().push_back(&t);
+        current += t.nbytes();
+    }
+    write_model_directory(out_dir, options, [&](const std::string& tmp) {
         if (shards.size() == 1) {
             write_shard((fs::path(tmp) / options.weights_file).string(), shards[0], produce,
                         options.metadata);

@@ -179,6 +179,7 @@ public:
 
         for (std::uint64_t i = 0; i < kv_count; ++i) read_kv(f, i);
         item_.clear();
+        f.kv_end = pos_;
         apply_special_keys(f);
 
         for (std::uint64_t i = 0; i < tensor_count; ++i) read_tensor_info(f, i);
@@ -436,6 +437,7 @@ private:
             f.unsupported_types[t.name] = std::string(type->name);
         }
         f.tensors.push_back(std::move(t));
+        f.ggml_types.push_back(type_id);
         rel_offsets_.push_back(offset);
     }
 

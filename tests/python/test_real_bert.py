@@ -391,3 +391,62 @@ def test_gguf_variant_compares_exactly_with_its_source(bert, tmp_path):
     for k in ah:
         assert ag[k]["max_weights_sval"] == ah[k]["max_weights_sval"], k
         assert ag[k]["stable_rank"] == ah[k]["stable_rank"], k
+
+
+def hf_name_of_gguf():
+    """GGUF name -> HF name of the converter's BERT map (inverse of gguf_copy's)."""
+    out = {g: h for h, g in GGUF_NAMES.items()}
+    for layer in range(L):
+        for module, g in GGUF_LAYER.items():
+            for kind in ("weight", "bias"):
+                out[f"blk.{layer}.{g}.{kind}"] = f"encoder.layer.{layer}.{module}.{kind}"
+    return out
+
+
+def read_gguf_tensors(path: Path) -> dict:
+    gguf = pytest.importorskip("gguf")
+    r = gguf.GGUFReader(str(path))
+    return {t.name: np.array(t.data).reshape([int(d) for d in reversed(t.shape.tolist())]) for t in r.tensors}
+
+
+def test_gguf_variant_edits_like_safetensors(bert, tmp_path):
+    # Every edit with the GGUF copies as inputs (GGUF base and model; for the edits that pair tensors,
+    # also the GGUF model with the HF base) writes a GGUF whose tensors equal, by the converter's name
+    # map, what the same edit writes from the safetensors inputs. permute draws each matrix's
+    # permutation from its name, so there the singular values are compared. The SVD edits skip the
+    # 30522-row word embedding to keep the test short.
+    ft = gguf_copy(bert["ft_bias"], tmp_path / "ft.gguf")
+    base = gguf_copy(bert["base"], tmp_path / "base.gguf")
+    to_hf = hf_name_of_gguf()
+    skip_vocab = ["--exclude", "word_embeddings|token_embd"]
+    edits = {
+        "rewind": lambda b, m: ["rewind", "--base", b, "--model", m, "--fraction", "0.1", "--store",
+                                tmp_path / "r.sqlite"],
+        "truncate": lambda b, m: ["truncate", "--base", b, "--model", m, "--rank", "2", *skip_vocab],
+        "transplant": lambda b, m: ["transplant", "--base", b, "--model", m, *skip_vocab],
+        "permute": lambda b, m: ["permute", "--model", m, *skip_vocab],
+        "interpolate": lambda b, m: ["interpolate", m, b, "--omega", "0.3"],
+        "merge": lambda b, m: ["merge", "--base", m, "--models", b],
+    }
+    for kind, args in edits.items():
+        run(["edit", *args(bert["base"], bert["ft_bias"]), "--out", tmp_path / f"{kind}_st", "--quiet"])
+        expect = load(tmp_path / f"{kind}_st")
+        pairs = [("gguf", base)] + ([("mixed", bert["base"])] if kind in ("rewind", "interpolate", "merge") else [])
+        for label, b in pairs:
+            out = tmp_path / f"{kind}_{label}"
+            run(["edit", *args(b, ft), "--out", out, "--quiet"])
+            got = read_gguf_tensors(out / "ft.gguf")
+            assert len(got) == 101, (kind, label)  # the GGUF's tensors: no position_ids, no pooler
+            carried = json.loads((out / "diffract_edit.json").read_text())["only_in_primary"]
+            for name, values in got.items():
+                want = expect[to_hf[name]]
+                if label == "mixed" and name in carried:
+                    assert "norm" in name, (kind, name)  # norms pair by name only across namings
+                elif kind == "permute" and values.ndim == 2 and "token_embd." not in name:
+                    assert not np.array_equal(values, want), name  # another draw than the HF name's
+                    s_got = np.linalg.svd(values.astype(np.float64), compute_uv=False)
+                    s_want = np.linalg.svd(want.astype(np.float64), compute_uv=False)
+                    # the same spectrum, to the f32 rounding of the stored matrices
+                    np.testing.assert_allclose(s_got, s_want, rtol=0, atol=1e-6 * s_want[0], err_msg=name)
+                else:
+                    assert np.array_equal(values, want), (kind, label, name)

@@ -98,7 +98,12 @@ struct EditSummary {
     std::vector<std::string> only_in_other;    // "tensor (input name)": left out
 };
 
-// Writes `out_dir` (an HF model directory). Throws InputError for a GGUF primary, a missing or
+// Writes `out_dir`: an HF model directory (safetensors) or, for a GGUF primary, a directory holding the
+// edited GGUF under the primary's file name (formats/gguf_writer.hpp: metadata and untouched tensors
+// byte for byte, edited tensors F32/F16/BF16/F64 in the stored RoPE layout), with the primary's
+// other files and diffract_edit.json either way. Inputs may mix formats and namings: an aligned tensor
+// is the primary's tensor of the same name or its counterpart (formats::counterpart); every tensor is
+// read as its plain view (dequantised, logical row order). Throws InputError for a missing or
 // differently-shaped aligned tensor (naming file and tensor), or an output that exists or would
 // overwrite an input; on any failure no output directory is left behind.
 EditSummary run_edit(const std::string& out_dir, const EditJob& job);

@@ -48,6 +48,12 @@ Checkpoint open_checkpoint(std::string_view spec);
 // config.json from its bytes: valid JSON and an object, else InputError naming `label`.
 nlohmann::json parse_config_json(std::span<const std::byte> bytes, const std::string& label);
 
+// The tensor of `ck` that pairs with `t` of `own`: the one of the same name or, when the two name
+// their tensors differently (a Hugging Face checkpoint and its GGUF conversion), the one tensor of the
+// same layer, role, embedding kind and weight/bias as the schema classifies both namings, unique on
+// both sides. Norms and unclassified tensors pair by name only. nullptr when there is none.
+const TensorInfo* counterpart(const Checkpoint& ck, const Checkpoint& own, const TensorInfo& t);
+
 // Splits "NAME=PATH" (NAME without '/'); returns {"", spec} when there is no name.
 std::pair<std::string, std::string> split_model_name(std::string_view spec);
 

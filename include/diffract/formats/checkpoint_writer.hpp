@@ -58,6 +58,12 @@ inline constexpr const char* kProvenanceFile = "diffract_edit.json";
 void write_checkpoint(const std::string& out_dir, const std::vector<TensorSpec>& tensors,
                       const TensorProducer& produce, const WriteOptions& options);
 
+// The directory part shared by every checkpoint writer (safetensors here, GGUF in gguf_writer.hpp):
+// atomically, carries options.copy_files_from, writes the provenance, config and extra files, then
+// calls `write_weights(tmp_dir)` to write the weight files into the temporary directory.
+void write_model_directory(const std::string& out_dir, const WriteOptions& options,
+                           const std::function<void(const std::string& tmp_dir)>& write_weights);
+
 // Whether a file of a model directory (path relative to it) holds weights or indexes them: the
 // files an edited checkpoint does not carry over from its input.
 bool is_weight_file(const std::string& relative_path);

@@ -55,12 +55,17 @@ inline constexpr std::uint64_t kGgufMaxInlineArray = 256;
 // Arrays of arrays are allowed up to this nesting depth (1 = a plain array).
 inline constexpr int kGgufMaxArrayDepth = 8;
 inline constexpr std::uint32_t kGgufDefaultAlignment = 32;
+// magic, version, tensor_count, kv_count: the bytes before the metadata.
+inline constexpr std::uint64_t kGgufHeaderBytes = 4 + 4 + 8 + 8;
 
 struct GgufFile {
     std::shared_ptr<const MappedFile> file;  // null for parse_gguf_bytes results
     std::uint32_t version = 0;
     std::uint32_t alignment = kGgufDefaultAlignment;
     std::uint64_t data_offset = 0;  // absolute offset of the data section
+    // Where the metadata key/value pairs end (and the tensor infos begin): [kGgufHeaderBytes, kv_end) is the
+    // metadata as stored, which the writer copies byte for byte.
+    std::uint64_t kv_end = 0;
     // key -> value. Integers stay integers (UINT64 as unsigned), FLOAT32/FLOAT64 become doubles
     // (a float32 widened exactly), BOOL a boolean, STRING a string (invalid UTF-8 sequences in values
     // are replaced by U+FFFD so that the JSON can always be dumped), ARRAY a JSON array or, if longer
@@ -73,6 +78,7 @@ struct GgufFile {
     // (Q8_1, Q8_K, repacked variants, Q1_0) is reported as DType::U8 with its name in unsupported_types,
     // nbytes taken from the ggml block table (then TensorInfo::numel() counts logical elements).
     std::vector<TensorInfo> tensors;
+    std::vector<std::uint32_t> ggml_types;                 // per tensor, its stored ggml type id
     std::string architecture;                              // general.architecture or ""
     std::map<std::string, std::string> unsupported_types;  // tensor name -> ggml type name, e.g. "Q4_K"
 };
