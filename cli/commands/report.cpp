@@ -4,6 +4,7 @@
 
 #include "commands/commands.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/split_list.hpp"
 #include "diffract/report/palette.hpp"
 #include "diffract/report/report.hpp"
 
@@ -21,18 +22,18 @@ struct ReportArgs {
 report::ReportConfig make_config(const ReportArgs& a) {
     report::ReportConfig c;
     if (!a.config_file.empty()) report::read_config_file(a.config_file, c);
-    if (!a.metrics.empty()) c.metrics = report::split_list(a.metrics);
+    if (!a.metrics.empty()) c.metrics = split_list(a.metrics);
     if (!a.roles.empty()) c.roles = a.roles;
     if (!a.layers.empty()) c.layers = a.layers;
-    if (!a.models.empty()) c.models = report::split_list(a.models);
-    if (!a.scatter.empty()) c.scatter = report::split_list(a.scatter);
+    if (!a.models.empty()) c.models = split_list(a.models);
+    if (!a.scatter.empty()) c.scatter = split_list(a.scatter);
     if (!a.esd_tensor.empty()) c.esd_tensor = a.esd_tensor;
     if (!a.heatmap_role.empty()) c.heatmap_role = a.heatmap_role;
     if (!a.reference.empty()) c.reference = a.reference;
     if (!a.title.empty()) c.title = a.title;
     if (a.evolution) c.evolution = true;
     if (a.no_evolution) c.evolution = false;
-    for (const auto& item : report::split_list(a.colours)) {
+    for (const auto& item : split_list(a.colours)) {
         const auto eq = item.find('=');
         if (eq == std::string::npos || eq == 0)
             throw InputError(fmt::format("--colours: expected NAME=COLOUR, found '{}'", item));

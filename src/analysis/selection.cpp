@@ -5,22 +5,10 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/split_list.hpp"
 
 namespace diffract::analysis {
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        const auto c = s.find(',', start);
-        auto part = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
-        if (!part.empty()) out.push_back(part);
-        if (c == std::string::npos) break;
-        start = c + 1;
-    }
-    return out;
-}
 
 int parse_layer(const std::string& s) {
     int v = -1;
@@ -57,7 +45,7 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
 Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match,
                          const std::string& exclude) {
     Selection s;
-    for (const auto& r : split_commas(roles)) {
+    for (const auto& r : split_list(roles)) {
         auto role = model::role_from_name(r);
         if (!role)
             throw InputError(
@@ -66,7 +54,7 @@ Selection make_selection(const std::string& roles, const std::string& layers, co
                             r));
         s.roles.insert(*role);
     }
-    for (const auto& part : split_commas(layers)) {
+    for (const auto& part : split_list(layers)) {
         const auto dash = part.find('-');
         if (dash == std::string::npos) {
             s.layers.insert(parse_layer(part));

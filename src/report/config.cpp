@@ -1,13 +1,13 @@
 #include "diffract/report/config.hpp"
 
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/split_list.hpp"
 #include "diffract/report/palette.hpp"
 
 namespace diffract::report {
@@ -30,15 +30,6 @@ std::vector<std::string> as_list(const json& v, const std::string& where) {
 }
 
 }  // namespace
-
-std::vector<std::string> split_list(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
 
 void read_config_file(const std::string& path, ReportConfig& c) {
     std::ifstream in(path);

@@ -29,7 +29,4 @@ struct ReportConfig {
 // Lists may be JSON arrays or comma-separated strings. Throws InputError (file, key) on anything else.
 void read_config_file(const std::string& path, ReportConfig& config);
 
-// "a,b,c" → {"a", "b", "c"} (empty items dropped).
-std::vector<std::string> split_list(const std::string& s);
-
 }  // namespace diffract::report
