@@ -202,3 +202,27 @@ def test_as_lora_refuses_gguf_names(llama, tmp_path):
              "--out", tmp_path / "a", "--quiet"], check=False)
     assert_input_error(p, str(llama["ft"]), "PEFT adapter", "gguf")
     assert not (tmp_path / "a").exists()
+
+
+def test_an_edited_gguf_loads_in_transformers(llama, tmp_path):
+    # transformers' own GGUF loader (dequantisation and the inverse RoPE permutation of its own) reads
+    # the rewound Q8_0 GGUF: its q/k/o weights are the expected HF-order values and it runs.
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "rw"
+    run(["edit", "rewind", "--base", llama["hf"], "--model", llama["ft_q8"], "--heads", llama["heads"],
+         "--out", out, "--quiet", "--store", tmp_path / "s.sqlite"])
+    # (the test GGUF has no tokenizer metadata, so the vocabulary size is given)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(out), gguf_file="ft_q8.gguf",
+                                                              vocab_size=128).eval()
+    sd = {k: v.double().numpy() for k, v in model.state_dict().items()}
+    _, got = read_gguf(out / "ft_q8.gguf")  # gguf-py's view, checked above against numpy
+    for layer in range(LAYERS):
+        for hf, g in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("o_proj", "attn_output")):
+            np.testing.assert_allclose(sd[f"model.layers.{layer}.self_attn.{hf}.weight"],
+                                       got[f"blk.{layer}.{g}.weight"][2], rtol=0, atol=1e-6, err_msg=hf)
+    b = llama["base_t"]["model.layers.0.self_attn.q_proj.weight"]
+    np.testing.assert_array_equal(sd["model.layers.0.self_attn.q_proj.weight"][:2 * HEAD_DIM], b[:2 * HEAD_DIM])
+    with torch.no_grad():
+        logits = model(torch.tensor([[1, 2, 3, 4]])).logits
+    assert torch.isfinite(logits).all()
