@@ -1,6 +1,6 @@
 """Runs the reference library diffract-core on the matrices of a checkpoint; writes {tensor: {field: value}}.
 
-Run with the Python 3.12 venv that bench/peers/run.sh creates:
+Run with the Python 3.12 venv that bench/peers/run.py creates:
     PY312 run_diffract_core.py CHECKPOINT --match REGEX --fields a,b,c --out result.json
 Fields diffract-core cannot produce (our additions, such as pl_status) are skipped and listed on stderr.
 """

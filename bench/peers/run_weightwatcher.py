@@ -2,7 +2,7 @@
 
 WeightWatcher takes a torch model, so each matrix becomes the weight of a bias-free Linear layer (f32:
 bf16 weights are exact in f32; WeightWatcher decomposes W.astype(float), i.e. in f64). Run with a Python
-that has torch and weightwatcher (the venv bench/peers/run.sh makes, or --ww-python):
+that has torch and weightwatcher (the venv bench/peers/run.py makes, or --ww-python):
     PY run_weightwatcher.py CHECKPOINT --match REGEX --out details.csv [--mp-fit] [--randomize]
 """
 import argparse
