@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analysis/metrics/nelder_mead_impl.hpp"
+#include "analysis/metrics/tail_sampling_impl.hpp"
 #include "core/random_impl.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 
@@ -412,10 +413,7 @@ double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, i
     auto draw_tail = [&]() {
         if (pl) return fit.xmin * std::pow(1.0 - rng.uniform(), -1.0 / (fit.alpha - 1.0));
         if (ex) return fit.xmin - std::log(1.0 - rng.uniform()) / fit.lambda;
-        for (;;) {  // truncated power law: exponential proposal, accept with (x / xmin)^-alpha
-            const double x = fit.xmin - std::log(1.0 - rng.uniform()) / fit.lambda;
-            if (rng.uniform() < std::pow(x / fit.xmin, -fit.alpha)) return x;
-        }
+        return draw_truncated_power_law(rng, fit.xmin, fit.alpha, fit.lambda);
     };
     std::vector<double> synth(s.n());
     int exceed = 0;
