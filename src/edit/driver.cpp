@@ -40,20 +40,18 @@ bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model
     return false;
 }
 
-// The tensor of `ck` that `t` of the primary is edited with: the same name, or its counterpart in
-// the other naming (a GGUF and a Hugging Face checkpoint), of the same shape and a floating dtype.
-const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo& t,
+// `other`, the tensor of `ck` that `t` of the primary pairs with (formats::counterpart: the same
+// name, or its counterpart in the other naming), checked to have t's shape and a floating dtype.
+const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo& other, const TensorInfo& t,
                                  const formats::Checkpoint& primary) {
-    const auto* other = formats::counterpart(ck, primary, t);
-    if (!other) throw_input_error(ck.path, t.name, "tensor missing (present in " + primary.path + ")");
-    if (other->shape != t.shape)
-        throw_input_error(ck.path, other->name,
+    if (other.shape != t.shape)
+        throw_input_error(ck.path, other.name,
                           fmt::format("shape differs from {}'s {} (expected {}, found {})", primary.path,
-                                      t.name, shape_string(t.shape), shape_string(other->shape)));
-    if (dtype_is_float(t.dtype) && !dtype_is_float(other->dtype))
-        throw_input_error(ck.path, other->name,
-                          fmt::format("not a floating tensor (found {})", dtype_name(other->dtype)));
-    return *other;
+                                      t.name, shape_string(t.shape), shape_string(other.shape)));
+    if (dtype_is_float(t.dtype) && !dtype_is_float(other.dtype))
+        throw_input_error(ck.path, other.name,
+                          fmt::format("not a floating tensor (found {})", dtype_name(other.dtype)));
+    return other;
 }
 
 // The tensors an edit reads, as plain values in logical row order (core/plain_view.hpp): GGUF
@@ -120,10 +118,12 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
                 summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
     for (const auto& t : primary.tensors) {
         const auto role = model::classify_tensor(t.name);
-        // A tensor not in every input is carried from the primary as it is (EditSummary's rule).
-        const bool in_all = std::all_of(job.aligned.begin(), job.aligned.end(), [&](const auto* ck) {
-            return formats::counterpart(*ck, primary, t) != nullptr;
-        });
+        // Its pair in each aligned input (looked up once). A tensor not in every input is carried
+        // from the primary as it is (EditSummary's rule).
+        std::vector<const TensorInfo*> pairs;
+        for (const auto* ck : job.aligned) pairs.push_back(formats::counterpart(*ck, primary, t));
+        const bool in_all =
+            std::all_of(pairs.begin(), pairs.end(), [](const auto* p) { return p != nullptr; });
         if (!in_all) summary.only_in_primary.push_back(t.name);
         const bool selected = job.common.selection.selects(t.name, role);
         const bool edited =
@@ -131,7 +131,8 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
         EditTensor e{&t, {}, role, &primary.schema};
         if (in_all && (edited || job.editable == Editable::none))
-            for (const auto* ck : job.aligned) e.inputs.push_back(&aligned_tensor(*ck, t, primary));
+            for (std::size_t k = 0; k < pairs.size(); ++k)
+                e.inputs.push_back(&aligned_tensor(*job.aligned[k], *pairs[k], t, primary));
         // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
         specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
         if (!edited) {
