@@ -23,12 +23,12 @@
 #include <thread>
 #include <vector>
 
-#include "../src/core/random_impl.hpp"
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/core/dtype.hpp"
 #include "diffract/core/mapped_file.hpp"
-#include "diffract/core/parallel.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/run/scheduler.hpp"
 
 using namespace diffract;
 using Clock = std::chrono::steady_clock;
@@ -51,7 +51,7 @@ Matrix<float> gaussian(std::int64_t r, std::int64_t c, std::uint64_t seed) {
 
 }  // namespace
 
-int run(int argc, char** argv) {
+int run_bench(int argc, char** argv) {
     int layers = 2, threads = static_cast<int>(std::thread::hardware_concurrency());
     std::string device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -84,12 +84,12 @@ int run(int argc, char** argv) {
     for (const auto& m : mats) backend->singular_values(m, linalg::SvdRoute::gesdd);
     const double plain = seconds_since(t);
 
-    std::vector<TaskCost> costs;
+    std::vector<run::TaskCost> costs;
     for (const auto& s : shapes) costs.push_back({nominal_flops(s.first, s.second), 0});
     linalg::set_blas_threads(1);
     auto timed_pool = [&](const std::function<void(std::size_t)>& fn) {
         const auto start = Clock::now();
-        run_tasks(costs, threads, UINT64_MAX, fn);
+        run::run_tasks(costs, threads, UINT64_MAX, fn);
         return seconds_since(start);
     };
     const double values = timed_pool([&](std::size_t i) {
@@ -151,7 +151,7 @@ int run(int argc, char** argv) {
 // One line on stderr and exit 2 for what the run refuses (no GPU for --device cuda, say).
 int main(int argc, char** argv) {
     try {
-        return run(argc, argv);
+        return run_bench(argc, argv);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_analyze: %s\n", e.what());
         return 2;

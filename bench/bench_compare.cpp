@@ -21,10 +21,10 @@
 
 #include <unistd.h>
 
-#include "../src/core/random_impl.hpp"
-#include "diffract/analysis/compare.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/run/compare.hpp"
 
 using namespace diffract;
 using Clock = std::chrono::steady_clock;
@@ -43,7 +43,7 @@ formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::in
 
 }  // namespace
 
-int run(int argc, char** argv) {
+int run_bench(int argc, char** argv) {
     std::string shapes_text = "8192x2048,32768x2048,2048x2048", precision = "f64", device = "cpu";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--shapes")) shapes_text = argv[i + 1];
@@ -70,15 +70,13 @@ int run(int argc, char** argv) {
             (*model)[i] = static_cast<float>((*base)[i] + 0.02 * rng.normal() * scale);
         }
         const std::string name = "model.layers.0.mlp.up_proj.weight";
-        const formats::ScopedRegistration b(
-            formats::memory_checkpoint("base", {tensor_of(name, r, c, base)}));
-        const formats::ScopedRegistration m(
-            formats::memory_checkpoint("model", {tensor_of(name, r, c, model)}));
+        const formats::Checkpoint b(formats::memory_checkpoint("base", {tensor_of(name, r, c, base)}));
+        const formats::Checkpoint m(formats::memory_checkpoint("model", {tensor_of(name, r, c, model)}));
         double seconds[2] = {0, 0};
         std::size_t fell_back = 0;
         for (int route = 0; route < 2; ++route) {
-            analysis::CompareOptions o;
-            o.base = b.spec(), o.models = {m.spec()};
+            run::CompareOptions o;
+            o.base = b, o.models = {m};
             o.heads = false;
             o.route = route == 0 ? linalg::SvdRoute::gesdd : linalg::SvdRoute::auto_route;
             o.precision = precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
@@ -86,7 +84,7 @@ int run(int argc, char** argv) {
             o.run.store_path = store.string();
             std::filesystem::remove(store);  // nothing reused: every run computes
             const auto t = Clock::now();
-            const auto result = analysis::compare(o);
+            const auto result = run::compare(o);
             seconds[route] = std::chrono::duration<double>(Clock::now() - t).count();
             if (route == 1) fell_back = result.whole_route;
         }
@@ -112,7 +110,7 @@ int run(int argc, char** argv) {
 // One line on stderr and exit 2 for what the run refuses (no GPU for --device cuda, say).
 int main(int argc, char** argv) {
     try {
-        return run(argc, argv);
+        return run_bench(argc, argv);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_compare: %s\n", e.what());
         return 2;

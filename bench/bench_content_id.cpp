@@ -14,7 +14,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/formats/checkpoint.hpp"
-#include "diffract/store/content_id.hpp"
+#include "diffract/run/content_identity.hpp"
 #include "diffract/store/store.hpp"
 
 using namespace diffract;
@@ -74,10 +74,10 @@ int main(int argc, char** argv) {
         {
             store::Store db(store_path.string());
             t0 = std::chrono::steady_clock::now();
-            const auto first = store::content_ids(tensors, &db, threads, false);
+            const auto first = run::content_ids(tensors, &db, threads, false);
             first_s = seconds_since(t0);
             t0 = std::chrono::steady_clock::now();
-            const auto again = store::content_ids(tensors, &db, threads, false);
+            const auto again = run::content_ids(tensors, &db, threads, false);
             rerun_s = seconds_since(t0);
             if (first != again) throw std::runtime_error("content ids differ between runs");
         }

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/core/random_impl.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/linalg/backend.hpp"
 
 extern "C" {

@@ -10,8 +10,8 @@
 
 #include "commands/commands.hpp"
 #include "diffract/core/cancel.hpp"
-#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/run/distributed.hpp"
 
 namespace {
 
@@ -68,12 +68,12 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    diffract::distributed_init(&argc, &argv);
+    diffract::run::distributed_init(&argc, &argv);
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
     const int rc = run(argc, argv);
     // A failed rank must not leave the others waiting in a collective.
-    if (rc != 0 && diffract::distributed().size > 1) diffract::distributed_abort(rc);
-    diffract::distributed_finalize();
+    if (rc != 0 && diffract::run::distributed().size > 1) diffract::run::distributed_abort(rc);
+    diffract::run::distributed_finalize();
     return rc;
 }

@@ -3,8 +3,11 @@
 
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
-#include "diffract/core/distributed.hpp"
+#include "diffract/analysis/option_values.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/analyze.hpp"
+#include "diffract/run/distributed.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -22,35 +25,30 @@ struct AnalyzeArgs {
     int alpha_ci = 0;
     std::uint64_t alpha_ci_seed = 0;
     int null_draws = 1;
-    analysis::RunOptionText run;
+    int p_value_draws = analysis::kDefaultPValueDraws;
+    run::RunOptionText run;
 };
 
 int run_analyze(const AnalyzeArgs& a) {
-    analysis::AnalyzeOptions o;
-    o.models = a.models;
+    run::AnalyzeOptions o;
+    for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
     o.metrics = analysis::resolve_metrics(a.metrics);
     o.heads = !a.no_heads;
-    if (a.precision != "f32" && a.precision != "f64")
-        throw InputError(fmt::format("--precision: expected f32 or f64, found '{}'", a.precision));
-    o.kernel.precision = a.precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
-    if (a.svd_route == "gesdd")
-        o.kernel.route = linalg::SvdRoute::gesdd;
-    else if (a.svd_route == "gram")
-        o.kernel.route = linalg::SvdRoute::gram;
-    else if (a.svd_route != "auto")
-        throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
+    o.kernel.precision = analysis::parse_precision(a.precision);
+    o.kernel.route = analysis::parse_svd_route(a.svd_route);
     o.kernel.rand_seed = a.seed;
     o.kernel.min_fit_size = a.min_fit_size;
     o.convention = analysis::parse_convention(a.convention);
     o.kernel.alpha_ci_draws = a.alpha_ci;
     o.kernel.alpha_ci_seed = a.alpha_ci_seed;
     o.kernel.null_draws = a.null_draws;
-    o.run = analysis::parse_run_options(a.run);
+    o.kernel.p_value_bootstraps = a.p_value_draws;
+    o.run = run::parse_run_options(a.run);
     o.run.out = a.out;
-    const auto result = analysis::analyze(o);
-    if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
+    const auto result = run::analyze(o);
+    if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
-    analysis::write_analyze_csvs(result, a.out);
+    run::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",
                    result.rows.size(), result.computed, result.reused, o.run.resolved_store(), a.out);
@@ -85,6 +83,10 @@ void add_analyze(CLI::App& app) {
     sub->add_option("--null-draws", a->null_draws,
                     "Permutation-null draws: null fields are their mean, *_null_std their std (each draw one "
                     "SVD of the matrix)")
+        ->capture_default_str();
+    sub->add_option("--p-value-draws", a->p_value_draws,
+                    "Bootstrap draws behind pl_p_value, tpl_p_value and expon_p_value (each draw one fit; "
+                    "not in the default metrics)")
         ->capture_default_str();
     sub->add_option("--convention", a->convention,
                     "diffract, or weightwatcher: also weightwatcher.csv with WeightWatcher's columns and "

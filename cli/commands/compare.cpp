@@ -4,9 +4,11 @@
 
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
-#include "diffract/analysis/compare.hpp"
-#include "diffract/core/distributed.hpp"
+#include "diffract/analysis/option_values.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/compare.hpp"
+#include "diffract/run/distributed.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -25,41 +27,30 @@ struct CompareArgs {
     bool no_heads = false;
     bool allow_partial = false;
     bool delta_only = false;
-    analysis::RunOptionText run;
+    run::RunOptionText run;
 };
 
 int run_compare(const CompareArgs& a) {
-    analysis::CompareOptions o;
-    o.base = a.base;
-    o.models = a.models;
-    o.reference = a.reference;
+    run::CompareOptions o;
+    o.base = formats::open_checkpoint(a.base);
+    for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
+    if (!a.reference.empty()) o.reference = formats::open_checkpoint(a.reference);
     o.top_k = a.top_k;
     o.ranking.scope = analysis::parse_scale_scope(a.scale_scope);
     o.ranking.order = analysis::parse_head_order(a.order);
     o.ranking.seed = a.seed;
-    if (a.precision != "f32" && a.precision != "f64")
-        throw InputError(fmt::format("--precision: expected f32 or f64, found '{}'", a.precision));
-    o.precision = a.precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
-    if (a.svd_route == "gesdd")
-        o.route = linalg::SvdRoute::gesdd;
-    else if (a.svd_route == "gram")
-        o.route = linalg::SvdRoute::gram;
-    else if (a.svd_route != "auto")
-        throw InputError(fmt::format("--svd-route: expected auto, gesdd or gram, found '{}'", a.svd_route));
+    o.precision = analysis::parse_precision(a.precision);
+    o.route = analysis::parse_svd_route(a.svd_route);
     o.delta_only = a.delta_only;
-    if (a.delta_only && a.svd_route != "auto")
-        throw InputError(
-            "--svd-route: --delta-only computes each delta's singular values with gesdd "
-            "(or from a LoRA adapter's factors); leave --svd-route at auto");
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
-    o.run = analysis::parse_run_options(a.run);
+    o.run = run::parse_run_options(a.run);
     o.run.out = a.out;
-    const auto result = analysis::compare(o);
-    if (!distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
+    const auto result = run::compare(o);
+    if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
     for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
-    analysis::write_compare_csvs(result, a.out);
+    run::write_compare_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr,
                    "compare: {} rows ({} computed{}, {} reused from {}), {} heads{} -> {}/compare.csv, "

@@ -2,16 +2,17 @@
 // model directory (see include/diffract/edit/edit.hpp and docs/edit.md).
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/parallel.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "diffract/formats/lora_adapter.hpp"
+#include "diffract/run/head_scores.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -21,7 +22,7 @@ struct EditArgs {
     std::string max_shard_size = "5G";
     bool per_head = false;
     bool allow_nonfinite = false;
-    analysis::RunOptionText run;
+    run::RunOptionText run;
 
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
@@ -48,7 +49,7 @@ struct EditArgs {
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    auto c = edit::parse_edit_common(a.run, a.per_head, a.max_shard_size);
+    auto c = edit::parse_edit_common(a.run, a.run.device, a.per_head, a.max_shard_size);
     c.allow_nonfinite = a.allow_nonfinite;
     return c;
 }
@@ -97,8 +98,7 @@ void add_per_head(CLI::App* sub, EditArgs& a) {
 }
 
 int run_rewind(const EditArgs& a) {
-    if (std::isnan(a.fraction) == a.heads_file.empty())
-        throw InputError("edit rewind: give exactly one of --fraction and --heads");
+    edit::check_rewind_heads_choice(!std::isnan(a.fraction), !a.heads_file.empty());
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     std::vector<edit::RewindHead> heads;
@@ -109,10 +109,13 @@ int run_rewind(const EditArgs& a) {
         ranking.order = analysis::parse_head_order(a.order);
         ranking.scope = analysis::parse_scale_scope(a.scale_scope);
         ranking.seed = a.seed;
-        auto run = analysis::parse_run_options(a.run);
+        auto run = run::parse_run_options(a.run);
         run.progress = false;
         run.out = a.out;  // refused before the heads are ranked, not after
-        heads = edit::lowest_heads(edit::head_scores(a.base, a.model, a.reference, run), ranking, a.fraction);
+        const auto reference =
+            a.reference.empty() ? std::nullopt : std::optional(formats::open_checkpoint(a.reference));
+        heads = edit::lowest_heads(run::head_scores(base, model, reference ? &*reference : nullptr, run),
+                                   ranking, a.fraction);
     }
     const auto s = (a.as_lora ? edit::rewind_adapter : edit::rewind)(
         a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
@@ -128,12 +131,9 @@ int run_rewind(const EditArgs& a) {
 }
 
 int run_truncate(const EditArgs& a) {
-    const int given = !std::isnan(a.keep) + (a.rank >= 0) + !std::isnan(a.energy);
-    if (given != 1) throw InputError("edit truncate: give exactly one of --keep, --rank and --energy");
-    edit::TruncateRule rule;
-    if (!std::isnan(a.keep)) rule = {edit::TruncateRule::Kind::keep, a.keep};
-    if (a.rank >= 0) rule = {edit::TruncateRule::Kind::rank, static_cast<double>(a.rank)};
-    if (!std::isnan(a.energy)) rule = {edit::TruncateRule::Kind::energy, a.energy};
+    const auto rule = edit::truncate_rule(std::isnan(a.keep) ? std::nullopt : std::optional(a.keep),
+                                          a.rank < 0 ? std::nullopt : std::optional(a.rank),
+                                          std::isnan(a.energy) ? std::nullopt : std::optional(a.energy));
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     if (a.as_lora) {

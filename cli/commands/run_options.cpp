@@ -2,7 +2,7 @@
 
 namespace diffract::cli {
 
-void add_selection_options(CLI::App* sub, analysis::RunOptionText& a) {
+void add_selection_options(CLI::App* sub, run::RunOptionText& a) {
     sub->add_option("--roles", a.roles,
                     "Only these roles (comma-separated: "
                     "attn_q,attn_k,attn_v,attn_o,attn_qkv,mlp_gate,mlp_up,mlp_down,mlp_gate_up,embed,lm_head,"
@@ -12,7 +12,7 @@ void add_selection_options(CLI::App* sub, analysis::RunOptionText& a) {
     sub->add_option("--exclude", a.exclude, "Skip tensors whose name matches this regex");
 }
 
-void add_run_options(CLI::App* sub, analysis::RunOptionText& a) {
+void add_run_options(CLI::App* sub, run::RunOptionText& a) {
     sub->add_option("--threads", a.threads, "Worker threads (default: all cores)");
     sub->add_option("--max-memory", a.max_memory, "Working-memory budget, e.g. 8G (default: half of RAM)");
     sub->add_option("--store", a.store, "Results store (default .diffract/results.sqlite)");

@@ -4,11 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "diffract/analysis/analyze.hpp"
+#include "diffract/run/options.hpp"
 
 namespace diffract::cli {
 
-void add_run_options(CLI::App* sub, analysis::RunOptionText& args);
-void add_selection_options(CLI::App* sub, analysis::RunOptionText& args);
+void add_run_options(CLI::App* sub, run::RunOptionText& args);
+void add_selection_options(CLI::App* sub, run::RunOptionText& args);
 
 }  // namespace diffract::cli

@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/output_path.hpp"
+#include "diffract/run/analyze.hpp"
 #include "diffract/store/store.hpp"
 
 namespace diffract::cli {
@@ -34,12 +34,10 @@ int run_export(const StoreArgs& a) {
     db.for_each_result([&](const store::ResultRow& r) {
         if (a.format == "csv") {
             std::string vec;
-            for (std::size_t i = 0; i < r.vec.size(); ++i)
-                vec += (i ? " " : "") + analysis::format_value(r.vec[i]);
-            out +=
-                fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(r.model), csv_field(r.other),
-                            csv_field(r.tensor), r.block, r.field, csv_field(r.config),
-                            r.vec.empty() ? analysis::format_value(r.value.value_or(std::nan(""))) : "", vec);
+            for (std::size_t i = 0; i < r.vec.size(); ++i) vec += (i ? " " : "") + format_value(r.vec[i]);
+            out += fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(r.model), csv_field(r.other),
+                               csv_field(r.tensor), r.block, r.field, csv_field(r.config),
+                               r.vec.empty() ? format_value(r.value.value_or(std::nan(""))) : "", vec);
         } else {
             nlohmann::ordered_json j = {{"model", r.model}, {"other", r.other}, {"tensor", r.tensor},
                                         {"block", r.block}, {"field", r.field}, {"config", r.config}};
@@ -82,7 +80,8 @@ void add_store(CLI::App& app) {
         store::Store db(a->store);
         if (a->fields.empty() && a->model.empty())
             throw InputError("store erase: give --model and/or --fields");
-        const auto n = a->fields.empty() ? db.erase_model(a->model) : db.erase_fields(a->fields, a->model);
+        const auto n = a->fields.empty() ? db.erase_model(a->model)
+                                         : db.erase_fields(analysis::dependents_of(a->fields), a->model);
         fmt::print("erased {} results\n", n);
         return 0;
     });

@@ -1,5 +1,6 @@
 // diffract sweep rewind|truncate|interpolate|rewind-each ... --eval 'CMD {model}' --out DIR: a grid of
 // edited candidates scored by the user's evaluation (see include/diffract/sweep/sweep.hpp, docs/edit.md).
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -7,7 +8,7 @@
 #include "commands/commands.hpp"
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/parallel.hpp"
+#include "diffract/formats/checkpoint.hpp"
 #include "diffract/sweep/sweep_options.hpp"
 
 namespace diffract::cli {
@@ -49,6 +50,14 @@ void add_rewind_options(CLI::App* sub, SweepArgs& a) {
         ->capture_default_str();
 }
 
+// The rewind sweeps' parameters with their checkpoints opened.
+sweep::RewindSweep rewind_inputs(const SweepArgs& a) {
+    auto reference =
+        a.reference.empty() ? std::nullopt : std::optional(formats::open_checkpoint(a.reference));
+    return sweep::rewind_sweep(a, formats::open_checkpoint(a.base), formats::open_checkpoint(a.model),
+                               std::move(reference));
+}
+
 }  // namespace
 
 void add_sweep(CLI::App& app) {
@@ -69,7 +78,8 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--fractions", a->fractions, "Fractions of heads rewound: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {
-            sweep::sweep_rewind(sweep::sweep_config(*a, "rewind"), sweep::rewind_sweep(*a));
+            const auto config = sweep::sweep_config(*a, "rewind");
+            sweep::sweep_rewind(config, rewind_inputs(*a));
             return 0;
         });
     }
@@ -78,7 +88,8 @@ void add_sweep(CLI::App& app) {
         auto* sub = add_sweep_sub(sweep, "rewind-each", "Rewind one head at a time: heads_effect.csv", *a);
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
-            sweep::sweep_rewind_each(sweep::sweep_config(*a, "rewind-each"), sweep::rewind_sweep(*a));
+            const auto config = sweep::sweep_config(*a, "rewind-each");
+            sweep::sweep_rewind_each(config, rewind_inputs(*a));
             return 0;
         });
     }
@@ -92,7 +103,9 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         sub->add_flag("--per-head", a->per_head, "Truncate each head block of the attention projections");
         on_run(sub, [a] {
-            sweep::sweep_truncate(sweep::sweep_config(*a, "truncate"), sweep::truncate_sweep(*a));
+            const auto config = sweep::sweep_config(*a, "truncate");
+            sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
+                                                                formats::open_checkpoint(a->model)));
             return 0;
         });
     }
@@ -104,7 +117,9 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         on_run(sub, [a] {
             a->a = a->pair[0], a->b = a->pair[1];
-            sweep::sweep_interpolate(sweep::sweep_config(*a, "interpolate"), sweep::interpolate_sweep(*a));
+            const auto config = sweep::sweep_config(*a, "interpolate");
+            sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
+                                                                      formats::open_checkpoint(a->b)));
             return 0;
         });
     }

@@ -292,13 +292,15 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
             max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
             roles=None, layers=None, match: Optional[str] = None, exclude: Optional[str] = None,
             progress: bool = False, out: Optional[str] = None, min_fit_size: int = 50, alpha_ci: int = 0,
-            alpha_ci_seed: int = 0, null_draws: int = 1, convention: str = "diffract") -> Analysis:
+            alpha_ci_seed: int = 0, null_draws: int = 1, p_value_draws: int = 100,
+            convention: str = "diffract") -> Analysis:
     """`diffract analyze`: the metric catalog for every selected matrix and attention head.
 
     models: one model or a list — spec strings (PATH, org/name[@rev], NAME=PATH), Checkpoints, or
     dicts of arrays / state_dicts. Options mirror the CLI (--metrics, --no-heads → heads=False,
     --precision, --svd-route, --seed, --threads, --max-memory, --store, --device, --roles, --layers,
-    --match, --exclude, --min-fit-size, --alpha-ci, --alpha-ci-seed, --null-draws, --convention); metrics may name
+    --match, --exclude, --min-fit-size, --alpha-ci, --alpha-ci-seed, --null-draws, --p-value-draws,
+    --convention); metrics may name
     @diffract.metric functions. Fit statuses (pl_status, ...) are names, as in metrics.csv. out: also
     write metrics.csv and aggregates.csv there (and weightwatcher.csv with convention="weightwatcher").
     progress=True: a tqdm bar (stderr lines without tqdm). Returns an Analysis (pandas DataFrames, or
@@ -307,7 +309,7 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
         models = [models]
     with _progress.display(progress) as report:
         r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route,
-                          seed, min_fit_size, alpha_ci, alpha_ci_seed, null_draws, convention,
+                          seed, min_fit_size, alpha_ci, alpha_ci_seed, null_draws, p_value_draws, convention,
                           _run_args(threads, max_memory, store, device, report, roles, layers, match, exclude),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])

@@ -2,8 +2,8 @@
 summarised as curves and areas under them (see docs/edit.md).
 
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
-summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult read back
-from those files. Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
+summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult of what
+it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
 eval, select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store,
 device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
 Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
@@ -13,7 +13,6 @@ callable evaluation takes it while it runs).
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 from dataclasses import dataclass
@@ -22,9 +21,6 @@ from typing import Any, Callable, Optional, Sequence, Union
 from . import _core, _progress
 
 __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
-
-_INT_COLUMNS = {"seed", "layer", "head", "greedy_rank"}
-_TEXT_COLUMNS = {"order"}
 
 Evaluation = Union[str, Callable[[os.PathLike], float], None]
 
@@ -44,24 +40,6 @@ class SweepResult:
     references: Any = None
 
 
-def _read_csv(path: str):
-    """A CSV the library wrote, as typed columns (via diffract._table)."""
-    from . import _table
-
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    columns = {name: [] for name in rows[0]}
-    for row in rows[1:]:
-        for name, value in zip(rows[0], row):
-            if name in _TEXT_COLUMNS:
-                columns[name].append(value)
-            elif name in _INT_COLUMNS:
-                columns[name].append(int(value))
-            else:
-                columns[name].append(float(value))
-    return _table(columns)
-
-
 def _references(summary: dict):
     """summary.json's references ({role: {score, ..., path}}) as a table with a row per role."""
     from . import _table
@@ -79,13 +57,16 @@ def _references(summary: dict):
     return _table(columns)
 
 
-def _result(out: str, table: str) -> SweepResult:
-    """The SweepResult of the files in `out`."""
-    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-        summary = json.load(f)
-    data = _read_csv(os.path.join(out, table))
+def _result(run, heads_effect: bool = False) -> SweepResult:
+    """The SweepResult of a sweep `_run` returned: the library's table (curve.csv's, heads_effect.csv's
+    with heads_effect) and summary.json's text."""
+    from . import _table
+
+    out, r = run
+    summary = json.loads(r["summary"])
+    data = _table(r["table"])
     references = _references(summary)
-    if table == "heads_effect.csv":
+    if heads_effect:
         return SweepResult(None, summary, out, data, references)
     return SweepResult(data, summary, out, None, references)
 
@@ -152,16 +133,17 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
     return a
 
 
-def _run(core_sweep, out, options: dict, *inputs) -> "_core.SweepArgs":
+def _run(core_sweep, out, options: dict, *inputs):
     """Runs `core_sweep(*inputs, args)` with the options as _core.SweepArgs; progress=True shows the
-    evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines."""
+    evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines. Returns
+    (out, what core_sweep returned)."""
     options = dict(options)
     with _progress.display(options.pop("progress", False)) as report:
         a = _args(out, **options)
         if report is not None:  # the field defaults to None (nanobind refuses None for an object field)
             a.progress = report
-        core_sweep(*inputs, a)
-    return a
+        r = core_sweep(*inputs, a)
+    return a.out, r
 
 
 def rewind(*, base, model, out, reference=None, orders: Union[str, Sequence[str]] = "importance,random",
@@ -172,10 +154,9 @@ def rewind(*, base, model, out, reference=None, orders: Union[str, Sequence[str]
     heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
     `reference` for the importance score). Returns the curve and the summary (AUC per ordering, and
     against the random orderings)."""
-    a = _run(_core.sweep_rewind, out, options, _spec(base), _spec(model),
-             None if reference is None else _spec(reference), _list_spec(orders), int(seeds), int(seed),
-             scale_scope, kv_policy, _grid(fractions))
-    return _result(a.out, "curve.csv")
+    return _result(_run(_core.sweep_rewind, out, options, _spec(base), _spec(model),
+                        None if reference is None else _spec(reference), _list_spec(orders), int(seeds),
+                        int(seed), scale_scope, kv_policy, _grid(fractions)))
 
 
 def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global", kv_policy: str = "all",
@@ -183,9 +164,9 @@ def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global"
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
     whose rewind raises the score most) and the summary; `curve` is None."""
-    a = _run(_core.sweep_rewind_each, out, options, _spec(base), _spec(model),
-             None if reference is None else _spec(reference), scale_scope, kv_policy)
-    return _result(a.out, "heads_effect.csv")
+    return _result(_run(_core.sweep_rewind_each, out, options, _spec(base), _spec(model),
+                        None if reference is None else _spec(reference), scale_scope, kv_policy),
+                   heads_effect=True)
 
 
 def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,
@@ -193,13 +174,11 @@ def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1"
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
     separately), scored by `eval`. Returns the curve and the summary."""
-    a = _run(_core.sweep_truncate, out, dict(options, per_head=per_head), _spec(base), _spec(model),
-             _grid(keeps))
-    return _result(a.out, "curve.csv")
+    return _result(_run(_core.sweep_truncate, out, dict(options, per_head=per_head), _spec(base), _spec(model),
+                        _grid(keeps)))
 
 
 def interpolate(a, b, *, out, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
     scored by `eval`. Returns the curve, the references (a and b as they are) and the summary."""
-    args = _run(_core.sweep_interpolate, out, options, _spec(a), _spec(b), _grid(omegas))
-    return _result(args.out, "curve.csv")
+    return _result(_run(_core.sweep_interpolate, out, options, _spec(a), _spec(b), _grid(omegas)))

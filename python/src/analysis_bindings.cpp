@@ -1,5 +1,4 @@
 // analyze, compare and generate with the CLI's options; results as columns (dicts of lists).
-#include <cmath>
 #include <optional>
 
 #include <nanobind/stl/optional.h>
@@ -9,17 +8,16 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/catalog.hpp"
-#include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/custom_fields.hpp"
-#include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/option_values.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/parallel.hpp"
-#include "diffract/formats/memory_checkpoint.hpp"
+#include "diffract/run/analyze.hpp"
+#include "diffract/run/compare.hpp"
+#include "diffract/run/tables.hpp"
 #include "diffract/synth/synthetic_family.hpp"
 #include "interruptible.hpp"
+#include "table_columns.hpp"
 
 namespace diffract::python {
 namespace {
@@ -31,83 +29,27 @@ struct RunArgs {
     std::string roles, layers, match, exclude;
 };
 
-analysis::RunOptions run_options(const RunArgs& a) {
+run::RunOptions run_options(const RunArgs& a) {
     const bool progress = !a.progress.is_none();
-    auto run = analysis::parse_run_options(
-        {a.threads, a.max_memory, a.store, a.device, !progress, a.roles, a.layers, a.match, a.exclude});
+    auto run = run::parse_run_options(
+        {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, !progress});
     run.progress_sink = progress_sink(a.progress);
     return run;
-}
-
-// Model arguments as specs; opened checkpoints are registered for the duration of the call.
-struct Specs {
-    std::vector<std::unique_ptr<formats::ScopedRegistration>> registrations;
-    std::string add(const ModelArg& arg, bool memory_allowed) {
-        if (const auto* s = std::get_if<std::string>(&arg)) return *s;
-        const auto& c = *std::get<std::shared_ptr<PyCheckpoint>>(arg);
-        if (!memory_allowed) {
-            if (c.spec.empty())
-                throw_input_error(c.ck->path, "",
-                                  "in-memory models cannot be compared yet (save them as safetensors)");
-            return c.ck->name + "=" + formats::split_model_name(c.spec).second;
-        }
-        registrations.push_back(std::make_unique<formats::ScopedRegistration>(*c.ck));
-        return c.ck->name + "=" + registrations.back()->spec();
-    }
-};
-
-nb::object optional_int(const std::optional<int>& v) { return v ? nb::cast(*v) : nb::none(); }
-
-// Columns of the result rows: identity columns, then one per field.
-template <typename Row>
-nb::dict columns(const std::vector<Row>& rows, const std::vector<std::string>& fields, bool with_base) {
-    nb::list model, base, tensor, layer, role, head, nrows, ncols, nonfinite;
-    std::vector<nb::list> values(fields.size());
-    for (const auto& r : rows) {
-        model.append(r.model);
-        if constexpr (requires { r.base; }) base.append(r.base);
-        tensor.append(r.tensor);
-        layer.append(optional_int(r.layer));
-        role.append(r.role);
-        head.append(optional_int(r.head));
-        nrows.append(r.rows);
-        ncols.append(r.cols);
-        nonfinite.append(r.nonfinite_count);
-        for (std::size_t f = 0; f < fields.size(); ++f) {
-            auto it = r.values.find(fields[f]);
-            const double v = it == r.values.end() ? std::nan("") : it->second;
-            if (analysis::is_status_field(fields[f]))  // names, as the CSVs write them
-                values[f].append(std::string(analysis::fit_status_name(v)));
-            else
-                values[f].append(v);
-        }
-    }
-    nb::dict d;
-    d["model"] = model;
-    if (with_base) d["base"] = base;
-    d["tensor"] = tensor;
-    d["layer"] = layer;
-    d["role"] = role;
-    d["head"] = head;
-    d["rows"] = nrows;
-    d["cols"] = ncols;
-    d["nonfinite_count"] = nonfinite;
-    for (std::size_t f = 0; f < fields.size(); ++f) d[fields[f].c_str()] = values[f];
-    return d;
 }
 
 nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics, bool heads,
                  const std::string& precision, const std::string& svd_route, std::int64_t seed,
                  int min_fit_size, int alpha_ci, std::uint64_t alpha_ci_seed, int null_draws,
-                 const std::string& convention, const RunArgs& run, const std::string& out) {
-    Specs specs;
-    analysis::AnalyzeOptions o;
+                 int p_value_draws, const std::string& convention, const RunArgs& run,
+                 const std::string& out) {
+    run::AnalyzeOptions o;
     o.kernel.min_fit_size = min_fit_size;
     o.kernel.alpha_ci_draws = alpha_ci;
     o.kernel.alpha_ci_seed = alpha_ci_seed;
     o.kernel.null_draws = null_draws;
+    o.kernel.p_value_bootstraps = p_value_draws;
     o.convention = analysis::parse_convention(convention);
-    for (const auto& m : models) o.models.push_back(specs.add(m, true));
+    for (const auto& m : models) o.models.push_back(*opened(m));
     o.metrics = analysis::resolve_metrics_with_custom(metrics);
     o.heads = heads;
     o.kernel.precision = analysis::parse_precision(precision);
@@ -116,29 +58,14 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
     o.run = run_options(run);
     o.run.out = out;
     const auto r = run_interruptible([&] {
-        auto result = analysis::analyze(o);
-        if (!out.empty()) analysis::write_analyze_csvs(result, out);
+        auto result = run::analyze(o);
+        if (!out.empty()) run::write_analyze_csvs(result, out);
         return result;
     });
     nb::dict d;
     d["fields"] = nb::cast(r.fields);
-    d["rows"] = columns(r.rows, r.fields, false);
-    std::vector<std::string> agg_fields;
-    for (const auto& f : analysis::field_catalog())
-        if (f.level == analysis::Level::in_model) agg_fields.emplace_back(f.name);
-    nb::dict agg;
-    nb::list names;
-    std::vector<nb::list> agg_values(agg_fields.size());
-    for (const auto& [name, values] : r.aggregates) {
-        names.append(name);
-        for (std::size_t f = 0; f < agg_fields.size(); ++f) {
-            auto it = values.find(agg_fields[f]);
-            agg_values[f].append(it == values.end() ? std::nan("") : it->second);
-        }
-    }
-    agg["model"] = names;
-    for (std::size_t f = 0; f < agg_fields.size(); ++f) agg[agg_fields[f].c_str()] = agg_values[f];
-    d["aggregates"] = agg;
+    d["rows"] = columns_of(run::metrics_table(r));
+    d["aggregates"] = columns_of(run::aggregates_table(r));
     d["computed"] = r.computed;
     d["reused"] = r.reused;
     d["warnings"] = nb::cast(r.warnings);
@@ -150,11 +77,10 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
                  const std::string& order, std::uint64_t seed, const std::string& precision,
                  const std::string& svd_route, bool heads, bool allow_partial, const RunArgs& run,
                  const std::string& out) {
-    Specs specs;
-    analysis::CompareOptions o;
-    o.base = specs.add(base, true);
-    for (const auto& m : models) o.models.push_back(specs.add(m, true));
-    if (reference) o.reference = specs.add(*reference, true);
+    run::CompareOptions o;
+    o.base = *opened(base);
+    for (const auto& m : models) o.models.push_back(*opened(m));
+    if (reference) o.reference = *opened(*reference);
     o.top_k = top_k;
     o.ranking.scope = analysis::parse_scale_scope(scale_scope);
     o.ranking.order = analysis::parse_head_order(order);
@@ -166,69 +92,14 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     o.run = run_options(run);
     o.run.out = out;
     const auto r = run_interruptible([&] {
-        auto result = analysis::compare(o);
-        if (!out.empty()) analysis::write_compare_csvs(result, out);
+        auto result = run::compare(o);
+        if (!out.empty()) run::write_compare_csvs(result, out);
         return result;
     });
     nb::dict d;
-    d["rows"] = columns(r.rows, analysis::compare_fields(), true);
-    // heads.csv's columns.
-    const char* names[] = {"model",
-                           "reference",
-                           "layer",
-                           "head",
-                           "kv_head",
-                           "kv_group_size",
-                           "update_norm",
-                           "q_update_norm",
-                           "k_update_norm",
-                           "v_update_norm",
-                           "o_update_norm",
-                           "ref_update_norm",
-                           "ref_q_update_norm",
-                           "ref_k_update_norm",
-                           "ref_v_update_norm",
-                           "ref_o_update_norm",
-                           "importance",
-                           "agreement",
-                           "pl_ks",
-                           "scale_scope",
-                           "order",
-                           "seed",
-                           "rank"};
-    std::vector<nb::list> cols(std::size(names));
-    for (const auto& h : r.heads) {
-        std::size_t c = 0;
-        cols[c++].append(h.model);
-        cols[c++].append(h.reference);
-        cols[c++].append(h.layer);
-        cols[c++].append(h.head);
-        cols[c++].append(h.kv_head);
-        cols[c++].append(h.kv_group_size);
-        cols[c++].append(h.ranked.update_norm);
-        for (double v : h.domain.block_norm) cols[c++].append(v);
-        cols[c++].append(h.ranked.ref_update_norm);
-        for (double v : h.ref.block_norm) cols[c++].append(v);
-        cols[c++].append(h.ranked.importance);
-        cols[c++].append(h.domain.agreement);
-        cols[c++].append(h.domain.pl_ks);
-        cols[c++].append(std::string(analysis::scale_scope_name(r.ranking.scope)));
-        cols[c++].append(std::string(analysis::head_order_name(r.ranking.order)));
-        cols[c++].append(r.ranking.seed);
-        cols[c++].append(h.ranked.rank);
-    }
-    nb::dict hd;
-    for (std::size_t c = 0; c < std::size(names); ++c) hd[names[c]] = cols[c];
-    d["heads"] = hd;
-    nb::dict sk;
-    nb::list sm, st, sb, sr;
-    for (const auto& s : r.skipped)
-        sm.append(s.model), st.append(s.tensor), sb.append(s.block), sr.append(s.reason);
-    sk["model"] = sm;
-    sk["tensor"] = st;
-    sk["block"] = sb;
-    sk["reason"] = sr;
-    d["skipped"] = sk;
+    d["rows"] = columns_of(run::compare_table(r));
+    d["heads"] = columns_of(run::heads_table(r));
+    d["skipped"] = columns_of(run::skipped_table(r));
     d["computed"] = r.computed;
     d["reused"] = r.reused;
     d["warnings"] = nb::cast(r.warnings);
@@ -288,8 +159,8 @@ void bind_analysis(nb::module_& m) {
         .def_rw("exclude", &RunArgs::exclude);
     m.def("analyze", &analyze, nb::arg("models"), nb::arg("metrics"), nb::arg("heads"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("seed"), nb::arg("min_fit_size"), nb::arg("alpha_ci"),
-          nb::arg("alpha_ci_seed"), nb::arg("null_draws"), nb::arg("convention"), nb::arg("run"),
-          nb::arg("out"));
+          nb::arg("alpha_ci_seed"), nb::arg("null_draws"), nb::arg("p_value_draws"), nb::arg("convention"),
+          nb::arg("run"), nb::arg("out"));
     m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(),
           nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("run"), nb::arg("out"));

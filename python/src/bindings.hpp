@@ -25,6 +25,9 @@ struct PyCheckpoint {
 // A model argument: a spec string or an opened checkpoint.
 using ModelArg = std::variant<std::string, std::shared_ptr<PyCheckpoint>>;
 
+// The checkpoint a model argument names: opened from its spec, or the one already opened.
+std::shared_ptr<const formats::Checkpoint> opened(const ModelArg& arg);
+
 // Type slots for a bound struct whose `Members` hold Python objects (progress displays, sweep
 // evaluators): they join Python's garbage collection. Without them a cycle through such a struct — an
 // exception kept in a notebook global, its traceback's frame holding the struct, the struct's callable,

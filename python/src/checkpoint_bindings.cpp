@@ -115,6 +115,16 @@ nb::dict tensor_info(const PyCheckpoint& self, const std::string& name) {
     return d;
 }
 
+}  // namespace
+
+std::shared_ptr<const formats::Checkpoint> opened(const ModelArg& arg) {
+    if (const auto* s = std::get_if<std::string>(&arg))
+        return std::make_shared<formats::Checkpoint>(formats::open_checkpoint(*s));
+    return std::get<std::shared_ptr<PyCheckpoint>>(arg)->ck;
+}
+
+namespace {
+
 std::shared_ptr<PyCheckpoint> open(const std::string& spec) {
     return std::make_shared<PyCheckpoint>(
         PyCheckpoint{std::make_shared<formats::Checkpoint>(formats::open_checkpoint(spec)), spec});

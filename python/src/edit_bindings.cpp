@@ -1,6 +1,5 @@
 // edit rewind|truncate|transplant|permute|interpolate|merge with the CLI's options (edit/edit.hpp).
-// Models are spec strings or opened checkpoints (in-memory ones included, except where the head
-// ranking runs compare: rewind with a fraction).
+// Models are spec strings or opened checkpoints (in-memory ones included).
 #include <cmath>
 #include <optional>
 
@@ -12,10 +11,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/parallel.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/run/head_scores.hpp"
 #include "interruptible.hpp"
 
 namespace diffract::python {
@@ -31,28 +29,11 @@ struct EditArgs {  // the options every edit takes
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    analysis::RunOptionText run;
-    run.device = a.device, run.roles = a.roles, run.layers = a.layers, run.match = a.match,
-    run.exclude = a.exclude;
-    auto c = edit::parse_edit_common(run, a.per_head, a.max_shard_size);
+    auto c = edit::parse_edit_common({a.roles, a.layers, a.match, a.exclude}, a.device, a.per_head,
+                                     a.max_shard_size);
     c.allow_nonfinite = a.allow_nonfinite;
     c.progress = progress_sink(a.progress);
     return c;
-}
-
-std::shared_ptr<const formats::Checkpoint> checkpoint(const ModelArg& arg) {
-    if (const auto* s = std::get_if<std::string>(&arg))
-        return std::make_shared<formats::Checkpoint>(formats::open_checkpoint(*s));
-    return std::get<std::shared_ptr<PyCheckpoint>>(arg)->ck;
-}
-
-std::string spec_of(const ModelArg& arg) {
-    if (const auto* s = std::get_if<std::string>(&arg)) return *s;
-    const auto& c = *std::get<std::shared_ptr<PyCheckpoint>>(arg);
-    if (c.spec.empty())
-        throw_input_error(c.ck->path, "",
-                          "in-memory models cannot be ranked by compare yet (give heads=...)");
-    return c.ck->name + "=" + formats::split_model_name(c.spec).second;
 }
 
 nb::dict summary(const edit::EditSummary& s) {
@@ -71,16 +52,15 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 const std::optional<std::variant<std::string, HeadList>>& heads, const std::string& order,
                 const std::string& scale_scope, std::uint64_t seed, const std::string& kv_policy,
                 const EditArgs& a, int threads, const std::string& max_memory, const std::string& store) {
-    if (fraction.has_value() == heads.has_value())
-        throw InputError("edit rewind: give exactly one of --fraction and --heads");
-    const auto b = checkpoint(base);
-    const auto m = checkpoint(model);
+    edit::check_rewind_heads_choice(fraction.has_value(), heads.has_value());
+    const auto b = opened(base);
+    const auto m = opened(model);
     const auto kv = edit::parse_kv_policy(kv_policy);
     const auto common = common_of(a);
     std::vector<edit::RewindHead> list;
     analysis::HeadRankOptions ranking;
-    analysis::RunOptions run;
-    std::string base_spec, model_spec, ref_spec;
+    run::RunOptions run;
+    std::shared_ptr<const formats::Checkpoint> ref;
     if (heads) {
         if (const auto* file = std::get_if<std::string>(&*heads))
             list = edit::read_heads_file(*file);
@@ -90,17 +70,14 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
         ranking.order = analysis::parse_head_order(order);
         ranking.scope = analysis::parse_scale_scope(scale_scope);
         ranking.seed = seed;
-        run = analysis::parse_run_options(
-            {threads, max_memory, store, a.device, /*quiet=*/true, a.roles, a.layers, a.match, a.exclude});
+        run = run::parse_run_options(
+            {{a.roles, a.layers, a.match, a.exclude}, threads, max_memory, store, a.device, /*quiet=*/true});
         run.progress_sink = common.progress;  // the head ranking's compare, then the edit
         run.progress = static_cast<bool>(run.progress_sink);
-        base_spec = spec_of(base), model_spec = spec_of(model);
-        if (reference) ref_spec = spec_of(*reference);
+        if (reference) ref = opened(*reference);
     }
     const auto s = run_interruptible([&] {
-        if (!heads)
-            list = edit::lowest_heads(edit::head_scores(base_spec, model_spec, ref_spec, run), ranking,
-                                      *fraction);
+        if (!heads) list = edit::lowest_heads(run::head_scores(*b, *m, ref.get(), run), ranking, *fraction);
         return edit::rewind(out, *b, *m, list, kv, common);
     });
     auto d = summary(s);
@@ -113,32 +90,27 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
 nb::dict truncate(const std::string& out, const ModelArg& base, const ModelArg& model,
                   std::optional<double> keep, std::optional<int> rank, std::optional<double> energy,
                   const EditArgs& a) {
-    if (keep.has_value() + rank.has_value() + energy.has_value() != 1)
-        throw InputError("edit truncate: give exactly one of --keep, --rank and --energy");
-    edit::TruncateRule rule;
-    if (keep) rule = {edit::TruncateRule::Kind::keep, *keep};
-    if (rank) rule = {edit::TruncateRule::Kind::rank, static_cast<double>(*rank)};
-    if (energy) rule = {edit::TruncateRule::Kind::energy, *energy};
-    const auto b = checkpoint(base), m = checkpoint(model);
+    const auto rule = edit::truncate_rule(keep, rank, energy);
+    const auto b = opened(base), m = opened(model);
     const auto common = common_of(a);
     return summary(run_interruptible([&] { return edit::truncate(out, *b, *m, rule, common); }));
 }
 
 nb::dict transplant(const std::string& out, const ModelArg& base, const ModelArg& model, const EditArgs& a) {
-    const auto b = checkpoint(base), m = checkpoint(model);
+    const auto b = opened(base), m = opened(model);
     const auto common = common_of(a);
     return summary(run_interruptible([&] { return edit::transplant(out, *b, *m, common); }));
 }
 
 nb::dict permute(const std::string& out, const ModelArg& model, std::uint64_t seed, const EditArgs& a) {
-    const auto m = checkpoint(model);
+    const auto m = opened(model);
     const auto common = common_of(a);
     return summary(run_interruptible([&] { return edit::permute(out, *m, seed, common); }));
 }
 
 nb::dict interpolate(const std::string& out, const ModelArg& a_model, const ModelArg& b_model, double omega,
                      const EditArgs& a) {
-    const auto ca = checkpoint(a_model), cb = checkpoint(b_model);
+    const auto ca = opened(a_model), cb = opened(b_model);
     const auto common = common_of(a);
     return summary(run_interruptible([&] { return edit::interpolate(out, *ca, *cb, omega, common); }));
 }
@@ -153,10 +125,10 @@ nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<M
     o.lambda = lambda;
     o.normalize = normalize ? (*normalize ? 1 : 0) : -1;
     o.seed = seed;
-    const auto b = checkpoint(base);
+    const auto b = opened(base);
     std::vector<std::shared_ptr<const formats::Checkpoint>> held;
     std::vector<const formats::Checkpoint*> ptrs;
-    for (const auto& m : models) held.push_back(checkpoint(m)), ptrs.push_back(held.back().get());
+    for (const auto& m : models) held.push_back(opened(m)), ptrs.push_back(held.back().get());
     const auto common = common_of(a);
     return summary(run_interruptible([&] { return edit::merge(out, *b, ptrs, o, common); }));
 }

@@ -1,6 +1,7 @@
 // sweep rewind|rewind-each|truncate|interpolate with the CLI's options (sweep/sweep.hpp). The library
-// writes DIR/curve.csv (heads_effect.csv for rewind-each), DIR/summary.json and the resumable journal;
-// the Python layer (diffract/sweep.py) reads the results back from those files.
+// writes DIR/curve.csv (heads_effect.csv for rewind-each), DIR/summary.json and the resumable journal,
+// and returns what it wrote: the Python layer (diffract/sweep.py) gets the table and the summary from
+// here, not from the files.
 //
 // The options go through the library's sweep_options (as the CLI's do), so that a sweep started from
 // the CLI resumes from Python and the other way round. An evaluation may be a Python callable instead
@@ -15,11 +16,11 @@
 #include <nanobind/stl/variant.h>
 
 #include "bindings.hpp"
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/core/error.hpp"
-#include "diffract/core/parallel.hpp"
+#include "diffract/run/analyze.hpp"
 #include "diffract/sweep/sweep_options.hpp"
 #include "interruptible.hpp"
+#include "table_columns.hpp"
 
 namespace diffract::python {
 namespace {
@@ -72,12 +73,20 @@ std::string spec_of(const ModelArg& arg) {
     return c.spec;  // what opened it: the same journal fingerprint as the CLI given that spec
 }
 
+// What the sweep wrote: {"table": curve.csv's (heads_effect.csv's) columns, "summary": summary.json's text}.
+nb::dict outputs_of(const sweep::SweepOutputs& o) {
+    nb::dict d;
+    d["table"] = columns_of(o.table);
+    d["summary"] = o.summary;
+    return d;
+}
+
 // The Python-visible flat arguments as the library's sweep options (a field copy, no logic).
 sweep::SweepOptions options_of(const SweepArgs& a) {
     sweep::SweepOptions o;
     o.out = a.out, o.eval = a.eval, o.select_eval = a.select_eval, o.report_eval = a.report_eval;
     o.score_key = a.score_key, o.keep = a.keep, o.max_shard_size = a.max_shard_size, o.per_head = a.per_head;
-    o.run = {a.threads, a.max_memory, a.store, a.device, a.quiet, a.roles, a.layers, a.match, a.exclude};
+    o.run = {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, a.quiet};
     return o;
 }
 
@@ -91,51 +100,47 @@ sweep::SweepOptions rewind_options(const ModelArg& base, const ModelArg& model,
     return o;
 }
 
-void rewind(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
-            const std::string& orders, int seeds, std::uint64_t seed, const std::string& scale_scope,
-            const std::string& kv_policy, const std::string& fractions, const SweepArgs& a) {
+// The rewind sweeps' parameters with the checkpoints the arguments name (opened, or opened here).
+sweep::RewindSweep rewind_of(const sweep::SweepOptions& o, const ModelArg& base, const ModelArg& model,
+                             const std::optional<ModelArg>& reference) {
+    std::optional<formats::Checkpoint> ref;
+    if (reference) ref = *opened(*reference);
+    return sweep::rewind_sweep(o, *opened(base), *opened(model), std::move(ref));
+}
+
+nb::dict rewind(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
+                const std::string& orders, int seeds, std::uint64_t seed, const std::string& scale_scope,
+                const std::string& kv_policy, const std::string& fractions, const SweepArgs& a) {
     auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
     o.orders = orders, o.seeds = seeds, o.seed = seed, o.fractions = fractions;
     const auto config = config_of(o, "rewind", a);
-    const auto w = sweep::rewind_sweep(o);
-    run_interruptible([&] {
-        sweep::sweep_rewind(config, w);
-        return 0;
-    });
+    const auto w = rewind_of(o, base, model, reference);
+    return outputs_of(run_interruptible([&] { return sweep::sweep_rewind(config, w); }));
 }
 
-void rewind_each(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
-                 const std::string& scale_scope, const std::string& kv_policy, const SweepArgs& a) {
+nb::dict rewind_each(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
+                     const std::string& scale_scope, const std::string& kv_policy, const SweepArgs& a) {
     const auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
     const auto config = config_of(o, "rewind-each", a);
-    const auto w = sweep::rewind_sweep(o);
-    run_interruptible([&] {
-        sweep::sweep_rewind_each(config, w);
-        return 0;
-    });
+    const auto w = rewind_of(o, base, model, reference);
+    return outputs_of(run_interruptible([&] { return sweep::sweep_rewind_each(config, w); }));
 }
 
-void truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
+nb::dict truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
     auto o = options_of(a);
     o.base = spec_of(base), o.model = spec_of(model), o.keeps = keeps;
     const auto config = config_of(o, "truncate", a);
-    const auto w = sweep::truncate_sweep(o);
-    run_interruptible([&] {
-        sweep::sweep_truncate(config, w);
-        return 0;
-    });
+    const auto w = sweep::truncate_sweep(o, *opened(base), *opened(model));
+    return outputs_of(run_interruptible([&] { return sweep::sweep_truncate(config, w); }));
 }
 
-void interpolate(const ModelArg& a_model, const ModelArg& b_model, const std::string& omegas,
-                 const SweepArgs& a) {
+nb::dict interpolate(const ModelArg& a_model, const ModelArg& b_model, const std::string& omegas,
+                     const SweepArgs& a) {
     auto o = options_of(a);
     o.a = spec_of(a_model), o.b = spec_of(b_model), o.omegas = omegas;
     const auto config = config_of(o, "interpolate", a);
-    const auto w = sweep::interpolate_sweep(o);
-    run_interruptible([&] {
-        sweep::sweep_interpolate(config, w);
-        return 0;
-    });
+    const auto w = sweep::interpolate_sweep(o, *opened(a_model), *opened(b_model));
+    return outputs_of(run_interruptible([&] { return sweep::sweep_interpolate(config, w); }));
 }
 
 }  // namespace

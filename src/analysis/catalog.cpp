@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/split_list.hpp"
 
 namespace diffract::analysis {
 
@@ -192,23 +193,14 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
                 out.emplace_back(f.name);
         return out;
     }
-    std::size_t start = 0;
-    while (start <= spec.size()) {
-        const auto comma = spec.find(',', start);
-        const auto name =
-            spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-        if (!name.empty()) {
-            const auto* f = find_field(name);
-            if (!f)
-                throw InputError(fmt::format("--metrics: unknown field '{}' (see `diffract metrics`)", name));
-            if (f->level == Level::cross_model || f->is_vector)
-                throw InputError(
-                    fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix or per-model scalar",
-                                name, level_name(f->level), f->is_vector ? "vector" : "scalar"));
-            if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
-        }
-        if (comma == std::string_view::npos) break;
-        start = comma + 1;
+    for (const auto& name : split_list(std::string(spec))) {
+        const auto* f = find_field(name);
+        if (!f) throw InputError(fmt::format("--metrics: unknown field '{}' (see `diffract metrics`)", name));
+        if (f->level == Level::cross_model || f->is_vector)
+            throw InputError(
+                fmt::format("--metrics: '{}' is a {} {} field, not a per-matrix or per-model scalar", name,
+                            level_name(f->level), f->is_vector ? "vector" : "scalar"));
+        if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
     }
     return out;
 }
@@ -223,6 +215,20 @@ std::string KernelConfig::key() const {
         precision == Precision::f32 ? "f32g" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
         p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed,
         null_draws == 1 ? std::string() : fmt::format(";null_draws={}", null_draws));
+}
+
+void KernelConfig::check() const {
+    if (min_fit_size < 0)
+        throw InputError(fmt::format("--min-fit-size: expected an integer >= 0, found {}", min_fit_size));
+    if (null_draws < 1 || null_draws > 10000)
+        throw InputError(
+            fmt::format("--null-draws: expected a number of draws in [1, 10000], found {}", null_draws));
+    if (alpha_ci_draws < 0)
+        throw InputError(
+            fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", alpha_ci_draws));
+    if (p_value_bootstraps < 1 || p_value_bootstraps > 100000)
+        throw InputError(fmt::format("--p-value-draws: expected a number of draws in [1, 100000], found {}",
+                                     p_value_bootstraps));
 }
 
 }  // namespace diffract::analysis

@@ -106,44 +106,34 @@ std::string custom_field_config(const std::string& config, const CustomField& fi
     return fmt::format("{};custom={}@{}", config, field.name, field.version);
 }
 
-void apply_custom_fields(const std::vector<CustomField>& fields, store::Store& db,
-                         const store::ResultKey& key, const TensorInfo& tensor, const MatrixBlock& block,
-                         FieldValues& values) {
+CustomFieldComputer::CustomFieldComputer(const TensorInfo& tensor, const MatrixBlock& block,
+                                         const FieldValues& values)
+    : tensor_(tensor), block_(block) {
     static const std::vector<double> kNone;
-    auto sv_it = values.vectors.find("weights_svals");
-    const auto& svals = sv_it == values.vectors.end() ? kNone : sv_it->second;
-    std::optional<std::vector<double>> esd;
-    std::optional<Matrix<double>> weights;
-    for (const auto& f : fields) {
-        store::ResultKey k = key;
-        k.config = custom_field_config(key.config, f);
-        if (auto hit = db.get(k, {f.name})) {
-            values.scalars[f.name] = hit->scalars.at(f.name);
-            continue;
+    const auto it = values.vectors.find("weights_svals");
+    svals_ = it == values.vectors.end() ? &kNone : &it->second;
+}
+
+double CustomFieldComputer::compute(const CustomField& f) {
+    CustomFieldInputs in;
+    in.rows = block_.logical_rows();
+    in.cols = block_.logical_cols();
+    if (needs(f, "weights_svals")) in.weights_svals = svals_;
+    if (needs(f, "esd")) {
+        if (!esd_) {
+            // As the catalog's esd kernel: lambda_i = sigma_i^2 / N, N = max(rows, cols), ascending.
+            const auto n = static_cast<double>(std::max(in.rows, in.cols));
+            esd_.emplace();
+            for (double s : *svals_) esd_->push_back(s * s / n);
+            std::sort(esd_->begin(), esd_->end());
         }
-        CustomFieldInputs in;
-        in.rows = block.logical_rows();
-        in.cols = block.logical_cols();
-        if (needs(f, "weights_svals")) in.weights_svals = &svals;
-        if (needs(f, "esd")) {
-            if (!esd) {
-                // As the catalog's esd kernel: lambda_i = sigma_i^2 / N, N = max(rows, cols), ascending.
-                const auto n = static_cast<double>(std::max(in.rows, in.cols));
-                esd.emplace();
-                for (double s : svals) esd->push_back(s * s / n);
-                std::sort(esd->begin(), esd->end());
-            }
-            in.esd = &*esd;
-        }
-        if (needs(f, "weights")) {
-            if (!weights) weights = read_matrix<double>(tensor, block);
-            in.weights = &*weights;
-        }
-        FieldValues v;
-        v.scalars[f.name] = f.compute(in);
-        db.put(k, v, {});
-        values.scalars[f.name] = v.scalars[f.name];
+        in.esd = &*esd_;
     }
+    if (needs(f, "weights")) {
+        if (!weights_) weights_ = read_matrix<double>(tensor_, block_);
+        in.weights = &*weights_;
+    }
+    return f.compute(in);
 }
 
 }  // namespace diffract::analysis

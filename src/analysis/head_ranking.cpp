@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "core/random_impl.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {

@@ -42,8 +42,8 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
     return true;
 }
 
-Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match,
-                         const std::string& exclude) {
+Selection make_selection(const SelectionText& text) {
+    const auto& [roles, layers, match, exclude] = text;
     Selection s;
     for (const auto& r : split_list(roles)) {
         auto role = model::role_from_name(r);

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"

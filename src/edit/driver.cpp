@@ -14,6 +14,7 @@
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/core/plain_view.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/core/split_list.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "diffract/formats/gguf_writer.hpp"
@@ -333,14 +334,11 @@ std::vector<double> parse_grid(const std::string& text, const std::string& flag,
             out.push_back(std::round((start + static_cast<double>(i) * step) * 1e12) / 1e12);
         }
     } else {
-        std::stringstream ss(text);
-        for (std::string p; std::getline(ss, p, ',');) {
-            if (p.empty()) continue;
-            if (static_cast<std::int64_t>(out.size()) >= max_count)
-                throw_too_many_candidates(
-                    what, static_cast<double>(std::count(text.begin(), text.end(), ',') + 1), max_count);
-            out.push_back(number(p));
-        }
+        const auto items = split_list(text);
+        if (static_cast<std::int64_t>(items.size()) > max_count)
+            throw_too_many_candidates(
+                what, static_cast<double>(std::count(text.begin(), text.end(), ',') + 1), max_count);
+        for (const auto& p : items) out.push_back(number(p));
     }
     if (out.empty()) throw InputError(fmt::format("{}: empty grid '{}'", flag, text));
     return out;

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/random_impl.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/linalg/backend.hpp"
 

@@ -29,22 +29,9 @@ KvPolicy parse_kv_policy(const std::string& text) {
     throw InputError(fmt::format("--kv-policy: expected all or any, found '{}'", text));
 }
 
-std::vector<analysis::HeadRow> head_scores(const std::string& base, const std::string& model,
-                                           const std::string& reference, analysis::RunOptions run) {
-    analysis::CompareOptions o;
-    o.base = base;
-    o.models = {model};
-    o.reference = reference;
-    o.heads = true;
-    run.selection.roles = {model::Role::attn_q, model::Role::attn_k, model::Role::attn_v, model::Role::attn_o,
-                           model::Role::attn_qkv};
-    o.run = std::move(run);
-    auto result = analysis::compare(o);
-    std::vector<analysis::HeadRow> out;
-    for (auto& h : result.heads)
-        if (h.reference.empty() || h.model != h.reference) out.push_back(std::move(h));
-    if (out.empty()) throw_input_error(model, "", "no attention heads to rank (head geometry unknown?)");
-    return out;
+void check_rewind_heads_choice(bool fraction_given, bool heads_given) {
+    if (fraction_given == heads_given)
+        throw InputError("edit rewind: give exactly one of --fraction and --heads");
 }
 
 std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& scores,
@@ -126,21 +113,32 @@ using detail::head_set;
 using detail::HeadSet;
 using detail::rewind_bias;
 
-std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
-                              KvPolicy kv, OBias o_bias) {
+Table rewound_heads_table(const std::vector<RewindHead>& heads, const formats::Checkpoint& model, KvPolicy kv,
+                          OBias o_bias) {
     const auto set = head_set(heads, model.schema, kv, model.path);
     const auto& g = *model.schema.heads;
-    std::string csv =
-        "layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm,o_bias\n";
-    for (const auto& h : heads) {
-        const int k = g.kv_head_of(h.head);
-        csv += fmt::format(
-            "{},{},{},{},{},{},{},{},{},{}\n", h.layer, h.head, k, set.has_kv(h.layer, k) ? 1 : 0,
-            h.ranked.rank, analysis::format_value(h.ranked.key), analysis::format_value(h.ranked.importance),
-            analysis::format_value(h.ranked.update_norm), analysis::format_value(h.ranked.ref_update_norm),
-            o_bias == OBias::base ? "base" : "keep");
-    }
-    return csv;
+    const auto count = [](std::int64_t v) { return Cell{v}; };
+    return make_table<RewindHead>(
+        {{"layer", [&](const RewindHead& h) { return count(h.layer); }},
+         {"head", [&](const RewindHead& h) { return count(h.head); }},
+         {"kv_head", [&](const RewindHead& h) { return count(g.kv_head_of(h.head)); }},
+         {"kv_rewound",
+          [&](const RewindHead& h) { return count(set.has_kv(h.layer, g.kv_head_of(h.head))); }},
+         {"rank", [&](const RewindHead& h) { return count(h.ranked.rank); }},
+         {"key", [](const RewindHead& h) -> Cell { return h.ranked.key; }},
+         {"importance", [](const RewindHead& h) -> Cell { return h.ranked.importance; }},
+         {"update_norm", [](const RewindHead& h) -> Cell { return h.ranked.update_norm; }},
+         {"ref_update_norm", [](const RewindHead& h) -> Cell { return h.ranked.ref_update_norm; }},
+         {"o_bias",
+          [o_bias](const RewindHead&) -> Cell {
+              return std::string(o_bias == OBias::base ? "base" : "keep");
+          }}},
+        heads);
+}
+
+std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
+                              KvPolicy kv, OBias o_bias) {
+    return to_csv(rewound_heads_table(heads, model, kv, o_bias));
 }
 
 EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,

@@ -33,6 +33,15 @@ int TruncateRule::k_for(const std::vector<double>& s) const {
     return n;
 }
 
+TruncateRule truncate_rule(std::optional<double> keep, std::optional<int> rank,
+                           std::optional<double> energy) {
+    if (keep.has_value() + rank.has_value() + energy.has_value() != 1)
+        throw InputError("edit truncate: give exactly one of --keep, --rank and --energy");
+    if (keep) return {TruncateRule::Kind::keep, *keep};
+    if (rank) return {TruncateRule::Kind::rank, static_cast<double>(*rank)};
+    return {TruncateRule::Kind::energy, *energy};
+}
+
 EditSummary truncate(const std::string& out_dir, const formats::Checkpoint& base,
                      const formats::Checkpoint& model, const TruncateRule& rule, const EditCommon& common) {
     if ((rule.kind != TruncateRule::Kind::rank && !(rule.value >= 0 && rule.value <= 1)) ||

@@ -1,7 +1,5 @@
 #include "diffract/formats/memory_checkpoint.hpp"
 
-#include <map>
-#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
@@ -12,17 +10,6 @@ namespace diffract::formats {
 namespace {
 
 constexpr std::string_view kPrefix = "memory:";
-
-struct Registry {
-    std::mutex mu;
-    std::uint64_t next = 1;
-    std::map<std::string, Checkpoint> checkpoints;
-};
-
-Registry& registry() {
-    static Registry r;
-    return r;
-}
 
 }  // namespace
 
@@ -59,35 +46,6 @@ Checkpoint memory_checkpoint(std::string name, std::vector<MemoryTensor> tensors
     }
     ck.schema = model::schema_from_config(ck.config, ck.path + " (config)");
     return ck;
-}
-
-std::string register_checkpoint(Checkpoint ck) {
-    auto& r = registry();
-    std::lock_guard lock(r.mu);
-    std::string spec = fmt::format("{}{}", kPrefix, r.next++);
-    r.checkpoints.emplace(spec, std::move(ck));
-    return spec;
-}
-
-void unregister_checkpoint(const std::string& spec) {
-    auto& r = registry();
-    std::lock_guard lock(r.mu);
-    r.checkpoints.erase(spec);
-}
-
-Checkpoint open_model(std::string_view spec) {
-    auto [name, location] = split_model_name(spec);
-    if (location.starts_with(kPrefix)) {
-        auto& r = registry();
-        std::lock_guard lock(r.mu);
-        auto it = r.checkpoints.find(location);
-        if (it != r.checkpoints.end()) {
-            Checkpoint ck = it->second;
-            if (!name.empty()) ck.name = name;
-            return ck;
-        }
-    }
-    return open_checkpoint(spec);
 }
 
 }  // namespace diffract::formats

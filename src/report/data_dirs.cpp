@@ -14,13 +14,18 @@
 #include "diffract/core/error.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
+#include "diffract/run/tables.hpp"
 
 namespace diffract::report {
 namespace fs = std::filesystem;
+namespace column = run::column;
 namespace {
 
-const std::set<std::string> kIdentity{"model", "base", "tensor", "layer",          "role",
-                                      "head",  "rows", "cols",   "nonfinite_count"};
+// The identity columns of metrics.csv and compare.csv; every other column is a field.
+const std::set<std::string> kIdentity = [] {
+    const auto c = run::identity_columns(true);  // compare.csv's: metrics.csv's and base
+    return std::set<std::string>(c.begin(), c.end());
+}();
 
 int require(const CsvTable& t, const std::string& name) {
     const int c = t.column(name);
@@ -31,9 +36,9 @@ int require(const CsvTable& t, const std::string& name) {
 // metrics.csv and compare.csv: identity columns, then numeric fields.
 std::vector<Record> read_records(const std::string& path, ReportData& data) {
     const auto t = read_csv(path);
-    const int model = require(t, "model"), tensor = require(t, "tensor");
-    const int layer = t.column("layer"), role = t.column("role"), head = t.column("head"),
-              base = t.column("base");
+    const int model = require(t, column::model), tensor = require(t, column::tensor);
+    const int layer = t.column(column::layer), role = t.column(column::role), head = t.column(column::head),
+              base = t.column(column::base);
     std::vector<std::pair<std::string, int>> fields;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
@@ -66,10 +71,11 @@ std::vector<Record> read_records(const std::string& path, ReportData& data) {
 
 void read_heads(const std::string& path, ReportData& data) {
     const auto t = read_csv(path);
-    const int model = require(t, "model"), layer = require(t, "layer"), head = require(t, "head");
-    const int reference = t.column("reference"), norm = require(t, "update_norm");
-    const int ref_norm = t.column("ref_update_norm"), importance = t.column("importance"),
-              agreement = t.column("agreement");
+    const int model = require(t, column::model), layer = require(t, column::layer),
+              head = require(t, column::head);
+    const int reference = t.column(column::reference), norm = require(t, column::update_norm);
+    const int ref_norm = t.column(column::ref_update_norm), importance = t.column(column::importance),
+              agreement = t.column(column::agreement);
     const auto num = [&](std::size_t r, int c) {
         return c < 0 ? std::numeric_limits<double>::quiet_NaN() : t.number(r, c);
     };

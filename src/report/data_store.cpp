@@ -11,7 +11,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/report/data.hpp"
-#include "diffract/store/store.hpp"
+#include "diffract/run/stored_results.hpp"
 
 namespace diffract::report {
 namespace {
@@ -35,14 +35,13 @@ void set_block(Record& rec, const std::string& block) {
 
 void load_store(const std::string& path, ReportData& data, bool with_records) {
     if (!std::filesystem::is_regular_file(path)) throw InputError(fmt::format("{}: store not found", path));
-    store::Store st(path, store::StoreMode::read_only);
     using Key =
         std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
     std::map<Key, Record> records;
     std::map<Key, std::vector<double>> svals, deltas;
     std::vector<Key> order;
     data.store_loaded = true;
-    st.for_each_result([&](const store::ResultRow& row) {
+    run::for_each_stored_result(path, [&](const run::StoredResult& row) {
         if (std::find(data.store_models.begin(), data.store_models.end(), row.model) ==
             data.store_models.end())
             data.store_models.push_back(row.model);

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/random_impl.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/report/plot.hpp"
 #include "diffract/report/stats.hpp"
 

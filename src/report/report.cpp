@@ -12,7 +12,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/output_path.hpp"
 #include "diffract/report/data.hpp"
-#include "diffract/store/store.hpp"
+#include "diffract/run/options.hpp"
 
 namespace diffract::report {
 namespace fs = std::filesystem;
@@ -52,8 +52,8 @@ ReportData load_inputs(const ReportOptions& o) {
     }
     if (!store.empty()) {
         load_store(store, data, !dirs);
-    } else if (fs::is_regular_file(store::kDefaultStorePath)) {
-        load_store(store::kDefaultStorePath, data, false);
+    } else if (const auto default_store = run::resolved_store_path(""); fs::is_regular_file(default_store)) {
+        load_store(default_store, data, false);
     }
     return data;
 }
@@ -105,7 +105,7 @@ ReportSummary write_report(const ReportOptions& o) {
     {
         // The page or figure folder never replaces an input directory, one of its CSVs or a store.
         std::vector<std::string> inputs = o.inputs;
-        inputs.push_back(store::store_path_or_default(o.store));
+        inputs.push_back(run::resolved_store_path(o.store));
         check_output_path(o.out, inputs);
     }
     const auto data = load_inputs(o);

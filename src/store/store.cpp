@@ -328,14 +328,13 @@ void Store::record_pair(const std::string& name, const std::string& base) {
     st.bind(1, name).bind(2, base).step();
 }
 
-std::optional<analysis::FieldValues> Store::get(const ResultKey& key,
-                                                const std::vector<std::string>& fields) {
+std::optional<FieldValues> Store::get(const ResultKey& key, const std::vector<std::string>& fields) {
     std::lock_guard lock(mu_);
     Statement st(
         db_, path_,
         "SELECT field, value, vec FROM results WHERE content=? AND other=? AND block=? AND config=?");
     st.bind(1, key.content).bind(2, key.other).bind(3, key.block).bind(4, key.config);
-    analysis::FieldValues v;
+    FieldValues v;
     std::set<std::string> found;
     while (st.step()) {
         auto field = st.text(0);
@@ -350,7 +349,7 @@ std::optional<analysis::FieldValues> Store::get(const ResultKey& key,
     return v;
 }
 
-void Store::put(const ResultKey& key, const analysis::FieldValues& values,
+void Store::put(const ResultKey& key, const FieldValues& values,
                 const std::vector<std::string>& vector_fields) {
     if (key.content.empty()) throw std::logic_error("store: a result without a content id");
     std::lock_guard lock(mu_);
@@ -465,7 +464,7 @@ std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const s
     if (!model.empty()) require_model(db_, path_, model);
     return in_transaction(db_, path_, [&] {
         std::int64_t erased = 0;
-        for (const auto& f : analysis::dependents_of(fields)) {
+        for (const auto& f : fields) {
             Statement del(db_, path_,
                           model.empty()
                               ? "DELETE FROM results WHERE field = ?"

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/cancel.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "journal.hpp"
@@ -47,8 +48,8 @@ public:
         if (quiet_) return;
         const double left = busy_ / static_cast<double>(done_) * static_cast<double>(total_ - done_);
         fmt::print(stderr, "sweep [{}/{}] {}: score {} ({:.1f} s); elapsed {}, ETA {}\n", done_, total_, what,
-                   analysis::format_value(s.curve_score()), busy_seconds,
-                   duration_text(seconds_since(start_)), duration_text(left));
+                   format_value(s.curve_score()), busy_seconds, duration_text(seconds_since(start_)),
+                   duration_text(left));
     }
 
 private:
@@ -161,9 +162,8 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             }
             if (!c.keep) fs::remove_all(dir, ec);
             ++evaluated;
-            progress.evaluated(
-                fmt::format("{} seed {} x={}", cand.order, cand.seed, analysis::format_value(cand.x)),
-                r.scores, seconds_since(start));
+            progress.evaluated(fmt::format("{} seed {} x={}", cand.order, cand.seed, format_value(cand.x)),
+                               r.scores, seconds_since(start));
         }
         journal.add(r);
         run.records.push_back(std::move(r));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/atomic_file.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 
@@ -31,7 +32,7 @@ void put_scores(nlohmann::json& j, const Scores& s) {
 }
 
 std::string record_id(const std::string& order, std::uint64_t seed, double x) {
-    return fmt::format("{}|{}|{}", order, seed, analysis::format_value(x));
+    return fmt::format("{}|{}|{}", order, seed, format_value(x));
 }
 
 }  // namespace

@@ -138,24 +138,28 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
     return s;
 }
 
-void write_outputs(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
-    const bool both = has_select_report(c);
-    std::string csv = both ? "order,seed,x,score,select_score,report_score,eval_seconds\n"
-                           : "order,seed,x,score,eval_seconds\n";
-    for (const auto& r : run.records) {
-        csv += fmt::format("{},{},{},{}", r.order, r.seed, analysis::format_value(r.x),
-                           analysis::format_value(r.curve_score()));
-        if (both)
-            csv += fmt::format(",{},{}", analysis::format_value(r.scores.select_score),
-                               analysis::format_value(r.scores.report_score));
-        csv += "," + analysis::format_value(r.scores.eval_seconds) + "\n";
+Table curve_table(const SweepConfig& c, const SweepRun& run) {
+    std::vector<Column<Record>> columns{{"order", [](const Record& r) -> Cell { return r.order; }},
+                                        {"seed", [](const Record& r) -> Cell { return r.seed; }},
+                                        {"x", [](const Record& r) -> Cell { return r.x; }},
+                                        {"score", [](const Record& r) -> Cell { return r.curve_score(); }}};
+    if (has_select_report(c)) {
+        columns.push_back({"select_score", [](const Record& r) -> Cell { return r.scores.select_score; }});
+        columns.push_back({"report_score", [](const Record& r) -> Cell { return r.scores.report_score; }});
     }
+    columns.push_back({"eval_seconds", [](const Record& r) -> Cell { return r.scores.eval_seconds; }});
+    return make_table(columns, run.records);
+}
+
+SweepOutputs write_outputs(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
+    SweepOutputs out{curve_table(c, run), json_text(summarize(c, kind, run), 2) + "\n"};
     const fs::path dir(c.out_dir);
-    write_file_atomically((dir / "curve.csv").string(), csv);
-    write_file_atomically((dir / "summary.json").string(), json_text(summarize(c, kind, run), 2) + "\n");
+    write_file_atomically((dir / "curve.csv").string(), to_csv(out.table));
+    write_file_atomically((dir / "summary.json").string(), out.summary);
     if (!c.quiet)
         fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, run.records.size(),
                    c.out_dir, c.out_dir);
+    return out;
 }
 
 }  // namespace diffract::sweep

@@ -1,14 +1,14 @@
 #include "diffract/sweep/sweep_options.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/output_path.hpp"
+#include "diffract/core/split_list.hpp"
 #include "diffract/formats/checkpoint.hpp"
-#include "diffract/store/store.hpp"
+#include "diffract/run/options.hpp"
 
 namespace diffract::sweep {
 namespace {
@@ -36,7 +36,7 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
 SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
     // Before anything is written (candidates are built inside --out).
-    std::vector<std::string> inputs{store::store_path_or_default(o.run.store)};
+    std::vector<std::string> inputs{run::resolved_store_path(o.run.store)};
     for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b})
         if (!spec->empty()) inputs.push_back(formats::split_model_name(*spec).second);
     check_output_path(o.out, inputs);
@@ -61,13 +61,13 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     return c;
 }
 
-RewindSweep rewind_sweep(const SweepOptions& o) {
+RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                         std::optional<formats::Checkpoint> reference) {
     RewindSweep w;
-    w.base = o.base, w.model = o.model, w.reference = o.reference;
+    w.base = std::move(base), w.model = std::move(model), w.reference = std::move(reference);
     w.orders.clear();
-    std::istringstream in(o.orders);
-    for (std::string order; std::getline(in, order, ',');)
-        if (!order.empty()) w.orders.push_back(analysis::parse_head_order(order, "--orders"));
+    for (const auto& order : split_list(o.orders))
+        w.orders.push_back(analysis::parse_head_order(order, "--orders"));
     if (w.orders.empty()) throw InputError("--orders: expected at least one ordering");
     if (o.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", o.seeds));
     w.seeds = o.seeds;
@@ -79,21 +79,22 @@ RewindSweep rewind_sweep(const SweepOptions& o) {
     w.fractions =
         edit::parse_grid(o.fractions, "--fractions",
                          std::max(edit::check_max_candidates(o.max_candidates), edit::kDefaultMaxCandidates));
-    w.common = edit::parse_edit_common(o.run, o.per_head, o.max_shard_size);
-    w.run = analysis::parse_run_options(o.run);
+    w.common = edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size);
+    w.run = run::parse_run_options(o.run);
     w.run.progress = false;
     return w;
 }
 
-TruncateSweep truncate_sweep(const SweepOptions& o) {
-    return {o.base, o.model,
+TruncateSweep truncate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model) {
+    return {std::move(base), std::move(model),
             edit::parse_grid(o.keeps, "--keeps", edit::check_max_candidates(o.max_candidates)),
-            edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
+            edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size)};
 }
 
-InterpolateSweep interpolate_sweep(const SweepOptions& o) {
-    return {o.a, o.b, edit::parse_grid(o.omegas, "--omegas", edit::check_max_candidates(o.max_candidates)),
-            edit::parse_edit_common(o.run, o.per_head, o.max_shard_size)};
+InterpolateSweep interpolate_sweep(const SweepOptions& o, formats::Checkpoint a, formats::Checkpoint b) {
+    return {std::move(a), std::move(b),
+            edit::parse_grid(o.omegas, "--omegas", edit::check_max_candidates(o.max_candidates)),
+            edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size)};
 }
 
 }  // namespace diffract::sweep

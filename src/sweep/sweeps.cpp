@@ -2,12 +2,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "diffract/core/atomic_file.hpp"
+#include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/run/head_scores.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
@@ -22,7 +26,7 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
     return s;
 }
 
-std::string x_label(double x) { return analysis::format_value(x); }
+std::string x_label(double x) { return format_value(x); }
 
 // The configuration with the candidates' size known: each is an edited copy of `primary`.
 SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {
@@ -31,9 +35,15 @@ SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary)
     return c;
 }
 
+// The heads' scores against the base (and the reference, when given): a compare job.
+std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
+                                           const RewindSweep& w) {
+    return run::head_scores(base, model, w.reference ? &*w.reference : nullptr, w.run);
+}
+
 }  // namespace
 
-void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
+SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     double total = 0;  // orderings x seeds x fractions, counted before anything is opened or made
     for (const auto order : w.orders)
         total +=
@@ -41,9 +51,9 @@ void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     if (total > static_cast<double>(config.max_candidates))
         edit::throw_too_many_candidates("sweep rewind (--orders x --seeds x --fractions)", total,
                                         config.max_candidates);
-    const auto base = formats::open_checkpoint(w.base);
-    const auto model = formats::open_checkpoint(w.model);
-    const auto scores = edit::head_scores(w.base, w.model, w.reference, w.run);
+    const auto& base = w.base;
+    const auto& model = w.model;
+    const auto scores = head_scores(base, model, w);
     std::vector<Candidate> candidates;
     for (const auto order : w.orders) {
         const bool random = order == analysis::HeadOrder::random;
@@ -65,14 +75,15 @@ void sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             }
         }
     }
-    write_outputs(config, "rewind",
-                  run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
+    return write_outputs(
+        config, "rewind",
+        run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
 }
 
-void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
-    const auto base = formats::open_checkpoint(w.base);
-    const auto model = formats::open_checkpoint(w.model);
-    const auto scores = edit::head_scores(w.base, w.model, w.reference, w.run);
+SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
+    const auto& base = w.base;
+    const auto& model = w.model;
+    const auto scores = head_scores(base, model, w);
     std::vector<Candidate> candidates;
     auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
         Candidate c;
@@ -97,31 +108,38 @@ void sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
     const auto run = run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates);
     const auto& records = run.records;
     const double unedited = records[0].curve_score();
-    std::vector<std::size_t> order(heads.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::vector<std::size_t> index(heads.size());  // 0, 1, ...: the heads in their order
+    std::iota(index.begin(), index.end(), std::size_t{0});
+    auto order = index;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return records[a + 1].curve_score() > records[b + 1].curve_score();
     });
     std::vector<int> greedy(heads.size());
     for (std::size_t r = 0; r < order.size(); ++r) greedy[order[r]] = static_cast<int>(r);
-    std::string csv = "layer,head,score,delta,greedy_rank,eval_seconds\n";
-    for (std::size_t i = 0; i < heads.size(); ++i) {
-        const auto& r = records[i + 1];
-        csv += fmt::format("{},{},{},{},{},{}\n", heads[i].first, heads[i].second,
-                           analysis::format_value(r.curve_score()),
-                           analysis::format_value(r.curve_score() - unedited), greedy[i],
-                           analysis::format_value(r.scores.eval_seconds));
-    }
-    const std::filesystem::path dir(config.out_dir);
-    write_file_atomically((dir / "heads_effect.csv").string(), csv);
+    // heads_effect.csv: a row per head i, its candidate records[i + 1].
+    const auto score = [&](std::size_t i) { return records[i + 1].curve_score(); };
+    const auto count = [](std::int64_t v) { return Cell{v}; };
+    SweepOutputs out;
+    out.table = make_table<std::size_t>(
+        {{"layer", [&](std::size_t i) { return count(heads[i].first); }},
+         {"head", [&](std::size_t i) { return count(heads[i].second); }},
+         {"score", [&](std::size_t i) -> Cell { return score(i); }},
+         {"delta", [&](std::size_t i) -> Cell { return score(i) - unedited; }},
+         {"greedy_rank", [&](std::size_t i) { return count(greedy[i]); }},
+         {"eval_seconds", [&](std::size_t i) -> Cell { return records[i + 1].scores.eval_seconds; }}},
+        index);
     nlohmann::ordered_json summary{{"sweep", "rewind-each"},
                                    {"unedited_score", unedited},
                                    {"heads", heads.size()},
                                    {"references", references_json(config, run.references)}};
-    write_file_atomically((dir / "summary.json").string(), json_text(summary, 2) + "\n");
+    out.summary = json_text(summary, 2) + "\n";
+    const std::filesystem::path dir(config.out_dir);
+    write_file_atomically((dir / "heads_effect.csv").string(), to_csv(out.table));
+    write_file_atomically((dir / "summary.json").string(), out.summary);
     if (!config.quiet)
         fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
                    config.out_dir);
+    return out;
 }
 
 namespace {
@@ -145,25 +163,26 @@ std::vector<Candidate> grid_candidates(const std::string& order, const std::stri
 
 }  // namespace
 
-void sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
-    const auto base = formats::open_checkpoint(w.base);
-    const auto model = formats::open_checkpoint(w.model);
+SweepOutputs sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
+    const auto& base = w.base;
+    const auto& model = w.model;
     const auto candidates =
         grid_candidates("keep", "truncate", w.keeps, [&](double x, const std::string& dir) {
             edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
         });
-    write_outputs(config, "truncate",
-                  run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
+    return write_outputs(
+        config, "truncate",
+        run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
 }
 
-void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
-    const auto a = formats::open_checkpoint(w.a);
-    const auto b = formats::open_checkpoint(w.b);
+SweepOutputs sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
+    const auto& a = w.a;
+    const auto& b = w.b;
     const auto candidates =
         grid_candidates("omega", "interpolate", w.omegas,
                         [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
-    write_outputs(config, "interpolate",
-                  run_candidates(sized(config, a), {{"a", &a}, {"b", &b}}, candidates));
+    return write_outputs(config, "interpolate",
+                         run_candidates(sized(config, a), {{"a", &a}, {"b", &b}}, candidates));
 }
 
 }  // namespace diffract::sweep

@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/random_impl.hpp"
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 
 namespace fs = std::filesystem;

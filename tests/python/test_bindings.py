@@ -496,6 +496,24 @@ def test_rewind_heads_and_fraction(family_f32, tmp_path):
         diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r2")
 
 
+def test_rewind_by_fraction_ranks_in_memory_models(family_f32, tmp_path):
+    # The head ranking is a compare job on the opened checkpoints: in-memory models rank (and rewind)
+    # exactly as their files do (this was refused while compare took spec strings).
+    f = family_f32
+    config = f / "pretrained" / "config.json"
+    mem = {m: diffract.from_arrays(load_file(str(safetensors_file(f / m))), name=m, config=config)
+           for m in ["pretrained", "math", "text"]}
+    py = diffract.edit.rewind(base=mem["pretrained"], model=mem["math"], reference=mem["text"], fraction=0.25,
+                              out=tmp_path / "mem", store=tmp_path / "m.sqlite")
+    files = diffract.edit.rewind(base=f / "pretrained", model=f / "math", reference=f / "text", fraction=0.25,
+                                 out=tmp_path / "files", store=tmp_path / "f.sqlite")
+    assert py["heads"] == files["heads"] and len(py["heads"]) == 2
+    a, b = edited(tmp_path / "mem"), edited(tmp_path / "files")
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
 # --- generate, docs, example -------------------------------------------------------------------
 
 

@@ -142,6 +142,18 @@ def test_progress_updates_a_tqdm_bar_to_its_total(family_f32, tmp_path, fake_tqd
     assert fake_tqdm.bars == []
 
 
+def test_progress_counts_the_resampling_draws(tmp_path, fake_tqdm):
+    # One heavy-tailed matrix; two p-values of 20 draws and an alpha CI of 10: the bar counts the matrix
+    # and each draw (issue 16: resampling fields show progress), and ends at its total.
+    w = np.random.default_rng(16).standard_t(2.5, size=(400, 800)).astype(np.float32)
+    res = diffract.analyze(diffract.from_arrays({"layer.weight": w}), metrics="pl_p_value,expon_p_value,pl_alpha_ci_low",
+                           heads=False, p_value_draws=20, alpha_ci=10, store=tmp_path / "s.sqlite", progress=True)
+    [bar] = fake_tqdm.bars
+    assert res.computed == 1
+    assert bar.total == 1 + 2 * 20 + 10 == bar.n and bar.closed
+    assert bar.updates == sorted(bar.updates)
+
+
 def test_sweep_progress_counts_its_evaluations(family_f32, tmp_path, fake_tqdm, capfd):
     f = family_f32
     res = diffract.sweep.interpolate(f / "pretrained", f / "math", omegas="0:1:0.5", out=tmp_path / "sw",

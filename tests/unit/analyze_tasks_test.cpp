@@ -10,8 +10,8 @@
 
 #include <unistd.h>
 
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
+#include "diffract/run/analyze.hpp"
 
 #include "random_matrix.hpp"
 
@@ -40,7 +40,7 @@ TEST(AnalyzeTasks, PerTensorBatchesEqualPerMatrixTasks) {
                                    {"num_attention_heads", 4},
                                    {"num_key_value_heads", 2},
                                    {"num_hidden_layers", 1}};
-    const formats::ScopedRegistration model(
+    const formats::Checkpoint model(
         formats::memory_checkpoint("m",
                                    {bf16_tensor("model.embed_tokens.weight", 300, 64, 1),
                                     bf16_tensor("model.layers.0.self_attn.q_proj.weight", 64, 64, 2),
@@ -52,8 +52,8 @@ TEST(AnalyzeTasks, PerTensorBatchesEqualPerMatrixTasks) {
         std::filesystem::temp_directory_path() / ("diffract_tasks_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     auto run = [&](bool by_tensor, analysis::Precision precision) {
-        analysis::AnalyzeOptions o;
-        o.models = {model.spec()};
+        run::AnalyzeOptions o;
+        o.models = {model};
         // Values-only norms and ranks, plus Marchenko–Pastur (which reads the entries as well).
         o.metrics = analysis::resolve_metrics(
             "frob_norm,nuclear_norm,l2_norm,stable_rank,effective_rank,"
@@ -66,7 +66,7 @@ TEST(AnalyzeTasks, PerTensorBatchesEqualPerMatrixTasks) {
         o.run.progress = false;
         o.run.threads = 2;
         o.tensor_tasks = by_tensor;
-        return analysis::analyze(o);
+        return run::analyze(o);
     };
     for (auto precision : {analysis::Precision::f32, analysis::Precision::f64}) {
         const auto per_matrix = run(false, precision), per_tensor = run(true, precision);

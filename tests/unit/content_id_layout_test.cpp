@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "diffract/core/tensor.hpp"
-#include "diffract/store/content_id.hpp"
+#include "diffract/run/content_identity.hpp"
 
 using namespace diffract;
 
@@ -19,7 +19,7 @@ TEST(ContentId, RowOrderIsPartOfTheIdentity) {
     stored.file = file;
     TensorInfo reordered = stored;
     reordered.rope_head_rows = 4;
-    const auto ids = store::content_ids({&stored, &reordered}, nullptr, 1, false);
+    const auto ids = run::content_ids({&stored, &reordered}, nullptr, 1, false);
     ASSERT_EQ(ids.size(), 2u);
     EXPECT_NE(ids.at(&stored), ids.at(&reordered));
     EXPECT_EQ(ids.at(&reordered), ids.at(&stored) + "/rope4");

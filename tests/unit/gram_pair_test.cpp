@@ -3,6 +3,7 @@
 // route (gesdd) on Llama-style and GPT-2 Conv1D (transposed) tensors, tall and wide, across many slabs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -11,9 +12,10 @@
 
 #include <unistd.h>
 
-#include "diffract/analysis/compare.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/gram_pair.hpp"
+#include "diffract/run/compare.hpp"
 
 #include "random_matrix.hpp"
 
@@ -88,6 +90,42 @@ TEST(GramPair, SymmetricEigenOfAKnownMatrix) {
     EXPECT_NEAR(a[0], -a[1], 1e-14);
 }
 
+TEST(GramPair, SymmetricEigenValuesOnBothDriversMatchAPlantedSpectrum) {
+    // A = H diag(λ) H with the Householder reflector H = I − 2vvᵀ (‖v‖ = 1): eigenvalues exactly λ.
+    // λ spans 1e-6 .. 1 (a Gram spectrum's range); orders below and above kTwoStageMinOrder run
+    // dsyevd and dsyevd_2stage; both within 1e-13·λ_max of the planted values, and of dsyevd's own
+    // answer with vectors.
+    for (const std::int64_t k : {linalg::kTwoStageMinOrder - 424, linalg::kTwoStageMinOrder + 76}) {
+        const auto n = static_cast<std::size_t>(k);
+        std::vector<double> lambda(n), v(n);
+        Rng rng(static_cast<std::uint64_t>(k));
+        double norm = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            lambda[i] = std::pow(10.0, -6.0 * rng.uniform());
+            v[i] = rng.normal();
+            norm += v[i] * v[i];
+        }
+        for (auto& x : v) x /= std::sqrt(norm);
+        // (H D H)_ij = λ_i δ_ij − 2 v_i v_j (λ_i + λ_j) + 4 v_i v_j (vᵀ D v)
+        double vdv = 0;
+        for (std::size_t i = 0; i < n; ++i) vdv += lambda[i] * v[i] * v[i];
+        std::vector<double> a(n * n);
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t i = 0; i < n; ++i)
+                a[i + j * n] = (i == j ? lambda[i] : 0.0) - 2 * v[i] * v[j] * (lambda[i] + lambda[j]) +
+                               4 * v[i] * v[j] * vdv;
+        auto with_vectors = a;
+        const auto values = linalg::symmetric_eigen(a, k, false);
+        const auto reference = linalg::symmetric_eigen(with_vectors, k, true);
+        std::sort(lambda.begin(), lambda.end());
+        ASSERT_EQ(values.size(), n);
+        for (std::size_t i = 0; i < n; ++i) {
+            EXPECT_NEAR(values[i], lambda[i], 1e-13) << "k " << k << " i " << i;
+            EXPECT_NEAR(values[i], reference[i], 1e-13) << "k " << k << " i " << i;
+        }
+    }
+}
+
 namespace {
 
 formats::MemoryTensor tensor_of(const std::string& name, std::int64_t r, std::int64_t c,
@@ -126,29 +164,28 @@ std::pair<formats::Checkpoint, formats::Checkpoint> family(
             formats::memory_checkpoint("model", model, config)};
 }
 
-std::map<std::string, analysis::CompareRow> rows_by_key(const analysis::CompareResult& r) {
-    std::map<std::string, analysis::CompareRow> out;
+std::map<std::string, run::CompareRow> rows_by_key(const run::CompareResult& r) {
+    std::map<std::string, run::CompareRow> out;
     for (const auto& row : r.rows) out[row.tensor + "/" + (row.head ? std::to_string(*row.head) : "")] = row;
     return out;
 }
 
 // Every field of the Gram route (forced, and auto) equals the whole-matrix route. With `low_rank`
 // only auto is compared, and it must have fallen back for every unit.
-void expect_routes_agree(const formats::Checkpoint& base_ck, const formats::Checkpoint& model_ck,
+void expect_routes_agree(const formats::Checkpoint& base, const formats::Checkpoint& model,
                          bool low_rank = false) {
-    const formats::ScopedRegistration base(base_ck), model(model_ck);
     const auto dir =
         std::filesystem::temp_directory_path() / ("diffract_gram_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     auto run = [&](linalg::SvdRoute route, const std::string& store) {
-        analysis::CompareOptions o;
-        o.base = base.spec(), o.models = {model.spec()};
+        run::CompareOptions o;
+        o.base = base, o.models = {model};
         o.route = route;
         o.slab_values = 300;  // dozens of slabs per matrix
         o.run.store_path = (dir / store).string();
         o.run.progress = false;
         o.run.threads = 1;
-        return analysis::compare(o);
+        return run::compare(o);
     };
     const auto lapack_result = run(linalg::SvdRoute::gesdd, "gesdd.sqlite");
     EXPECT_EQ(lapack_result.whole_route, lapack_result.rows.size());

@@ -14,13 +14,13 @@
 
 #include <unistd.h>
 
-#include "diffract/analysis/analyze.hpp"
-#include "diffract/analysis/compare.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/run/analyze.hpp"
+#include "diffract/run/compare.hpp"
 
 #include "random_matrix.hpp"
 #include "stored_tensor.hpp"
@@ -201,14 +201,14 @@ TEST(NonfiniteAnalyze, AffectedMatricesAndHeadsGetNaNRowsTheRestIsAnalysed) {
     TempDir tmp;
     for (auto dtype : {DType::BF16, DType::F16, DType::F32, DType::F8_E5M2}) {
         // q_proj: NaN in head 0 (rows 0..15) and Inf in head 2 (rows 32..47); up_proj: -Inf.
-        const formats::ScopedRegistration m(
+        const formats::Checkpoint m(
             test_model("bad", 10, dtype, {{kQ, {{2, 3, kNaN}, {40, 5, kInf}}}, {kUp, {{150, 63, -kInf}}}}));
         for (bool by_tensor : {false, true})
             for (auto precision : {analysis::Precision::f32, analysis::Precision::f64}) {
                 SCOPED_TRACE(std::string(dtype_name(dtype)) + (by_tensor ? " per tensor" : " per matrix") +
                              (precision == analysis::Precision::f32 ? " f32" : " f64"));
-                analysis::AnalyzeOptions o;
-                o.models = {m.spec()};
+                run::AnalyzeOptions o;
+                o.models = {m};
                 o.metrics = analysis::resolve_metrics("default");
                 o.kernel.precision = precision;
                 o.run.store_path =
@@ -218,7 +218,7 @@ TEST(NonfiniteAnalyze, AffectedMatricesAndHeadsGetNaNRowsTheRestIsAnalysed) {
                 o.run.progress = false;
                 o.run.threads = 2;
                 o.tensor_tasks = by_tensor;
-                auto check = [&](const analysis::AnalyzeResult& r) {
+                auto check = [&](const run::AnalyzeResult& r) {
                     std::size_t bad_rows = 0;
                     for (const auto& row : r.rows) {
                         std::int64_t expected = 0;
@@ -244,11 +244,11 @@ TEST(NonfiniteAnalyze, AffectedMatricesAndHeadsGetNaNRowsTheRestIsAnalysed) {
                     EXPECT_EQ(r.warnings[1], std::string("memory:bad: tensor '") + kUp +
                                                  "': 1 non-finite entry (NaN/Inf); its metrics are NaN");
                 };
-                const auto first = analysis::analyze(o);
+                const auto first = run::analyze(o);
                 EXPECT_EQ(first.reused, 0u);
                 check(first);
                 // The store keeps the NaN rows with their counts: a re-run reuses every one of them.
-                const auto again = analysis::analyze(o);
+                const auto again = run::analyze(o);
                 EXPECT_EQ(again.computed, 0u);
                 EXPECT_EQ(again.reused, first.computed);
                 check(again);
@@ -260,23 +260,23 @@ TEST(NonfiniteAnalyze, AffectedMatricesAndHeadsGetNaNRowsTheRestIsAnalysed) {
 
 TEST(NonfiniteCompare, PairsWithNonFiniteEntriesGetNaNRowsOnEveryRoute) {
     TempDir tmp;
-    const formats::ScopedRegistration base(test_model("base", 20, DType::BF16, {{kK, {{1, 1, kNaN}}}}));
-    const formats::ScopedRegistration cpt(
+    const formats::Checkpoint base(test_model("base", 20, DType::BF16, {{kK, {{1, 1, kNaN}}}}));
+    const formats::Checkpoint cpt(
         test_model("cpt", 30, DType::BF16, {{kK, {{1, 1, kInf}, {20, 7, kNaN}}}, {kUp, {{0, 0, kNaN}}}}));
-    const formats::ScopedRegistration clean(test_model("clean", 40, DType::BF16));
+    const formats::Checkpoint clean(test_model("clean", 40, DType::BF16));
     int run = 0;
     for (auto route : {linalg::SvdRoute::auto_route, linalg::SvdRoute::gram, linalg::SvdRoute::gesdd})
         for (std::int64_t slab : {std::int64_t{0}, std::int64_t{200}}) {  // 200: many slabs on the Gram route
             SCOPED_TRACE(std::to_string(static_cast<int>(route)) + " slab " + std::to_string(slab));
-            analysis::CompareOptions o;
-            o.base = base.spec();
-            o.models = {cpt.spec(), clean.spec()};
+            run::CompareOptions o;
+            o.base = base;
+            o.models = {cpt, clean};
             o.route = route;
             o.slab_values = slab;
             o.run.store_path = (tmp.path / ("c" + std::to_string(run++) + ".sqlite")).string();
             o.run.progress = false;
             o.run.threads = 2;
-            auto check = [&](const analysis::CompareResult& r) {
+            auto check = [&](const run::CompareResult& r) {
                 for (const auto& row : r.rows) {
                     std::int64_t expected = 0;
                     if (row.tensor == kK) {
@@ -312,9 +312,9 @@ TEST(NonfiniteCompare, PairsWithNonFiniteEntriesGetNaNRowsOnEveryRoute) {
                 EXPECT_TRUE(lines.count(std::string("memory:cpt: tensor '") + kUp +
                                         "': 1 non-finite entry (NaN/Inf); its metrics are NaN"));
             };
-            const auto first = analysis::compare(o);
+            const auto first = run::compare(o);
             check(first);
-            const auto again = analysis::compare(o);
+            const auto again = run::compare(o);
             EXPECT_EQ(again.computed, 0u);
             check(again);
         }

@@ -1,4 +1,4 @@
-// The library's random streams (src/core/random_impl.hpp) pinned to values computed by an independent
+// The library's random streams (include/diffract/core/random.hpp) pinned to values computed by an independent
 // Python transcription of the published splitmix64 and xoshiro256** algorithms: seeded outputs (random head
 // orders, permute, the alpha bootstrap, report jitter) depend on these exact sequences.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/random_impl.hpp"
+#include "diffract/core/random.hpp"
 
 namespace diffract {
 namespace {

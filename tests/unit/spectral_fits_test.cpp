@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "analysis/metrics/tail_sampling_impl.hpp"
-#include "core/random_impl.hpp"
+#include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/random.hpp"
 
 using namespace diffract::analysis;
 
@@ -327,4 +328,30 @@ TEST(SpectralFits, TruncatedPowerLawDrawsFollowTheirDistribution) {
         EXPECT_LT(d, 1.63 / std::sqrt(n)) << c.x_min << " " << c.alpha << " " << c.lambda;
         EXPECT_GE(x.front(), c.x_min);
     }
+}
+
+// The resampling fields' progress (issue 16): every bootstrap draw of a p-value and of the alpha CI
+// ticks once, and resampling_draws predicts the total the run layer's progress line counts.
+TEST(ResamplingProgress, EachDrawTicksOnceAndTheCatalogCountsThem) {
+    const auto esd = pareto_grid(400, 1.0, 2.5);
+    const auto fit = fit_power_law(esd);
+    ASSERT_GE(fit.n_tail, 50u);
+    std::size_t ticks = 0;
+    const DrawTick tick = [&] { ++ticks; };
+    const double p = tail_p_value(fit, esd, kTailPowerLaw, 23, 7, tick);
+    EXPECT_TRUE(p >= 0 && p <= 1);
+    EXPECT_EQ(ticks, 23u);
+    ticks = 0;
+    const auto ci = power_law_alpha_ci(esd, 9, 3, 0.95, tick);
+    EXPECT_TRUE(std::isfinite(ci.low) && std::isfinite(ci.high));
+    EXPECT_EQ(ticks, 9u);
+    // Without a tick the values are the same draws.
+    EXPECT_EQ(tail_p_value(fit, esd, kTailPowerLaw, 23, 7), p);
+
+    KernelConfig config;
+    config.p_value_bootstraps = 17;
+    config.alpha_ci_draws = 5;
+    EXPECT_EQ(resampling_draws(resolve_metrics("pl_p_value,tpl_p_value,pl_alpha_ci_low"), config),
+              2u * 17 + 5);
+    EXPECT_EQ(resampling_draws(resolve_metrics("default"), config), 0u);
 }

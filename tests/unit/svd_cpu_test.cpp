@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/random_impl.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/linalg/backend.hpp"
 
 using namespace diffract;

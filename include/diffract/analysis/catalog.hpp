@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "diffract/core/field_values.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/linalg/backend.hpp"
 
@@ -44,6 +45,7 @@ std::vector<std::string> resolve_metrics(std::string_view spec);
 enum class Precision { f32, f64 };
 
 inline constexpr int kDefaultMinFitSize = 50;
+inline constexpr int kDefaultPValueDraws = 100;
 
 struct KernelConfig {
     Precision precision = Precision::f64;
@@ -51,7 +53,9 @@ struct KernelConfig {
     std::int64_t rand_seed = 42;  // permutation null seed (-1: unseeded)
     double hard_rank_rtol = 1e-5;
     double tw_p = 0.005;
-    int p_value_bootstraps = 100;
+    // Bootstrap draws behind pl_p_value, tpl_p_value and expon_p_value (--p-value-draws): each draw
+    // samples a data set from the fit and fits it again, so their cost is this many fits per matrix.
+    int p_value_bootstraps = kDefaultPValueDraws;
     std::uint64_t p_value_seed = 0;
     // Fewest points a fit is reported on: the tail for pl/tpl/expon, the bulk for MP. Below it the fit's
     // fields are NaN and its status too_few (docs/metrics.md: why 50). 0 reports every fit.
@@ -67,24 +71,32 @@ struct KernelConfig {
     // A canonical string of every setting: results computed under another configuration are
     // never reused.
     std::string key() const;
+    // Throws InputError naming the option (--min-fit-size, --null-draws, --alpha-ci, --p-value-draws)
+    // for a value out of range: the one check both front ends go through.
+    void check() const;
 };
 
-struct FieldValues {
-    std::map<std::string, double> scalars;
-    std::map<std::string, std::vector<double>> vectors;
-};
-
-// One matrix to compute fields of: its shape; its entries, in memory or read on first use (only
-// when a kernel needs them); and its singular values when they were computed already (values only,
-// ascending, e.g. by Backend::block_singular_values for a tensor and its heads at once). The svd
-// kernel then takes them as they are, so the values-only metrics never read the entries at all.
+// One matrix to compute fields of: its shape; its entries, the caller's (`in_memory`), handed over
+// (`entries`) or read on first use (only when a kernel needs them); and its singular values when
+// they were computed already (values only, ascending, e.g. by Backend::block_singular_values for a
+// tensor and its heads at once). The svd kernel then takes them as they are, so the values-only
+// metrics never read the entries at all. Entries the computation owns (handed over or read) are
+// permuted in place for the null once no later kernel reads them: one copy of a matrix, not two.
 template <typename T>
 struct MatrixInput {
     std::int64_t rows = 0, cols = 0;
     const Matrix<T>* in_memory = nullptr;
+    std::optional<Matrix<T>> entries;
     std::function<Matrix<T>()> read;
     std::optional<std::vector<double>> singular_values;
+    // Called after each resampling draw (p-value bootstrap, alpha CI) from the computing thread: the
+    // run layer's progress within a matrix (resampling_draws says how many to expect).
+    std::function<void()> on_draw;
 };
+
+// The resampling draws computing `fields` of one matrix makes under `config` (the p-values' bootstrap
+// and the alpha CI; fewer when a fit has too few points and its draws are skipped).
+std::size_t resampling_draws(const std::vector<std::string>& fields, const KernelConfig& config);
 
 // Computes the requested fields (and whatever they depend on) for one matrix.
 template <typename T>

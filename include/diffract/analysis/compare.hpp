@@ -1,24 +1,20 @@
-// `compare`: every selected matrix (and head block) of one or more models against a base model
-// (CROSS_MODEL level of metrics.md), and the per-head update norms, importance score and ranking.
-//
-// A job is one tensor of the base (its whole matrix and head blocks) against every model. By default
-// both matrices are streamed through their Gram products (linalg/gram_pair.hpp), so no matrix is held
-// whole; --svd-route gesdd (and the fallback for ill-conditioned vectors) factorises whole matrices
-// with backend.svd. Results persist in the store, keyed by (model, base, tensor, block, compare
-// configuration): a re-run reads nothing it has. Under MPI the jobs are split across ranks and rank 0
-// gathers the results (docs/compare.md).
+// The comparison of a model's matrix (or head block) with the base's (CROSS_MODEL level of
+// metrics.md), as pure computations on opened tensors: the agreement and spectral-invariance fields of
+// two factorizations, the delta fields, and one planned unit on either route. By default both matrices
+// are streamed through their Gram products (linalg/gram_pair.hpp), so no matrix is held whole;
+// --svd-route gesdd (and the fallback for ill-conditioned vectors) factorises whole matrices with
+// backend.svd. The compare job (run/compare.hpp) plans the units, keys them in the store and ranks heads.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/catalog.hpp"
-#include "diffract/analysis/head_ranking.hpp"
+#include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 
 namespace diffract::analysis {
@@ -58,15 +54,11 @@ template <typename T>
 FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k,
                              linalg::Backend& backend, linalg::SvdRoute route = linalg::SvdRoute::auto_route);
 
-struct CompareOptions {
-    std::string base;                 // checkpoint spec
-    std::vector<std::string> models;  // checkpoint specs (NAME=PATH allowed)
-    std::string reference;            // "" : none
+// What a comparison computes, besides its inputs: part of every stored result's key (config_key).
+struct CompareSettings {
     int top_k = kDefaultTopK;
     Precision precision = Precision::f64;
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;  // singular values of the delta
-    bool heads = true;
-    bool allow_partial = false;
     // Only the delta fields (delta_*, rel_delta_frob_norm; the others NaN): one values-only SVD of
     // each delta instead of four factorisations, and for a LoRA adapter on this base the adapter's
     // factors alone, in O((m + n)·r²) per matrix or head block (docs/compare.md).
@@ -74,51 +66,43 @@ struct CompareOptions {
     // Values per streamed slab on the Gram route (0: about 2M, 16 MB in f64). Tests make it small to
     // cross many slab boundaries; results do not depend on it beyond rounding.
     std::int64_t slab_values = 0;
-    HeadRankOptions ranking;
-    RunOptions run;
     std::string config_key() const;
 };
 
-struct CompareRow {
-    std::string model, base, tensor;
-    std::optional<int> layer;
-    std::string role;
-    std::optional<int> head;
-    std::int64_t rows = 0, cols = 0;
-    // Positions where the model's or the base's block holds NaN/Inf (read at the run's precision);
-    // when > 0 the pair was never factorised and every field is NaN.
-    std::int64_t nonfinite_count = 0;
-    std::map<std::string, double> values;
+// The base's factorization of one unit, computed with its first model and shared by the others.
+struct GramFactors {
+    std::vector<double> lambda, vectors;  // σ², the short-side vectors (column-major k × k)
+    double sq_norm = 0;
+    bool trusted = false;  // λ_min ≥ kGramVectorGuard·λ_max (or the route is forced)
+};
+struct BaseFactorization {
+    std::optional<GramFactors> gram;  // the Gram route
+    std::optional<linalg::Svd> svd;   // the whole-matrix route
 };
 
-struct HeadRow {
-    std::string model, reference;
-    int layer = 0, head = 0, kv_head = 0, kv_group_size = 1;
-    HeadStats domain, ref;  // ref: NaN norms without a reference
-    RankedHead ranked;
-};
+// Which route computed a unit travels with its values (not a CSV column): 1 = whole matrices.
+inline constexpr const char* kWholeRouteField = "whole_route";
+// The stored per-side counts of NaN/Inf entries (the warnings name the files), besides
+// kNonfiniteCountField (positions where either block has one). Not CSV columns.
+inline constexpr const char* kNonfiniteBaseField = "nonfinite_base";
+inline constexpr const char* kNonfiniteModelField = "nonfinite_model";
 
-struct SkippedItem {
-    std::string model, tensor, block, reason;  // block: "" (whole tensor) or "heads"
-};
+// The fields of `unit` (a block of the base's tensor) against the same block of `model_tensor`, on the
+// route `settings` gives; `base` caches the base's factorization across models.
+template <typename T>
+FieldValues compare_unit(const CompareSettings& settings, const MatrixUnit& unit,
+                         const TensorInfo& model_tensor, BaseFactorization& base, linalg::Backend& backend);
 
-struct CompareResult {
-    std::vector<CompareRow> rows;
-    std::vector<HeadRow> heads;
-    std::vector<SkippedItem> skipped;
-    HeadRankOptions ranking;
-    bool allow_partial = false;
-    std::size_t computed = 0, reused = 0;  // (model, matrix) pairs
-    std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
-    // One line per tensor (of the base or a model) with non-finite entries (nonfinite_warning).
-    std::vector<std::string> warnings;
-};
+// --delta-only on a model tensor that is this base tensor plus a low-rank update (a LoRA adapter on
+// this base): the delta is the update itself, computed from its factors (stored under its own key).
+bool factored_delta(const CompareSettings& settings, const TensorInfo& base, const TensorInfo& model);
 
-// Throws InputError on the first mismatch between a model and the base (different shape, missing or
-// extra tensor, different head geometry) unless allow_partial, which skips and records it.
-CompareResult compare(const CompareOptions& options);
+// A unit whose blocks hold NaN/Inf entries: never factorised, every field NaN; and its counts.
+FieldValues nonfinite_compare_values();
+void set_nonfinite_counts(const NonfinitePair& counts, FieldValues& values);
 
-// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial), each written atomically.
-void write_compare_csvs(const CompareResult& result, const std::string& out_dir);
+// Peak working memory of one unit: on the whole-matrix route, and on the streamed Gram route.
+std::uint64_t compare_whole_bytes(const MatrixBlock& block, bool f64);
+std::uint64_t compare_streamed_bytes(const MatrixBlock& block);
 
 }  // namespace diffract::analysis

@@ -2,13 +2,14 @@
 // already has — the singular values (weights_svals, ascending), the ESD (esd, lambda_i = sigma_i^2 / N)
 // and the matrix itself (weights, logical out x in, f64) — by a callback. `analyze` computes every
 // registered field named in AnalyzeOptions::metrics after the built-in kernels, for each matrix and
-// head block, and keeps it in the store under the matrix's result key, with the field's version in the
-// configuration string (a changed function, given a new version, is recomputed, never mixed up).
-// A field becomes a metrics.csv column like any other, after the catalog's columns.
+// head block, and the run layer keeps it in the store under the matrix's result key, with the field's version
+// in the configuration string (a changed function, given a new version, is recomputed, never mixed up). A
+// field becomes a metrics.csv column like any other, after the catalog's columns.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,6 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/core/tensor.hpp"
-#include "diffract/store/store.hpp"
 
 namespace diffract::analysis {
 
@@ -56,11 +56,20 @@ std::vector<CustomField> custom_fields_in(const std::vector<std::string>& metric
 // The store configuration string of one custom field under the analysis configuration `config`.
 std::string custom_field_config(const std::string& config, const CustomField& field);
 
-// For one matrix (tensor block) whose built-in fields are in `values` (with the weights_svals vector):
-// each field is read from the store under `key` or computed and stored; its value is added to
-// values.scalars.
-void apply_custom_fields(const std::vector<CustomField>& fields, store::Store& db,
-                         const store::ResultKey& key, const TensorInfo& tensor, const MatrixBlock& block,
-                         FieldValues& values);
+// The custom fields of one matrix (tensor block) whose built-in fields are `values` (with the
+// weights_svals vector): the ESD and the entries are formed once, on the first field that declares them.
+// The run layer keeps each value in the store under the field's own configuration (custom_field_config).
+class CustomFieldComputer {
+public:
+    CustomFieldComputer(const TensorInfo& tensor, const MatrixBlock& block, const FieldValues& values);
+    double compute(const CustomField& field);
+
+private:
+    const TensorInfo& tensor_;
+    const MatrixBlock& block_;
+    const std::vector<double>* svals_;
+    std::optional<std::vector<double>> esd_;
+    std::optional<Matrix<double>> weights_;
+};
 
 }  // namespace diffract::analysis

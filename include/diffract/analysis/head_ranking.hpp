@@ -75,4 +75,13 @@ std::vector<double> scale01(const std::vector<double>& values);
 std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
                                    const std::vector<HeadStats>* reference, const HeadRankOptions& options);
 
+// One head of one model as compare reports it (heads.csv): its block norms against the base, the
+// reference's, and its rank.
+struct HeadRow {
+    std::string model, reference;
+    int layer = 0, head = 0, kv_head = 0, kv_group_size = 1;
+    HeadStats domain, ref;  // ref: NaN norms without a reference
+    RankedHead ranked;
+};
+
 }  // namespace diffract::analysis

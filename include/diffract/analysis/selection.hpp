@@ -23,8 +23,12 @@ struct Selection {
     bool selects_role(model::Role role) const { return roles.empty() || roles.count(role); }
 };
 
+// The selection flags as the CLI and Python spell them (--roles a,b --layers 0-3 --match RE --exclude RE).
+struct SelectionText {
+    std::string roles, layers, match, exclude;
+};
+
 // Parses the flag values; throws InputError naming the flag.
-Selection make_selection(const std::string& roles, const std::string& layers, const std::string& match,
-                         const std::string& exclude);
+Selection make_selection(const SelectionText& text);
 
 }  // namespace diffract::analysis

@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 
@@ -99,8 +100,10 @@ struct AlphaInterval {
     double low = kFitNaN;
     double high = kFitNaN;
 };
+// `on_draw` (when set) is called after each draw: the resampling fields' progress.
+using DrawTick = std::function<void()>;
 AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::uint64_t seed,
-                                 double level = 0.95);
+                                 double level = 0.95, const DrawTick& on_draw = {});
 
 inline constexpr int kTailPowerLaw = 0;
 inline constexpr int kTailTruncatedPowerLaw = 1;
@@ -108,13 +111,14 @@ inline constexpr int kTailExponential = 2;
 
 // Semi-parametric bootstrap p-value (Clauset, Shalizi & Newman 2009): each of n_boot synthetic data sets
 // has the ESD's size; each point is, with probability n_tail / n, drawn from the fitted model above x_min
-// (power law: inverse CDF; exponential: inverse CDF; truncated power law: exponential proposal accepted
-// with probability (x / x_min)^-alpha, as powerlaw generates it), otherwise drawn uniformly from the ESD
-// values below x_min. Each set is refitted with the same procedure (x_min search included) and
-// p = #{D* > D} / n_boot. Deterministic for a given seed (xoshiro256** seeded by splitmix64, no std::
-// distributions). NaN when the fit is NaN, n_tail < 50, n_boot <= 0 or kind is unknown. Costs n_boot fits.
-double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot,
-                    std::uint64_t seed);
+// (power law, exponential: inverse CDF; truncated power law: the better of two exact rejection samplers,
+// tail_sampling_impl.hpp), otherwise drawn uniformly from the ESD values below x_min. Each set is
+// refitted with the same procedure (x_min search included) and p = #{D* > D} / n_boot, so p is a
+// multiple of 1 / n_boot. Deterministic for a given seed (xoshiro256** seeded by splitmix64, no std::
+// distributions). NaN when the fit is NaN, n_tail < 50, n_boot <= 0 or kind is unknown. Costs n_boot
+// fits; `on_draw` (when set) is called after each.
+double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot, std::uint64_t seed,
+                    const DrawTick& on_draw = {});
 
 // ln Gamma(a, z), the upper incomplete gamma function (unregularised, as mpmath.gammainc(a, z)), for real a
 // (negative included; a < 1 is what the truncated power law needs) and z > 0. Computed as

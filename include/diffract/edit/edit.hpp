@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,12 +20,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "diffract/analysis/analyze.hpp"
-#include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/selection.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/core/table.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 
@@ -69,8 +69,8 @@ struct EditCommon {
 
 // EditCommon from the options as the CLI and Python spell them (selection flags, --per-head,
 // --max-shard-size 5G, --device).
-EditCommon parse_edit_common(const analysis::RunOptionText& run, bool per_head,
-                             const std::string& max_shard_size);
+EditCommon parse_edit_common(const analysis::SelectionText& selection, const std::string& device,
+                             bool per_head, const std::string& max_shard_size);
 
 // What made an edited checkpoint (written to its diffract_edit.json with the inputs and counts).
 struct EditRecord {
@@ -190,11 +190,9 @@ struct RewindHead {
     int line = 0;                 // its line there (0 otherwise)
 };
 
-// The per-head scores of `model` against `base` (and `reference`): analysis::compare over the attention
-// projections of the layers/names `run.selection` admits (its roles are ignored: the ranking always uses
-// Q, K, V and O).
-std::vector<analysis::HeadRow> head_scores(const std::string& base, const std::string& model,
-                                           const std::string& reference, analysis::RunOptions run);
+// Rewind takes its heads from exactly one of a fraction (ranked by compare) and a heads list; else
+// InputError.
+void check_rewind_heads_choice(bool fraction_given, bool heads_given);
 // Ranks the heads (analysis::rank_heads) and returns the round(fraction · n) lowest-ranked, by rank.
 std::vector<RewindHead> lowest_heads(const std::vector<analysis::HeadRow>& scores,
                                      const analysis::HeadRankOptions& ranking, double fraction);
@@ -211,7 +209,9 @@ std::vector<RewindHead> read_heads_file(const std::string& path);
 void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
                  const analysis::Selection& selection);
 // rewound_heads.csv: layer,head,kv_head,kv_rewound,rank,key,importance,update_norm,ref_update_norm,
-// o_bias (keep or base: what the layer's shared output-projection bias holds).
+// o_bias (keep or base: what the layer's shared output-projection bias holds); _csv: its text.
+Table rewound_heads_table(const std::vector<RewindHead>& heads, const formats::Checkpoint& model, KvPolicy kv,
+                          OBias o_bias = OBias::keep);
 std::string rewound_heads_csv(const std::vector<RewindHead>& heads, const formats::Checkpoint& model,
                               KvPolicy kv, OBias o_bias = OBias::keep);
 
@@ -240,6 +240,9 @@ struct TruncateRule {
     double value = 1.0;  // keep: fraction f (k = ceil(f · min(m, n))); rank: k; energy: E
     int k_for(const std::vector<double>& s_ascending) const;
 };
+// The rule from the options as the front ends take them: exactly one of keep, rank and energy, else
+// InputError.
+TruncateRule truncate_rule(std::optional<double> keep, std::optional<int> rank, std::optional<double> energy);
 
 // W = W_base + best rank-k approximation of (W − W_base).
 EditSummary truncate(const std::string& out_dir, const formats::Checkpoint& base,

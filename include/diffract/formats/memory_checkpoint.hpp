@@ -1,9 +1,8 @@
 // Checkpoints held in memory: tensors that point into caller-owned buffers (numpy arrays, a PyTorch
-// state_dict), and a registry that lets every command open them by spec.
+// state_dict). They go wherever an opened checkpoint goes (analyze, compare, edits).
 //
 // A buffer is never copied: each tensor's MappedFile (MappedFile::from_memory) holds a reference to
-// the buffer's owner, so the buffer lives as long as any view of it. Registered checkpoints are opened
-// by the spec "memory:<id>" that register_checkpoint returns (with "NAME=memory:<id>" renaming it).
+// the buffer's owner, so the buffer lives as long as any view of it.
 #pragma once
 
 #include <cstddef>
@@ -36,25 +35,5 @@ struct MemoryTensor {
 // the shape.
 Checkpoint memory_checkpoint(std::string name, std::vector<MemoryTensor> tensors,
                              nlohmann::json config = nullptr);
-
-// Makes `ck` openable by open_model under the returned spec ("memory:<id>") until unregistered.
-std::string register_checkpoint(Checkpoint ck);
-void unregister_checkpoint(const std::string& spec);
-
-// Opens a spec: a registered checkpoint ("memory:<id>", "NAME=memory:<id>"), else open_checkpoint.
-Checkpoint open_model(std::string_view spec);
-
-// Registers a checkpoint for the lifetime of the object.
-class ScopedRegistration {
-public:
-    explicit ScopedRegistration(Checkpoint ck) : spec_(register_checkpoint(std::move(ck))) {}
-    ~ScopedRegistration() { unregister_checkpoint(spec_); }
-    ScopedRegistration(const ScopedRegistration&) = delete;
-    ScopedRegistration& operator=(const ScopedRegistration&) = delete;
-    const std::string& spec() const { return spec_; }
-
-private:
-    std::string spec_;
-};
 
 }  // namespace diffract::formats

@@ -1,9 +1,9 @@
 // The results store: an embedded SQLite database (default ./.diffract/results.sqlite) holding every
 // computed field, keyed by the content of the bytes it was computed from: the tensor's content id
-// (XXH3-128 of its dtype, shape and every byte: content_id.hpp), for cross-model results the other
-// tensor's too, the block (whole matrix, or one head's slice and its region) and the kernel
-// configuration. A result is reused only for the very bytes it was computed from, so editing one
-// tensor of a checkpoint recomputes that tensor and reuses the rest.
+// (XXH3-128 of its dtype, shape and every byte, computed by run/content_identity.hpp), for
+// cross-model results the other tensor's too, the block (whole matrix, or one head's slice and its
+// region) and the kernel configuration. A result is reused only for the very bytes it was computed from, so
+// editing one tensor of a checkpoint recomputes that tensor and reuses the rest.
 //
 // Names are not identity: each run records which tensor contents the names of its inputs hold
 // (model_tensors), so one checkpoint may carry several names and a name always shows its latest run.
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "diffract/analysis/catalog.hpp"
+#include "diffract/core/field_values.hpp"
 #include "diffract/core/mapped_file.hpp"
 
 struct sqlite3;
@@ -87,10 +87,9 @@ public:
     void record_pair(const std::string& name, const std::string& base);
 
     // The stored values of `fields` for `key`, or nullopt unless every one is present.
-    std::optional<analysis::FieldValues> get(const ResultKey& key, const std::vector<std::string>& fields);
+    std::optional<FieldValues> get(const ResultKey& key, const std::vector<std::string>& fields);
     // Stores every value (scalars and the vectors named in `vector_fields`) in one transaction.
-    void put(const ResultKey& key, const analysis::FieldValues& values,
-             const std::vector<std::string>& vector_fields);
+    void put(const ResultKey& key, const FieldValues& values, const std::vector<std::string>& vector_fields);
 
     // The cached content hash of `length` bytes at `offset` of the file with identity `file`.
     std::optional<std::string> cached_hash(const FileIdentity& file, std::uint64_t offset,
@@ -103,8 +102,9 @@ public:
     // Erases the model called exactly `name`, and the results of the contents no other name holds.
     // Returns results erased. Throws InputError when no model has that name.
     std::int64_t erase_model(const std::string& name);
-    // Erases a field, and every field computed from it, for all models (or the contents of the model
-    // called exactly `model`, which other names holding the same bytes share). Returns rows erased.
+    // Erases exactly `fields` (the caller adds every field computed from them: analysis::dependents_of)
+    // for all models, or for the contents of the model called exactly `model`, which other names holding
+    // the same bytes share. Returns rows erased.
     std::int64_t erase_fields(const std::vector<std::string>& fields, const std::string& model = "");
     // Copies another store's models and results into this one (existing rows kept). Refuses a file
     // that is not a store of this schema, and this store itself.

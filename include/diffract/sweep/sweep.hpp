@@ -11,15 +11,17 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "diffract/analysis/analyze.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/core/table.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/run/analyze.hpp"
 
 namespace diffract::sweep {
 
@@ -117,14 +119,25 @@ double trapezoid_auc(std::vector<std::pair<double, double>> points);
 // std; with select/report evaluations, per curve the x of the best select score and the report score
 // there; the references (and, when there is a "model" reference, its score as `baseline`).
 nlohmann::json summarize(const SweepConfig& config, const std::string& kind, const SweepRun& run);
-void write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+// curve.csv's table.
+Table curve_table(const SweepConfig& config, const SweepRun& run);
+
+// What a sweep wrote, returned so that a caller (Python) has it without reading the files back: the
+// table of curve.csv (heads_effect.csv for rewind-each) and the text of summary.json.
+struct SweepOutputs {
+    Table table;
+    std::string summary;
+};
+SweepOutputs write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
 // summary.json's "references": {ROLE: {score, [select_score, report_score,] eval_seconds, path}}.
 nlohmann::ordered_json references_json(const SweepConfig& config, const std::vector<Reference>& references);
 
 // ---- The sweeps -----------------------------------------------------------------------------------
 
+// The checkpoints come opened by the front end (on disk: every evaluation reads a model from a path).
 struct RewindSweep {
-    std::string base, model, reference;  // checkpoint specs
+    formats::Checkpoint base, model;
+    std::optional<formats::Checkpoint> reference;
     std::vector<analysis::HeadOrder> orders = {analysis::HeadOrder::importance, analysis::HeadOrder::random};
     int seeds = 5;  // random orderings
     std::uint64_t first_seed = 0;
@@ -132,25 +145,25 @@ struct RewindSweep {
     edit::KvPolicy kv = edit::KvPolicy::all;
     std::vector<double> fractions;
     edit::EditCommon common;
-    analysis::RunOptions run;  // the head scores (compare)
+    run::RunOptions run;  // the head scores (compare)
 };
-void sweep_rewind(const SweepConfig& config, const RewindSweep& sweep);
+SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& sweep);
 // One head at a time: DIR/heads_effect.csv (layer,head,score,delta,greedy_rank) with delta = score −
 // the unedited model's score; greedy_rank 0 = the head whose rewind raises the score most.
-void sweep_rewind_each(const SweepConfig& config, const RewindSweep& sweep);
+SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& sweep);
 
 struct TruncateSweep {
-    std::string base, model;
+    formats::Checkpoint base, model;
     std::vector<double> keeps;
     edit::EditCommon common;
 };
-void sweep_truncate(const SweepConfig& config, const TruncateSweep& sweep);
+SweepOutputs sweep_truncate(const SweepConfig& config, const TruncateSweep& sweep);
 
 struct InterpolateSweep {
-    std::string a, b;
+    formats::Checkpoint a, b;
     std::vector<double> omegas;
     edit::EditCommon common;
 };
-void sweep_interpolate(const SweepConfig& config, const InterpolateSweep& sweep);
+SweepOutputs sweep_interpolate(const SweepConfig& config, const InterpolateSweep& sweep);
 
 }  // namespace diffract::sweep

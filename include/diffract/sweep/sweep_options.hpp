@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,7 +18,7 @@ struct SweepOptions {
     std::string max_shard_size = "5G";
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // refuse larger grids and sweeps
     bool per_head = false;
-    analysis::RunOptionText run;
+    run::RunOptionText run;
     // rewind and rewind-each
     std::string base, model, reference, orders = "importance,random", scale_scope = "global",
                                         kv_policy = "all";
@@ -33,8 +34,11 @@ struct SweepOptions {
 // kind: "rewind", "rewind-each", "truncate" or "interpolate". The configuration carries the journal
 // fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
 SweepConfig sweep_config(const SweepOptions& o, std::string_view kind);
-RewindSweep rewind_sweep(const SweepOptions& o);
-TruncateSweep truncate_sweep(const SweepOptions& o);
-InterpolateSweep interpolate_sweep(const SweepOptions& o);
+// Each kind's parameters with its checkpoints, which the front end opened from o.base, o.model,
+// o.reference (or o.a, o.b) after sweep_config: those strings stay the journal's fingerprint.
+RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                         std::optional<formats::Checkpoint> reference);
+TruncateSweep truncate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model);
+InterpolateSweep interpolate_sweep(const SweepOptions& o, formats::Checkpoint a, formats::Checkpoint b);
 
 }  // namespace diffract::sweep

@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "core/random_impl.hpp"
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
@@ -28,12 +28,11 @@ struct Context {
     linalg::Backend& backend;
     bool want_vectors = false;
     FieldValues values;
-    std::optional<Matrix<T>> read_copy;
     // The entries, read on first use: values-only metrics with given singular values never read them.
     const Matrix<T>& w() {
         if (input.in_memory) return *input.in_memory;
-        if (!read_copy) read_copy = input.read();
-        return *read_copy;
+        if (!input.entries) input.entries = input.read();
+        return *input.entries;
     }
     double& s(const std::string& k) { return values.scalars[k]; }
     std::vector<double>& v(const std::string& k) { return values.vectors[k]; }
@@ -153,13 +152,35 @@ std::vector<double> squared_over(const std::vector<double>& svals, double n) {
     return e;
 }
 
+// The permutation null: every entry moved by one Fisher-Yates shuffle, seeded per draw.
 template <typename T>
-Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
-    Matrix<T> p = w;
+void permute_in_place(Matrix<T>& p, std::int64_t seed) {
     Rng rng(seed < 0 ? std::random_device{}()
                      : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand"));
     for (std::size_t i = p.data.size(); i > 1; --i) std::swap(p.data[i - 1], p.data[rng.below(i)]);
+}
+
+template <typename T>
+Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
+    Matrix<T> p = w;
+    permute_in_place(p, seed);
     return p;
+}
+
+// Draw 0 of the null. rand_svd is the last kernel to read the entries unless further null draws
+// permute them again, so entries the computation owns are shuffled where they are (the same
+// permutation, hence the same values, as a copy would get) instead of doubling the memory of a
+// matrix that may be gigabytes (a 100k-row embedding is 3.3 GB in f64).
+template <typename T>
+std::vector<double> null_draw_values(Context<T>& c) {
+    const auto& cfg = c.config;
+    const auto& w = c.w();  // read now when not yet read: then the computation owns the entries
+    if (c.input.in_memory || cfg.null_draws > 1)
+        return c.backend.singular_values(permuted(w, cfg.rand_seed), cfg.route);
+    permute_in_place(*c.input.entries, cfg.rand_seed);
+    auto values = c.backend.singular_values(*c.input.entries, cfg.route);
+    c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
+    return values;
 }
 
 // The singular values of the extra null draws (--null-draws K > 1: draws 1 .. K-1, permuted with seed
@@ -238,7 +259,7 @@ void run_kernel(std::string_view name, Context<T>& c) {
                                                            : c.backend.singular_values(c.w(), cfg.route);
         }
     } else if (name == "rand_svd") {
-        c.v("weights_rand_svals") = c.backend.singular_values(permuted(c.w(), cfg.rand_seed), cfg.route);
+        c.v("weights_rand_svals") = null_draw_values(c);
     } else if (name == "esd" || name == "esd_rand") {
         const bool rand = name == "esd_rand";
         const auto& sv = c.v(rand ? "weights_rand_svals" : "weights_svals");
@@ -336,7 +357,8 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const auto f = fit_power_law(e);
         const bool reported = tail_fit_status(f, false, true, cfg.min_fit_size) != FitStatus::too_few;
         const auto ci =
-            reported ? power_law_alpha_ci(e, cfg.alpha_ci_draws, cfg.alpha_ci_seed) : AlphaInterval{};
+            reported ? power_law_alpha_ci(e, cfg.alpha_ci_draws, cfg.alpha_ci_seed, 0.95, c.input.on_draw)
+                     : AlphaInterval{};
         c.s("pl_alpha_ci_low") = ci.low;
         c.s("pl_alpha_ci_high") = ci.high;
     } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
@@ -348,7 +370,8 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const bool reported =
             f.n_tail > 0 && f.n_tail >= static_cast<std::size_t>(std::max(cfg.min_fit_size, 0));
         c.s(std::string(name)) =
-            reported ? tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed) : kNaN;
+            reported ? tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed, c.input.on_draw)
+                     : kNaN;
     } else if (name == "w1_rand") {
         const auto& e = c.v("esd");
         const double mean =
@@ -378,6 +401,17 @@ std::vector<std::string> kernels_for(const std::vector<std::string>& fields) {
     for (const auto& k : kernels())
         if (needed.count(k.name)) out.emplace_back(k.name);
     return out;
+}
+
+std::size_t resampling_draws(const std::vector<std::string>& fields, const KernelConfig& config) {
+    std::size_t draws = 0;
+    for (const auto& k : kernels_for(fields)) {
+        if (k == "pl_p_value" || k == "tpl_p_value" || k == "expon_p_value")
+            draws += static_cast<std::size_t>(std::max(config.p_value_bootstraps, 0));
+        else if (k == "pl_alpha_ci")
+            draws += static_cast<std::size_t>(std::max(config.alpha_ci_draws, 0));
+    }
+    return draws;
 }
 
 std::vector<std::string> dependents_of(const std::vector<std::string>& fields) {

@@ -17,8 +17,8 @@
 
 #include "analysis/metrics/nelder_mead_impl.hpp"
 #include "analysis/metrics/tail_sampling_impl.hpp"
-#include "core/random_impl.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
@@ -367,7 +367,8 @@ TailFit fit_exponential(std::span<const double> esd) {
     return fit;
 }
 
-AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::uint64_t seed, double level) {
+AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::uint64_t seed, double level,
+                                 const DrawTick& on_draw) {
     AlphaInterval out;
     if (draws <= 0 || !(level > 0.0 && level < 1.0)) return out;
     const Spectrum s = prepare(esd);
@@ -380,6 +381,7 @@ AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::ui
         std::sort(sample.begin(), sample.end());
         const double a = fit_power_law(sample).alpha;  // NaN when the resample has < 2 distinct values
         if (std::isfinite(a)) alphas.push_back(a);
+        if (on_draw) on_draw();
     }
     if (alphas.empty()) return out;
     std::sort(alphas.begin(), alphas.end());
@@ -394,8 +396,8 @@ AlphaInterval power_law_alpha_ci(std::span<const double> esd, int draws, std::ui
     return out;
 }
 
-double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot,
-                    std::uint64_t seed) {
+double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, int n_boot, std::uint64_t seed,
+                    const DrawTick& on_draw) {
     if (n_boot <= 0 || fit.n_tail < 50 || !std::isfinite(fit.ks) || !std::isfinite(fit.xmin)) return kNaN;
     const bool pl = kind == kTailPowerLaw, tpl = kind == kTailTruncatedPowerLaw,
                ex = kind == kTailExponential;
@@ -425,6 +427,7 @@ double tail_p_value(const TailFit& fit, std::span<const double> esd, int kind, i
                           : tpl ? fit_truncated_power_law(synth)
                                 : fit_exponential(synth);
         if (f.ks > fit.ks) ++exceed;
+        if (on_draw) on_draw();
     }
     return static_cast<double>(exceed) / n_boot;
 }

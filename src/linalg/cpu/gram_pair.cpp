@@ -104,14 +104,18 @@ std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bo
         throw_numeric_error(
             fmt::format("LAPACK syevd: {} in a {}x{} Gram matrix", nonfinite_what(bad), k, k));
     const char* jobz = vectors ? "V" : "N";
+    // Values only, from k = kTwoStageMinOrder up: the two-stage reduction (dense -> band with BLAS3,
+    // then band -> tridiagonal in cache) instead of dsytrd's memory-bound symmetric matrix-vector
+    // half. LAPACK's two-stage drivers have no eigenvectors, so those stay on dsyevd.
+    const auto driver = !vectors && k >= kTwoStageMinOrder ? dsyevd_2stage_ : dsyevd_;
     int info = 0, lwork = -1, liwork = -1, iquery = 0;
     double query = 0;
-    dsyevd_(jobz, "L", &k, a.data(), &k, lambda.data(), &query, &lwork, &iquery, &liwork, &info);
+    driver(jobz, "L", &k, a.data(), &k, lambda.data(), &query, &lwork, &iquery, &liwork, &info);
     lwork = static_cast<int>(query) + 1;
     liwork = iquery + 1;
     std::vector<double> work(static_cast<std::size_t>(lwork));
     std::vector<int> iwork(static_cast<std::size_t>(liwork));
-    dsyevd_(jobz, "L", &k, a.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
+    driver(jobz, "L", &k, a.data(), &k, lambda.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
     if (info != 0)
         throw_numeric_error(fmt::format("LAPACK syevd failed on a {}x{} Gram matrix (info {})", k, k, info));
     return lambda;  // ascending

@@ -20,8 +20,8 @@
 
 #include "cuda_check_impl.hpp"
 #include "device_buffer_impl.hpp"
-#include "diffract/core/distributed.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/local_rank.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/linalg/gram_batch.hpp"

@@ -2,7 +2,7 @@
 
 #include "diffract/core/nonfinite.hpp"
 
-namespace diffract::analysis {
+namespace diffract::run {
 
 void NonfiniteReport::add(const TensorInfo& tensor, const MatrixBlock& block, bool head, std::int64_t count) {
     const auto [it, fresh] = index_.try_emplace(&tensor, entries_.size());
@@ -23,4 +23,4 @@ std::vector<std::string> NonfiniteReport::warnings() const {
     return out;
 }
 
-}  // namespace diffract::analysis
+}  // namespace diffract::run

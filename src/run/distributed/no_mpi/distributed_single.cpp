@@ -1,9 +1,9 @@
 // Built without MPI: one rank.
 #include <cstdlib>
 
-#include "diffract/core/distributed.hpp"
+#include "diffract/run/distributed.hpp"
 
-namespace diffract {
+namespace diffract::run {
 
 void distributed_init(int*, char***) {}
 void distributed_finalize() {}
@@ -15,4 +15,4 @@ const Distributed& distributed() {
 void broadcast_bytes(std::string&) {}
 std::vector<std::string> gather_bytes(const std::string& mine) { return {mine}; }
 
-}  // namespace diffract
+}  // namespace diffract::run

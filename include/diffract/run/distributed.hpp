@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "diffract/core/parallel.hpp"
+#include "diffract/run/scheduler.hpp"
 
-namespace diffract {
+namespace diffract::run {
 
 struct Distributed {
     int rank = 0;
@@ -28,15 +28,9 @@ const Distributed& distributed();
 // `needed[i]` set, identical on every rank. Returns this rank's task indices.
 std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed);
 
-// This process's rank among the processes of the job on its machine, from the launcher's
-// environment (OpenMPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID);
-// 0 outside a launcher or when the value is not a non-negative number. The CUDA backend uses it to
-// give each rank of a machine its own GPU (local rank modulo the GPU count).
-int local_rank();
-
 // Rank 0's `bytes` on every rank.
 void broadcast_bytes(std::string& bytes);
 // Every rank's `mine`, at rank 0 (in rank order); empty on the other ranks.
 std::vector<std::string> gather_bytes(const std::string& mine);
 
-}  // namespace diffract
+}  // namespace diffract::run

@@ -1,9 +1,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "diffract/core/distributed.hpp"
+#include "diffract/run/distributed.hpp"
 
-namespace diffract {
+namespace diffract::run {
 
 std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed) {
     const auto& d = distributed();
@@ -23,4 +23,4 @@ std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const 
     return mine;
 }
 
-}  // namespace diffract
+}  // namespace diffract::run

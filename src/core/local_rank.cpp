@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "diffract/core/distributed.hpp"
+#include "diffract/core/local_rank.hpp"
 
 namespace diffract {
 

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "diffract/core/distributed.hpp"
+#include "diffract/run/distributed.hpp"
 
-namespace diffract {
+namespace diffract::run {
 namespace {
 
 Distributed state;
@@ -72,4 +72,4 @@ std::vector<std::string> gather_bytes(const std::string& mine) {
     return out;
 }
 
-}  // namespace diffract
+}  // namespace diffract::run

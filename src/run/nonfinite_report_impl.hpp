@@ -11,7 +11,7 @@
 
 #include "diffract/core/matrix.hpp"
 
-namespace diffract::analysis {
+namespace diffract::run {
 
 class NonfiniteReport {
 public:
@@ -31,4 +31,4 @@ private:
     std::map<const TensorInfo*, std::size_t> index_;
 };
 
-}  // namespace diffract::analysis
+}  // namespace diffract::run

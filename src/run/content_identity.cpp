@@ -1,4 +1,4 @@
-#include "diffract/store/content_id.hpp"
+#include "diffract/run/content_identity.hpp"
 
 #include <xxhash.h>
 
@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "diffract/core/parallel.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/scheduler.hpp"
 #include "diffract/store/store.hpp"
 
-namespace diffract::store {
+namespace diffract::run {
 namespace {
 
 // Hashed in slices so that a tensor's pages can be released as it is read: resident memory stays at
@@ -49,7 +49,7 @@ std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
 
 }  // namespace
 
-ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cache, int threads,
+ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Store* cache, int threads,
                        bool progress) {
     // A LoRA-merged tensor is identified by what its bytes are computed from (see the header): its
     // base tensor and factors are hashed instead of it.
@@ -105,15 +105,15 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cac
     return asked;
 }
 
-ContentIds identify_model(Store& db, const formats::Checkpoint& ck,
+ContentIds identify_model(store::Store& db, const formats::Checkpoint& ck,
                           const std::vector<const TensorInfo*>& tensors, int threads, bool progress) {
     auto ids = content_ids(tensors, &db, threads, progress);
-    std::map<std::string, TensorRecord> records;  // by tensor name: one row each, in name order
+    std::map<std::string, store::TensorRecord> records;  // by tensor name: one row each, in name order
     for (const auto& [t, id] : ids) records[t->name] = {t->name, id, t->path(), t->file->identity()};
-    std::vector<TensorRecord> rows;
+    std::vector<store::TensorRecord> rows;
     for (auto& [name, r] : records) rows.push_back(std::move(r));
     db.record_model(ck.name, ck.path, rows);
     return ids;
 }
 
-}  // namespace diffract::store
+}  // namespace diffract::run

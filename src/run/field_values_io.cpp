@@ -3,7 +3,7 @@
 
 #include "field_values_io_impl.hpp"
 
-namespace diffract::analysis {
+namespace diffract::run {
 namespace {
 
 template <typename T>
@@ -82,4 +82,4 @@ std::vector<std::pair<std::size_t, FieldValues>> parse_field_values(const std::s
     return out;
 }
 
-}  // namespace diffract::analysis
+}  // namespace diffract::run

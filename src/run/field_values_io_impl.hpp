@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "diffract/analysis/catalog.hpp"
+#include "diffract/core/field_values.hpp"
 
-namespace diffract::analysis {
+namespace diffract::run {
 
 std::string serialize_field_values(std::size_t index, const FieldValues& values);
 std::vector<std::pair<std::size_t, FieldValues>> parse_field_values(const std::string& bytes);
 
-}  // namespace diffract::analysis
+}  // namespace diffract::run

@@ -25,18 +25,20 @@ struct Checkpoint;
 }
 
 namespace diffract::store {
-
 class Store;
+}
+
+namespace diffract::run {
 
 using ContentIds = std::unordered_map<const TensorInfo*, std::string>;
 
 // The content id of each of `tensors` (duplicates allowed), hashed on `threads` threads, with the
 // hashes of file-backed tensors cached in `cache` when given. `progress`: show a progress line.
-ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, Store* cache, int threads,
+ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Store* cache, int threads,
                        bool progress);
 
 // Hashes `tensors` of `ck` and records in `db` that the model, under this run's name, holds them.
-ContentIds identify_model(Store& db, const formats::Checkpoint& ck,
+ContentIds identify_model(store::Store& db, const formats::Checkpoint& ck,
                           const std::vector<const TensorInfo*>& tensors, int threads, bool progress);
 
-}  // namespace diffract::store
+}  // namespace diffract::run

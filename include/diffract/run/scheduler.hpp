@@ -1,4 +1,4 @@
-// Running independent tasks on a fixed number of threads under a memory budget.
+// The scheduler: running independent tasks on a fixed number of threads under a memory budget.
 //
 // Tasks start in order of decreasing cost (longest first keeps both cores busy to the end); a task
 // is admitted only while the estimated bytes in flight stay under the budget (one task always runs,
@@ -8,10 +8,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
-namespace diffract {
+namespace diffract::run {
 
 struct TaskCost {
     double cost = 1;          // relative run time
@@ -24,7 +23,4 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
 // Total physical memory, for the default budget.
 std::uint64_t physical_memory_bytes();
 
-// "8G", "512M", "1.5GiB", "1000000": bytes. Throws InputError.
-std::uint64_t parse_size(const std::string& text, const std::string& flag);
-
-}  // namespace diffract
+}  // namespace diffract::run

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "diffract/core/distributed.hpp"
+#include "diffract/core/local_rank.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "diffract/core/parallel.hpp"
+#include "diffract/run/scheduler.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,6 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
-#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -15,7 +14,7 @@
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 
-namespace diffract {
+namespace diffract::run {
 
 void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t max_bytes,
                const std::function<void(std::size_t)>& run) {
@@ -71,33 +70,4 @@ std::uint64_t physical_memory_bytes() {
            static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-std::uint64_t parse_size(const std::string& text, const std::string& flag) {
-    std::size_t pos = 0;
-    double v = 0;
-    try {
-        v = std::stod(text, &pos);
-    } catch (const std::exception&) {
-        throw InputError(fmt::format("{}: '{}' is not a size (e.g. 8G, 512M)", flag, text));
-    }
-    std::string unit = text.substr(pos);
-    for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (unit.ends_with("IB"))
-        unit.resize(unit.size() - 2);
-    else if (unit.ends_with("B"))
-        unit.resize(unit.size() - 1);
-    double mult = 1;
-    if (unit == "K")
-        mult = 1024.0;
-    else if (unit == "M")
-        mult = 1024.0 * 1024;
-    else if (unit == "G")
-        mult = 1024.0 * 1024 * 1024;
-    else if (unit == "T")
-        mult = 1024.0 * 1024 * 1024 * 1024;
-    else if (!unit.empty())
-        throw InputError(fmt::format("{}: unknown size unit in '{}'", flag, text));
-    if (v <= 0) throw InputError(fmt::format("{}: size must be positive, found '{}'", flag, text));
-    return static_cast<std::uint64_t>(v * mult);
-}
-
-}  // namespace diffract
+}  // namespace diffract::run

@@ -1,0 +1,55 @@
+// The analyze job: every selected matrix (and head block) of one or more models, through the SVD, into
+// the metric catalog (analysis/catalog.hpp), as a resumable job (job.hpp): results persist in the store so
+// a re-run or a resumed run recomputes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/weightwatcher.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/options.hpp"
+#include "diffract/run/unit_row.hpp"
+
+namespace diffract::run {
+
+struct AnalyzeOptions {
+    std::vector<formats::Checkpoint> models;  // opened by the front end (file-backed or in memory)
+    std::vector<std::string> metrics;         // resolved field names (resolve_metrics)
+    bool heads = true;
+    analysis::KernelConfig kernel;
+    RunOptions run;
+    // One task per stored tensor (its whole matrix and heads, their values computed as one batch by
+    // Backend::block_singular_values) instead of one per matrix. Default: on a device only — on the
+    // CPU batching gains nothing and matrix-sized tasks balance better across threads. Tests set it.
+    std::optional<bool> tensor_tasks;
+    // weightwatcher: also weightwatcher.csv, WeightWatcher's columns and definitions per whole matrix.
+    analysis::Convention convention = analysis::Convention::diffract;
+};
+
+using MetricRow = UnitRow;
+
+struct AnalyzeResult {
+    std::vector<std::string> fields;  // metrics.csv field columns, catalog order
+    std::vector<MetricRow> rows;
+    std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
+    std::size_t computed = 0, reused = 0;
+    // One line per tensor with non-finite entries (nonfinite_warning): the CLI prints each as
+    // "diffract: warning: <line>", Python issues a RuntimeWarning.
+    std::vector<std::string> warnings;
+    analysis::Convention convention = analysis::Convention::diffract;
+    std::vector<analysis::WeightWatcherRow>
+        weightwatcher;  // whole matrices, all models in order (weightwatcher)
+};
+
+AnalyzeResult analyze(const AnalyzeOptions& options);
+
+// DIR/metrics.csv and DIR/aggregates.csv (and DIR/weightwatcher.csv under that convention), written
+// as one directory.
+void write_analyze_csvs(const AnalyzeResult& result, const std::string& out_dir);
+
+}  // namespace diffract::run

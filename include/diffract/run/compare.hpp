@@ -1,0 +1,62 @@
+// The compare job: every selected matrix (and head block) of one or more models against a base model
+// (analysis/compare.hpp), and the per-head update norms, importance score and ranking.
+//
+// A task is one tensor of the base (its whole matrix and head blocks) against every model. Results
+// persist in the store, keyed by (model, base, tensor, block, compare configuration): a re-run reads
+// nothing it has. Under MPI the tasks are split across ranks and rank 0 gathers the results
+// (docs/compare.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffract/analysis/compare.hpp"
+#include "diffract/analysis/head_ranking.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/options.hpp"
+#include "diffract/run/unit_row.hpp"
+
+namespace diffract::run {
+
+// The inputs come opened by the front end (file-backed or in memory).
+struct CompareOptions : analysis::CompareSettings {
+    formats::Checkpoint base;
+    std::vector<formats::Checkpoint> models;
+    std::optional<formats::Checkpoint> reference;
+    bool heads = true;
+    bool allow_partial = false;
+    analysis::HeadRankOptions ranking;
+    RunOptions run;
+};
+
+struct CompareRow : UnitRow {
+    std::string base;
+};
+
+struct SkippedItem {
+    std::string model, tensor, block, reason;  // block: "" (whole tensor) or "heads"
+};
+
+struct CompareResult {
+    std::vector<CompareRow> rows;
+    std::vector<analysis::HeadRow> heads;
+    std::vector<SkippedItem> skipped;
+    analysis::HeadRankOptions ranking;
+    bool allow_partial = false;
+    std::size_t computed = 0, reused = 0;  // (model, matrix) pairs
+    std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
+    // One line per tensor (of the base or a model) with non-finite entries (nonfinite_warning).
+    std::vector<std::string> warnings;
+};
+
+// Throws InputError on the first mismatch between a model and the base (different shape, missing or
+// extra tensor, different head geometry) unless allow_partial, which skips and records it.
+CompareResult compare(const CompareOptions& options);
+
+// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial), each written atomically.
+void write_compare_csvs(const CompareResult& result, const std::string& out_dir);
+
+}  // namespace diffract::run

@@ -1,0 +1,96 @@
+// The skeleton every computing job runs (analyze, compare, and through them sweeps and rewind's head
+// scores), so that resuming, distribution and memory bounds behave alike everywhere:
+//
+//   1. refuse an output directory that is, contains or lies inside an input or the store, then open
+//      the store (rank 0 only: under MPI the other ranks compute their share and send it);
+//   2. identify the inputs' tensors by content (content_identity.hpp) and record the models' names;
+//   3. look every result slot up in the store by its key: a slot whose fields are all there is
+//      reused, never recomputed; every rank learns what is left;
+//   4. give this rank its share of the pending tasks (longest first, distributed.hpp) and run it on
+//      the threads under the memory budget (scheduler.hpp), one BLAS thread per worker, with progress;
+//      each result is put in the store as soon as it is computed (a killed run loses only the tasks in
+//      flight);
+//   5. gather the other ranks' results at rank 0 and store them.
+//
+// The computation itself (what a slot is, how a task computes its slots) is the caller's: the
+// analyses are pure functions of opened inputs (analysis/).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diffract/core/field_values.hpp"
+#include "diffract/core/progress.hpp"
+#include "diffract/run/content_identity.hpp"
+#include "diffract/run/options.hpp"
+#include "diffract/run/scheduler.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::formats {
+struct Checkpoint;
+}
+
+namespace diffract::run {
+
+// Result slots computed together: one matrix, one tensor with its head blocks, or one base tensor
+// against every model. `progress_steps`: how far the progress line moves for the task, by the end of
+// it: what the computation advanced itself (resampling draws within a matrix), then the rest.
+struct Task {
+    std::vector<std::size_t> slots;
+    TaskCost cost;
+    std::size_t progress_steps = 1;
+};
+
+class Job {
+public:
+    // Step 1. `label` names the job on the progress line.
+    Job(std::string label, const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs);
+
+    bool is_root() const;
+    store::Store* store() { return store_ ? &*store_ : nullptr; }
+
+    // Step 2: the content ids of `tensors` of `ck`, recorded in the store under the model's name (rank
+    // 0; empty on the other ranks, which never build keys).
+    ContentIds identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors);
+
+    // Step 3. Slot i is part of the job when active[i]; `key(i)` is its store key (called on rank 0
+    // only), `stored_fields` what a stored result must hold to be reused, `vector_fields` which fields
+    // are vectors when a result is put.
+    void look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
+                 const std::vector<std::string>& stored_fields, std::vector<std::string> vector_fields);
+    bool pending(std::size_t slot) const { return state_[slot] == kPending; }
+    bool active(std::size_t slot) const { return state_[slot] != kInactive; }
+
+    // Steps 4 and 5. `compute` runs one of this rank's tasks (on any worker thread), hands each
+    // computed slot to `done` and may move the progress line by up to the task's progress_steps with
+    // `advance`. Only tasks holding a pending slot are run.
+    using Done = std::function<void(std::size_t slot, FieldValues values)>;
+    using Advance = std::function<void(std::size_t steps)>;
+    using Compute = std::function<void(const Task&, const Done& done, const Advance& advance)>;
+    void run(const std::vector<Task>& tasks, const Compute& compute);
+
+    // Every slot's values after run (rank 0): reused or computed; empty for inactive slots.
+    std::vector<std::optional<FieldValues>>& values() { return values_; }
+    std::size_t computed() const { return computed_; }
+    std::size_t reused() const { return reused_; }
+
+private:
+    enum : char { kInactive = 0, kPending = 1, kReused = 2 };
+    void store_result(std::size_t slot, FieldValues values);
+
+    std::string label_;
+    const RunOptions& run_;
+    std::optional<store::Store> store_;
+    std::function<store::ResultKey(std::size_t)> key_;
+    std::vector<std::string> vector_fields_;
+    std::string state_;  // per slot: kInactive, kPending or kReused (sent between ranks as bytes)
+    std::vector<std::optional<FieldValues>> values_;
+    std::mutex mu_;  // values_ and the counts, from the worker threads
+    std::size_t computed_ = 0, reused_ = 0;
+};
+
+}  // namespace diffract::run

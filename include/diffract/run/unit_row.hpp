@@ -1,0 +1,29 @@
+// One row of a per-unit result table (metrics.csv, compare.csv): which matrix or head block of which
+// model, its count of NaN/Inf entries, and its fields.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "diffract/analysis/matrix_plan.hpp"
+
+namespace diffract::run {
+
+struct UnitRow {
+    std::string model, tensor;
+    std::optional<int> layer;
+    std::string role;
+    std::optional<int> head;
+    std::int64_t rows = 0, cols = 0;
+    // NaN/Inf entries read at the run's precision (compare: positions where the model's or the base's
+    // block holds one); when > 0 the unit was never factorised and every field is NaN.
+    std::int64_t nonfinite_count = 0;
+    std::map<std::string, double> values;
+};
+
+// The identity columns of `unit` of the model called `model`.
+UnitRow unit_row(const std::string& model, const analysis::MatrixUnit& unit);
+
+}  // namespace diffract::run

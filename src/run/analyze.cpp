@@ -1,0 +1,251 @@
+#include "diffract/run/analyze.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "diffract/analysis/custom_fields.hpp"
+#include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/analysis/unit_fields.hpp"
+#include "diffract/core/cancel.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/core/nonfinite.hpp"
+#include "diffract/linalg/backend.hpp"
+#include "diffract/run/job.hpp"
+#include "diffract/run/result_directory.hpp"
+#include "diffract/run/tables.hpp"
+#include "nonfinite_report_impl.hpp"
+
+namespace diffract::run {
+
+using namespace analysis;
+
+namespace {
+
+// Fields every analysis computes besides the requested ones: the aggregates need the norms, and
+// the singular values are kept in the store for compare to reuse.
+const std::vector<std::string> kAlwaysStored = {"frob_norm", "l2_norm"};
+const std::vector<std::string> kStoredVectors = {"weights_svals"};
+
+// A unit of one of the models.
+struct PlannedUnit {
+    std::size_t model;
+    MatrixUnit unit;
+};
+
+// Run time: the units' SVD flops. Memory: the largest unit's working set, plus, for a batch, the
+// tensor decoded once as f64 (and as f32 on its way there: 12 bytes an element).
+TaskCost task_cost(const std::vector<PlannedUnit>& units, const std::vector<std::size_t>& slots, bool f64) {
+    TaskCost c{0, 0};
+    for (auto i : slots) {
+        c.cost += units[i].unit.flops();
+        c.bytes = std::max(c.bytes, units[i].unit.bytes(f64));
+    }
+    if (slots.size() > 1)
+        c.bytes += 12 * static_cast<std::uint64_t>(units[slots.front()].unit.tensor->numel());
+    return c;
+}
+
+// The pending units, in plan order, one task each or, `by_tensor`, grouped by (model, tensor). Each
+// unit moves the progress line by one step and one per resampling draw (`draws`).
+std::vector<Task> make_tasks(const std::vector<PlannedUnit>& units, const Job& job, bool by_tensor, bool f64,
+                             std::size_t draws) {
+    std::vector<Task> tasks;
+    std::map<std::pair<std::size_t, const TensorInfo*>, std::size_t> index;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+        if (!job.pending(i)) continue;
+        if (!by_tensor) {
+            tasks.push_back({{i}, {}, 1});
+            continue;
+        }
+        const auto [it, fresh] = index.try_emplace({units[i].model, units[i].unit.tensor}, tasks.size());
+        if (fresh) tasks.emplace_back();
+        tasks[it->second].slots.push_back(i);
+    }
+    for (auto& t : tasks)
+        t.cost = task_cost(units, t.slots, f64), t.progress_steps = t.slots.size() * (1 + draws);
+    return tasks;
+}
+
+// Custom fields are kept in the store one by one, each under its own configuration (the field's
+// version): a changed function is recomputed, never mixed up with the old values.
+void apply_custom_fields(const std::vector<analysis::CustomField>& fields, store::Store& db,
+                         const store::ResultKey& key, const TensorInfo& tensor, const MatrixBlock& block,
+                         FieldValues& values) {
+    analysis::CustomFieldComputer computer(tensor, block, values);
+    for (const auto& f : fields) {
+        store::ResultKey k = key;
+        k.config = analysis::custom_field_config(key.config, f);
+        if (auto hit = db.get(k, {f.name})) {
+            values.scalars[f.name] = hit->scalars.at(f.name);
+            continue;
+        }
+        FieldValues v;
+        v.scalars[f.name] = computer.compute(f);
+        db.put(k, v, {});
+        values.scalars[f.name] = v.scalars[f.name];
+    }
+}
+
+}  // namespace
+
+AnalyzeResult analyze(const AnalyzeOptions& o) {
+    o.kernel.check();  // here, so that the CLI and Python refuse alike
+    AnalyzeResult result;
+    std::vector<std::string> wanted;
+    for (const auto& f : field_catalog()) {
+        if (std::find(o.metrics.begin(), o.metrics.end(), f.name) == o.metrics.end()) continue;
+        if (f.level == Level::parameter)
+            result.fields.emplace_back(f.name);  // metrics.csv columns
+        else if (f.level == Level::in_model)
+            wanted.emplace_back(f.inputs);  // an aggregate: the per-matrix field it is computed from
+    }
+    wanted.insert(wanted.begin(), result.fields.begin(), result.fields.end());
+    for (const auto& f : kAlwaysStored) wanted.push_back(f);
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    std::vector<std::string> stored_check = wanted;
+    stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
+    std::vector<std::string> compute_list = stored_check;
+    stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
+    // Registered custom fields named in metrics: computed after the built-in ones, own columns.
+    const auto custom = custom_fields_in(o.metrics);
+    for (const auto& f : custom) result.fields.push_back(f.name);
+
+    const auto& models = o.models;
+    std::vector<const formats::Checkpoint*> inputs;
+    for (const auto& m : models) inputs.push_back(&m);
+    Job job("analyze", o.run, inputs);
+    const std::string config = o.kernel.key();
+
+    std::vector<PlannedUnit> units;
+    for (std::size_t m = 0; m < models.size(); ++m)
+        for (auto& u : plan_matrices(models[m], o.run.selection, o.heads)) units.push_back({m, u});
+    // Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
+    ContentIds content;
+    for (std::size_t m = 0; m < models.size(); ++m) {
+        std::vector<const TensorInfo*> tensors;
+        for (const auto& u : units)
+            if (u.model == m) tensors.push_back(u.unit.tensor);
+        content.merge(job.identify(models[m], tensors));
+    }
+    auto key_of = [&](std::size_t i) {
+        return store::ResultKey{content.at(units[i].unit.tensor), "", units[i].unit.store_block(), config};
+    };
+    job.look_up(std::vector<char>(units.size(), 1), key_of, stored_check, kStoredVectors);
+    result.reused = job.reused();
+
+    // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
+    // tensor is uploaded once at its storage width and the blocks' singular values computed
+    // together, the heads as one batch. On the CPU that gains nothing (bench_analyze: 0.9× on the
+    // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
+    // 1024-wide family), so there a task is one matrix, as it always was.
+    const bool f64 = o.kernel.precision == Precision::f64;
+    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
+    // Resampling fields (p-values, the alpha CI) cost their draws' fits per matrix: the progress line
+    // counts the draws too, so a long matrix shows it is moving.
+    const std::size_t draws = resampling_draws(compute_list, o.kernel);
+    const auto tasks = make_tasks(units, job, by_tensor, f64, draws);
+    // Values computed in advance serve every metric but singular vectors.
+    const bool precompute = by_tensor && !fields_need_vectors(compute_list);
+    job.run(tasks, [&](const Task& task, const Job::Done& done, const Job::Advance& advance) {
+        thread_local auto backend = linalg::make_backend(o.run.device);
+        const auto& tensor = *units[task.slots.front()].unit.tensor;
+        std::vector<std::optional<std::vector<double>>> svals(task.slots.size());
+        std::vector<std::optional<std::int64_t>> nonfinite(task.slots.size());
+        if (precompute) {
+            // NaN/Inf entries are counted before the device (or the batch) sees the tensor: the whole
+            // tensor once, its blocks only when it has some; blocks with any stay out of the batch.
+            const bool clean = count_nonfinite(tensor, f64) == 0;
+            std::vector<MatrixBlock> blocks;
+            std::vector<std::size_t> batched;
+            for (std::size_t k = 0; k < task.slots.size(); ++k) {
+                nonfinite[k] = clean ? 0 : count_nonfinite(tensor, units[task.slots[k]].unit.block, f64);
+                if (*nonfinite[k] == 0)
+                    blocks.push_back(units[task.slots[k]].unit.block), batched.push_back(k);
+            }
+            const TensorScope scope(tensor.path(), tensor.name);
+            auto s = blocks.empty() ? std::vector<std::vector<double>>{}
+                                    : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
+            for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
+        }
+        for (std::size_t k = 0; k < task.slots.size(); ++k) {
+            const auto& unit = units[task.slots[k]].unit;
+            std::size_t ticks = 0;  // a fit with too few points skips its draws: the rest is advanced below
+            auto on_draw = [&] {
+                if (ticks < draws) ++ticks, advance(1);
+            };
+            done(task.slots[k], f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k],
+                                                                  compute_list, o.kernel, *backend, on_draw)
+                                    : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k],
+                                                                 compute_list, o.kernel, *backend, on_draw));
+            advance(1 + draws - ticks);
+        }
+        // The tensor's pages are no longer needed by this thread: keep resident memory small.
+        tensor.file->dont_need(tensor.offset, tensor.nbytes);
+    });
+    result.computed = job.computed();
+    if (!job.is_root()) return result;
+    std::vector<FieldValues> values;
+    for (auto& v : job.values()) values.push_back(std::move(*v));
+    if (!custom.empty())
+        for (std::size_t i = 0; i < units.size(); ++i) {
+            throw_if_cancelled();
+            if (values[i].scalars[kNonfiniteCountField] > 0) {  // never handed NaN/Inf data: NaN
+                for (const auto& f : custom) values[i].scalars[f.name] = std::nan("");
+                continue;
+            }
+            apply_custom_fields(custom, *job.store(), key_of(i), *units[i].unit.tensor, units[i].unit.block,
+                                values[i]);
+        }
+
+    NonfiniteReport nonfinite_report;
+    for (std::size_t i = 0; i < units.size(); ++i)
+        nonfinite_report.add(*units[i].unit.tensor, units[i].unit.block, units[i].unit.head.has_value(),
+                             static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
+    result.warnings = nonfinite_report.warnings();
+    std::vector<std::vector<FieldValues>> whole(models.size());
+    result.convention = o.convention;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+        const auto& j = units[i];
+        if (o.convention == Convention::weightwatcher && !j.unit.head) {
+            // numpy's matrix_rank threshold uses the eps of the array it decomposes: WeightWatcher
+            // casts the weights to f64 (W.astype(float)), as our default precision does.
+            const double eps =
+                f64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+            const auto it = values[i].vectors.find("weights_svals");
+            const std::vector<double> none;
+            result.weightwatcher.push_back(weightwatcher_row(
+                static_cast<int>(result.weightwatcher.size()), j.unit.tensor->name,
+                j.unit.block.logical_rows(), j.unit.block.logical_cols(),
+                it == values[i].vectors.end() || values[i].scalars[kNonfiniteCountField] > 0 ? none
+                                                                                             : it->second,
+                eps));
+        }
+        MetricRow row = unit_row(models[j.model].name, j.unit);
+        for (const auto& f : result.fields) {
+            auto it = values[i].scalars.find(f);
+            row.values[f] = it == values[i].scalars.end() ? std::nan("") : it->second;
+        }
+        row.nonfinite_count = static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]);
+        result.rows.push_back(std::move(row));
+        if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
+    }
+    for (std::size_t m = 0; m < models.size(); ++m)
+        result.aggregates.emplace_back(models[m].name, model_aggregates(whole[m]));
+    return result;
+}
+
+void write_analyze_csvs(const AnalyzeResult& r, const std::string& out_dir) {
+    std::map<std::string, std::string> files{{"metrics.csv", to_csv(metrics_table(r))},
+                                             {"aggregates.csv", to_csv(aggregates_table(r))}};
+    if (r.convention == Convention::weightwatcher)
+        files["weightwatcher.csv"] = weightwatcher_csv(r.weightwatcher);
+    write_result_directory(out_dir, files);
+}
+
+}  // namespace diffract::run

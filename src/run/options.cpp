@@ -1,0 +1,46 @@
+#include "diffract/run/options.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "diffract/core/byte_size.hpp"
+#include "diffract/core/output_path.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/linalg/backend.hpp"
+#include "diffract/run/scheduler.hpp"
+#include "diffract/store/store.hpp"
+
+namespace diffract::run {
+
+int RunOptions::resolved_threads() const {
+    return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::uint64_t RunOptions::resolved_max_memory() const {
+    return max_memory > 0 ? max_memory : physical_memory_bytes() / 2;
+}
+
+std::string resolved_store_path(const std::string& given) { return store::store_path_or_default(given); }
+
+std::string RunOptions::resolved_store() const { return resolved_store_path(store_path); }
+
+void check_run_output(const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs) {
+    if (run.out.empty()) return;
+    std::vector<std::string> protected_paths{run.resolved_store()};
+    for (const auto* ck : inputs) protected_paths.push_back(ck->path);
+    check_output_path(run.out, protected_paths);
+}
+
+RunOptions parse_run_options(const RunOptionText& t) {
+    RunOptions r;
+    r.threads = t.threads;
+    r.max_memory = t.max_memory.empty() ? 0 : parse_size(t.max_memory, "--max-memory");
+    r.store_path = t.store;
+    linalg::check_device(t.device);  // even when every result turns out to be stored
+    r.device = t.device;
+    r.progress = !t.quiet;
+    r.selection = analysis::make_selection(t);
+    return r;
+}
+
+}  // namespace diffract::run

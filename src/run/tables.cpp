@@ -1,0 +1,131 @@
+#include "diffract/run/tables.hpp"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/fit_status.hpp"
+
+namespace diffract::run {
+namespace {
+
+Cell count(std::int64_t v) { return v; }
+Cell optional_count(const std::optional<int>& v) { return v ? count(*v) : Cell{}; }
+
+double value_or_nan(const std::map<std::string, double>& values, const std::string& field) {
+    const auto it = values.find(field);
+    return it == values.end() ? std::nan("") : it->second;
+}
+
+// A field's value; fit statuses by name.
+Cell field_cell(const std::map<std::string, double>& values, const std::string& field) {
+    const double v = value_or_nan(values, field);
+    if (analysis::is_status_field(field)) return std::string(analysis::fit_status_name(v));
+    return v;
+}
+
+// metrics.csv's and compare.csv's rows (MetricRow, CompareRow): the identity columns, then one per field.
+template <typename Row>
+std::vector<Column<Row>> identity() {
+    std::vector<Column<Row>> c{{column::model, [](const Row& r) -> Cell { return r.model; }}};
+    if constexpr (requires(const Row& r) { r.base; })
+        c.push_back({column::base, [](const Row& r) -> Cell { return r.base; }});
+    c.push_back({column::tensor, [](const Row& r) -> Cell { return r.tensor; }});
+    c.push_back({column::layer, [](const Row& r) { return optional_count(r.layer); }});
+    c.push_back({column::role, [](const Row& r) -> Cell { return r.role; }});
+    c.push_back({column::head, [](const Row& r) { return optional_count(r.head); }});
+    c.push_back({column::rows, [](const Row& r) { return count(r.rows); }});
+    c.push_back({column::cols, [](const Row& r) { return count(r.cols); }});
+    c.push_back({column::nonfinite_count, [](const Row& r) { return count(r.nonfinite_count); }});
+    return c;
+}
+
+template <typename Row>
+Table matrix_table(const std::vector<Row>& rows, const std::vector<std::string>& fields) {
+    auto columns = identity<Row>();
+    for (const auto& f : fields)
+        columns.push_back({f, [f](const Row& r) { return field_cell(r.values, f); }});
+    return make_table(columns, rows);
+}
+
+template <typename Row>
+std::vector<std::string> names(const std::vector<Column<Row>>& columns) {
+    std::vector<std::string> out;
+    for (const auto& c : columns) out.push_back(c.name);
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> identity_columns(bool with_base) {
+    return with_base ? names(identity<CompareRow>()) : names(identity<MetricRow>());
+}
+
+Table metrics_table(const AnalyzeResult& result) { return matrix_table(result.rows, result.fields); }
+
+Table compare_table(const CompareResult& result) {
+    return matrix_table(result.rows, analysis::compare_fields());
+}
+
+Table aggregates_table(const AnalyzeResult& result) {
+    using Aggregate = std::pair<std::string, std::map<std::string, double>>;
+    std::vector<Column<Aggregate>> columns{
+        {column::model, [](const Aggregate& a) -> Cell { return a.first; }}};
+    for (const auto& f : analysis::field_catalog())
+        if (f.level == analysis::Level::in_model)
+            columns.push_back({std::string(f.name), [name = std::string(f.name)](const Aggregate& a) -> Cell {
+                                   return value_or_nan(a.second, name);
+                               }});
+    return make_table(columns, result.aggregates);
+}
+
+Table heads_table(const CompareResult& result) {
+    using analysis::HeadRow;
+    const auto ranking = result.ranking;
+    // The per-projection block norms: q_update_norm, ..., then ref_q_update_norm, ...
+    const auto block_norms = [](const std::string& prefix, analysis::HeadStats HeadRow::*stats) {
+        std::vector<Column<HeadRow>> c;
+        for (int p = 0; p < analysis::kProjections; ++p)
+            c.push_back({prefix + "qkvo"[p] + "_update_norm",
+                         [stats, p](const HeadRow& h) -> Cell { return (h.*stats).block_norm[p]; }});
+        return c;
+    };
+    std::vector<Column<HeadRow>> columns{
+        {column::model, [](const HeadRow& h) -> Cell { return h.model; }},
+        {column::reference, [](const HeadRow& h) -> Cell { return h.reference; }},
+        {column::layer, [](const HeadRow& h) { return count(h.layer); }},
+        {column::head, [](const HeadRow& h) { return count(h.head); }},
+        {column::kv_head, [](const HeadRow& h) { return count(h.kv_head); }},
+        {column::kv_group_size, [](const HeadRow& h) { return count(h.kv_group_size); }},
+        {column::update_norm, [](const HeadRow& h) -> Cell { return h.ranked.update_norm; }}};
+    for (auto& c : block_norms("", &HeadRow::domain)) columns.push_back(std::move(c));
+    columns.push_back(
+        {column::ref_update_norm, [](const HeadRow& h) -> Cell { return h.ranked.ref_update_norm; }});
+    for (auto& c : block_norms("ref_", &HeadRow::ref)) columns.push_back(std::move(c));
+    columns.insert(columns.end(),
+                   {{column::importance, [](const HeadRow& h) -> Cell { return h.ranked.importance; }},
+                    {column::agreement, [](const HeadRow& h) -> Cell { return h.domain.agreement; }},
+                    {column::pl_ks, [](const HeadRow& h) -> Cell { return h.domain.pl_ks; }},
+                    {column::scale_scope,
+                     [ranking](const HeadRow&) -> Cell {
+                         return std::string(analysis::scale_scope_name(ranking.scope));
+                     }},
+                    {column::order,
+                     [ranking](const HeadRow&) -> Cell {
+                         return std::string(analysis::head_order_name(ranking.order));
+                     }},
+                    {column::seed, [ranking](const HeadRow&) -> Cell { return ranking.seed; }},
+                    {column::rank, [](const HeadRow& h) { return count(h.ranked.rank); }}});
+    return make_table(columns, result.heads);
+}
+
+Table skipped_table(const CompareResult& result) {
+    return make_table<SkippedItem>({{column::model, [](const SkippedItem& s) -> Cell { return s.model; }},
+                                    {column::tensor, [](const SkippedItem& s) -> Cell { return s.tensor; }},
+                                    {column::block, [](const SkippedItem& s) -> Cell { return s.block; }},
+                                    {column::reason, [](const SkippedItem& s) -> Cell { return s.reason; }}},
+                                   result.skipped);
+}
+
+}  // namespace diffract::run

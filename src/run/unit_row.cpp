@@ -1,0 +1,17 @@
+#include "diffract/run/unit_row.hpp"
+
+namespace diffract::run {
+
+UnitRow unit_row(const std::string& model, const analysis::MatrixUnit& unit) {
+    UnitRow row;
+    row.model = model;
+    row.tensor = unit.tensor->name;
+    row.layer = unit.layer;
+    row.role = std::string(model::role_name(unit.role));
+    row.head = unit.head;
+    row.rows = unit.block.logical_rows();
+    row.cols = unit.block.logical_cols();
+    return row;
+}
+
+}  // namespace diffract::run
