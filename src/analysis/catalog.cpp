@@ -209,9 +209,10 @@ std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format(
-        "v1;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
+        "v2;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
         "alpha_ci={};alpha_ci_seed={}{}",
         // f32's Gram route changed (f32 product under kF32GramGuard): "f32g" keeps older f32 results out.
+        // v2: the permutation null of a tall matrix runs in f32 (linalg::null_in_f32).
         precision == Precision::f32 ? "f32g" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
         p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed,
         null_draws == 1 ? std::string() : fmt::format(";null_draws={}", null_draws));

@@ -24,6 +24,7 @@ FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<std::vecto
     input.cols = unit.block.logical_cols();
     input.entries = std::move(w);
     input.read = [&unit] { return read_matrix<T>(*unit.tensor, unit.block); };
+    input.read_f32 = [&unit] { return read_matrix<float>(*unit.tensor, unit.block); };
     input.singular_values = std::move(singular_values);
     input.on_draw = std::move(on_draw);
     auto values = compute_fields(std::move(input), fields, kernel, backend);

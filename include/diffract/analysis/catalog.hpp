@@ -88,6 +88,9 @@ struct MatrixInput {
     const Matrix<T>* in_memory = nullptr;
     std::optional<Matrix<T>> entries;
     std::function<Matrix<T>()> read;
+    // The entries narrowed to f32, for a null the backend takes in f32 (linalg::null_in_f32) once the
+    // f64 entries are released; without it the f64 entries are read and narrowed.
+    std::function<Matrix<float>()> read_f32;
     std::optional<std::vector<double>> singular_values;
     // Called after each resampling draw (p-value bootstrap, alpha CI) from the computing thread: the
     // run layer's progress within a matrix (resampling_draws says how many to expect).

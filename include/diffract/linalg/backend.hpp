@@ -6,6 +6,8 @@
 // k = min(m, n), follow the same order, so W = U diag(s) Vᵀ.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,6 +31,19 @@ enum class SvdRoute { auto_route, gesdd, gram };
 
 inline constexpr double kGramConditionGuard = 1e-9;
 
+// The permutation null of an m × n matrix (m ≥ n) has a Marchenko-Pastur spectrum whose
+// λ_min/λ_max is ((1 - 1/√Q)/(1 + 1/√Q))² at Q = m/n: 0.029 at Q = 2, but ~1/n² for square matrices.
+// From Q = kNullF32MinAspect the analysis hands the null to null_singular_values in f32, which keeps
+// an f32 result only when its λ_min/λ_max ≥ kNullF32Guard (a spike from a nonzero mean can lower it);
+// the f32 spectrum's error on σ is then ≲ 1e-4 relative (docs/metrics.md), far inside the spread of
+// the draw itself. Square-ish nulls stay on the f64 Gram route, where σ_min needs f64.
+inline constexpr double kNullF32MinAspect = 2.0;
+inline constexpr double kNullF32Guard = 1e-2;
+inline bool null_in_f32(std::int64_t rows, std::int64_t cols) {
+    const auto lo = std::min(rows, cols), hi = std::max(rows, cols);
+    return lo > 0 && static_cast<double>(hi) >= kNullF32MinAspect * static_cast<double>(lo);
+}
+
 struct Svd {
     std::vector<double> s;  // ascending
     Matrix<double> u;       // m × k, column c pairs with s[c]
@@ -43,6 +58,13 @@ public:
     // gesdd; the gram route accumulates in f64 whatever the input).
     virtual std::vector<double> singular_values(const Matrix<float>& w, SvdRoute route) = 0;
     virtual std::vector<double> singular_values(const Matrix<double>& w, SvdRoute route) = 0;
+    // The singular values (ascending) of a permutation null (analysis' rand_svd): a random draw, so a
+    // backend may trade the last digits for speed where the draw's own spread dwarfs them. The CPU
+    // backend runs the Gram product and the eigenvalues in f32 on matrices whose null is
+    // well-conditioned (null_in_f32), else singular_values; the default is singular_values.
+    virtual std::vector<double> null_singular_values(const Matrix<float>& w, SvdRoute route) {
+        return singular_values(w, route);
+    }
     // Singular values (ascending) of blocks of one stored tensor, result[i] for blocks[i], each as if
     // the block were read with read_matrix<double> (`f64`) or read_matrix<float> and passed to
     // singular_values with `route`. The tensor is read once and the equally shaped blocks (the heads

@@ -167,19 +167,58 @@ Matrix<T> permuted(const Matrix<T>& w, std::int64_t seed) {
     return p;
 }
 
+template <typename T>
+Matrix<float> narrowed(const Matrix<T>& w) {
+    Matrix<float> f(w.rows, w.cols);
+    std::copy(w.data.begin(), w.data.end(), f.data.begin());
+    return f;
+}
+
+// Whether the null goes to the backend in f32 (linalg::null_in_f32: tall enough for its spectrum to
+// be well-conditioned); the gesdd route keeps the matrix's own precision.
+template <typename T>
+bool f32_null(const Context<T>& c) {
+    return c.config.route != linalg::SvdRoute::gesdd && linalg::null_in_f32(c.input.rows, c.input.cols);
+}
+
+// Draw `d` of the null from the entries, which stay (in-memory input, or further draws follow).
+template <typename T>
+std::vector<double> copied_null_values(Context<T>& c, std::int64_t seed) {
+    const auto& w = c.w();
+    if (f32_null(c)) {
+        auto p = narrowed(w);
+        permute_in_place(p, seed);
+        return c.backend.null_singular_values(p, c.config.route);
+    }
+    return c.backend.singular_values(permuted(w, seed), c.config.route);
+}
+
 // Draw 0 of the null. rand_svd is the last kernel to read the entries unless further null draws
 // permute them again, so entries the computation owns are shuffled where they are (the same
 // permutation, hence the same values, as a copy would get) instead of doubling the memory of a
-// matrix that may be gigabytes (a 100k-row embedding is 3.3 GB in f64).
+// matrix that may be gigabytes (a 100k-row embedding is 3.3 GB in f64). An f32 null of f64 entries
+// is read again narrowed (read_f32) after the f64 entries are released, for the same reason.
 template <typename T>
 std::vector<double> null_draw_values(Context<T>& c) {
     const auto& cfg = c.config;
-    const auto& w = c.w();  // read now when not yet read: then the computation owns the entries
-    if (c.input.in_memory || cfg.null_draws > 1)
-        return c.backend.singular_values(permuted(w, cfg.rand_seed), cfg.route);
+    if (c.input.in_memory || cfg.null_draws > 1) return copied_null_values(c, cfg.rand_seed);
+    if (f32_null(c)) {
+        Matrix<float> p;
+        if constexpr (std::is_same_v<T, float>) {
+            c.w();
+            p = std::move(*c.input.entries);
+        } else {
+            c.input.entries.reset();
+            p = c.input.read_f32 ? c.input.read_f32() : narrowed(c.input.read());
+        }
+        c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
+        permute_in_place(p, cfg.rand_seed);
+        return c.backend.null_singular_values(p, cfg.route);
+    }
+    c.w();  // read now when not yet read: then the computation owns the entries
     permute_in_place(*c.input.entries, cfg.rand_seed);
     auto values = c.backend.singular_values(*c.input.entries, cfg.route);
-    c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
+    c.input.entries.reset();  // as above
     return values;
 }
 
@@ -191,8 +230,7 @@ const std::vector<std::vector<double>>& extra_null_svals(Context<T>& c) {
         c.extra_null_svals.emplace();
         const auto& cfg = c.config;
         for (int d = 1; d < cfg.null_draws; ++d)
-            c.extra_null_svals->push_back(c.backend.singular_values(
-                permuted(c.w(), cfg.rand_seed < 0 ? -1 : cfg.rand_seed + d), cfg.route));
+            c.extra_null_svals->push_back(copied_null_values(c, cfg.rand_seed < 0 ? -1 : cfg.rand_seed + d));
     }
     return *c.extra_null_svals;
 }

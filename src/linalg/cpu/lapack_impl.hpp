@@ -21,6 +21,10 @@ void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const 
              double* work, const int* lwork, int* iwork, const int* liwork, int* info);
 void dsyevd_2stage_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
                     double* work, const int* lwork, int* iwork, const int* liwork, int* info);
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+             float* work, const int* lwork, int* iwork, const int* liwork, int* info);
+void ssyevd_2stage_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+                    float* work, const int* lwork, int* iwork, const int* liwork, int* info);
 void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* beta, double* c, const int* ldc);
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
