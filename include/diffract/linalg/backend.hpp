@@ -24,8 +24,9 @@ class GramProducts;  // gram_pair.hpp
 //   gesdd: LAPACK divide and conquer, values only. Backward stable: |Δσ| ≲ ε σ_max.
 //   gram:  G = WᵀW (smaller side, accumulated in f64) then syevd, σ = √λ. Absolute error on λ is
 //          ~ε64 σ_max², so σ keeps ~ε64 σ_max² / σ: exact to f32 precision unless the spectrum is
-//          ill-conditioned, which the guard detects (λ_min / λ_max < kGramConditionGuard) and
-//          then recomputes with gesdd.
+//          ill-conditioned, which the guard detects (λ_min / λ_max < kGramConditionGuard); the
+//          CPU then recomputes the few values under the guard from the triangular factor
+//          (cpu/small_values.cpp), or the whole matrix with gesdd when they are many.
 //   auto:  gram (with the guard) — measured the faster route here (bench/bench_svd).
 enum class SvdRoute { auto_route, gesdd, gram };
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "diffract/core/matrix.hpp"
 #include "diffract/linalg/backend.hpp"
 
 namespace diffract::linalg::cpu {
@@ -33,5 +34,16 @@ inline constexpr double kF32GramMinAspect = 4.0;
 // batched head routes both call it, so batching does not change an f32 result.
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda);
+
+// (small_values.cpp): σ of a matrix whose Gram spectrum tripped the auto route's guard, without a
+// whole gesdd: the Gram route's values from λ_i ≥ kGramConditionGuard·λ_max up (within the auto route's
+// contract there), and the p values under it recomputed from the matrix's triangular factor (LQ or QR,
+// σ(T) = σ(W)) by inverse subspace iteration with a Rayleigh-Ritz step, whose error is gesdd's,
+// ~ε·σ_max. `lambda` is the Gram spectrum, ascending. nullopt (the caller runs gesdd) when p is not
+// small (a rank-deficient matrix: then most of the spectrum is under the guard), the factor is
+// singular to working precision, or the iteration has not converged.
+template <typename T>
+std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
+                                                        const std::vector<double>& lambda);
 
 }  // namespace diffract::linalg::cpu

@@ -153,8 +153,11 @@ std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
     if constexpr (std::is_same_v<T, float>) {
         if (auto s = gram_values_f32(w)) return std::move(*s);
     }
-    auto s = singular_values_from_gram(gram_values(w), route);
-    return s ? std::move(*s) : gesdd(w, false).s;
+    const auto lambda = gram_values(w);
+    if (auto s = singular_values_from_gram(lambda, route)) return std::move(*s);
+    // Under the guard: the few values there from the triangular factor, else the whole gesdd.
+    if (auto s = cpu::refined_small_values(w, lambda)) return std::move(*s);
+    return gesdd(w, false).s;
 }
 
 class CpuBackend final : public Backend {

@@ -1,0 +1,81 @@
+// The small end of an ill-conditioned spectrum (linalg/cpu/small_values.cpp): planted singular values
+// (W = U diag(s) Vᵀ with a few values far under the Gram route's guard) come back within gesdd's
+// accuracy, ~ε·σ_max/σ, on both factor paths (LQ for tall, QR for wide); the auto route uses them;
+// a rank-deficient matrix, where most of the spectrum is under the guard, is left to gesdd.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "diffract/linalg/backend.hpp"
+#include "linalg/cpu/block_values_impl.hpp"
+#include "random_matrix.hpp"
+
+using namespace diffract;
+
+namespace {
+
+// rows × cols with singular values `s` (ascending, min(rows, cols) of them) and random singular vectors.
+Matrix<double> planted(std::int64_t rows, std::int64_t cols, const std::vector<double>& s,
+                       linalg::Backend& b) {
+    const auto k = std::min(rows, cols);
+    const auto u = b.svd(test_data::random_matrix(rows, k, 11)).u;  // rows × k, orthonormal columns
+    const auto v = b.svd(test_data::random_matrix(cols, k, 12)).u;  // cols × k
+    Matrix<double> w(rows, cols);
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+            double x = 0;
+            for (std::int64_t c = 0; c < k; ++c) x += u(i, c) * s[static_cast<std::size_t>(c)] * v(j, c);
+            w(i, j) = x;
+        }
+    return w;
+}
+
+// A bulk from 1e-3 to 1 and three values 1e-7, 3e-7, 1e-6: λ/λ_max 1e-14 .. 1e-12, under the 1e-9 guard.
+std::vector<double> spectrum(std::int64_t k) {
+    std::vector<double> s{1e-7, 3e-7, 1e-6};
+    for (std::int64_t i = 0; i + 3 < k; ++i)
+        s.push_back(std::pow(10.0, -3.0 + 3.0 * static_cast<double>(i) / static_cast<double>(k - 4)));
+    return s;
+}
+
+}  // namespace
+
+TEST(SmallValues, PlantedValuesUnderTheGuardComeBackToGesddAccuracy) {
+    auto backend = linalg::make_backend("cpu");
+    for (const auto& [rows, cols] :
+         {std::pair<std::int64_t, std::int64_t>{260, 200}, {200, 260}, {200, 200}}) {
+        SCOPED_TRACE(rows * 1000 + cols);
+        const auto s = spectrum(std::min(rows, cols));
+        const auto w = planted(rows, cols, s, *backend);
+        const auto gesdd = backend->singular_values(w, linalg::SvdRoute::gesdd);
+        const auto gram = backend->singular_values(w, linalg::SvdRoute::gram);
+        // What makes the refinement necessary: the Gram route alone misses the smallest planted value by
+        // far more than the auto route's contract (~1e-7 relative).
+        EXPECT_GT(std::abs(gram[0] - s[0]) / s[0], 1e-6);
+
+        std::vector<double> lambda(gram.size());
+        for (std::size_t i = 0; i < gram.size(); ++i) lambda[i] = gram[i] * gram[i];
+        const auto refined = linalg::cpu::refined_small_values(w, lambda);
+        ASSERT_TRUE(refined.has_value());
+        const auto autos = backend->singular_values(w, linalg::SvdRoute::auto_route);
+        EXPECT_EQ(autos, *refined);  // the auto route takes the refinement, not gesdd
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            // gesdd's own error on the planted values is ~ε·σ_max/σ = 1e-9 relative at 1e-7.
+            const double tolerance = i < 3 ? 1e-8 : 1e-7;
+            EXPECT_LT(std::abs((*refined)[i] - s[i]) / s[i], tolerance) << i;
+            EXPECT_LT(std::abs(gesdd[i] - s[i]) / s[i], tolerance) << i;  // the reference holds it too
+        }
+    }
+}
+
+TEST(SmallValues, RankDeficientMatricesAreLeftToGesdd) {
+    auto backend = linalg::make_backend("cpu");
+    const auto w = test_data::rank2_matrix(120, 100, 5);
+    const auto gram = backend->singular_values(w, linalg::SvdRoute::gram);
+    std::vector<double> lambda(gram.size());
+    for (std::size_t i = 0; i < gram.size(); ++i) lambda[i] = gram[i] * gram[i];
+    EXPECT_FALSE(linalg::cpu::refined_small_values(w, lambda).has_value());
+    EXPECT_EQ(backend->singular_values(w, linalg::SvdRoute::auto_route),
+              backend->singular_values(w, linalg::SvdRoute::gesdd));
+}
