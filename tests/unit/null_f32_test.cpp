@@ -1,7 +1,8 @@
 // The permutation null in f32 (Backend::null_singular_values, linalg::null_in_f32): on a tall matrix
 // its spectrum is within 1e-4 relative of f64 gesdd on the same entries; a square matrix, or a tall one
 // whose f32 spectrum falls under the guard, gets exactly what singular_values gives; and the analysis
-// hands the backend the same permutation of the same entries as before, at either draw count.
+// hands the backend the same permutation of the same entries as before, at either draw count; an
+// entry whose square overflows f32 sends the product to f64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,4 +112,19 @@ TEST(NullF32, AnalysisPermutesTheSameEntriesAtEveryDrawCountAndInput) {
     const auto three = analysis::compute_fields(w, fields, cfg, *backend);
     EXPECT_EQ(three.vectors.at("weights_rand_svals"), callers.vectors.at("weights_rand_svals"));
     EXPECT_TRUE(std::isfinite(three.scalars.at("w1_rand_distance_null_std")));
+}
+
+TEST(NullF32, AHugeFiniteEntryOverflowingTheF32ProductGoesToF64) {
+    // 3e30 is a finite f32 (a corrupted weight, say) whose square is not: the f32 products must give way
+    // to the f64 route, for the null and for --precision f32's guarded Gram product alike.
+    auto backend = linalg::make_backend("cpu");
+    auto w = narrowed(test_data::random_matrix(200, 40, 13));
+    w(3, 5) = 3e30f;
+    const auto reference = backend->singular_values(widened(w), linalg::SvdRoute::gesdd);
+    for (const auto& s : {backend->null_singular_values(w, linalg::SvdRoute::auto_route),
+                          backend->singular_values(w, linalg::SvdRoute::auto_route)}) {
+        ASSERT_EQ(s.size(), reference.size());
+        // Under the guard with most of the spectrum (39 of 40 values): the f32 matrix's gesdd, sgesdd.
+        EXPECT_NEAR(s.back() / reference.back(), 1.0, 1e-6);
+    }
 }

@@ -17,6 +17,14 @@
 namespace diffract::linalg {
 namespace {
 
+// Whether the lower triangle of the column-major order × order f32 product is finite (what syevd reads).
+bool lower_triangle_finite(const std::vector<float>& g, int order) {
+    for (std::int64_t j = 0; j < order; ++j)
+        for (std::int64_t i = j; i < order; ++i)
+            if (!std::isfinite(g[static_cast<std::size_t>(i + j * order)])) return false;
+    return true;
+}
+
 // A row-major m × n matrix is, to column-major LAPACK, the n × m matrix Wᵀ. We factor Wᵀ = U' S V'ᵀ,
 // so W = V' S U'ᵀ: W's left vectors are V' and its right vectors U'.
 template <typename T>
@@ -125,9 +133,7 @@ std::optional<std::vector<double>> f32_null_values(const Matrix<float>& w) {
     const float one = 1.0f, zero = 0.0f;
     // As gram_values_f32: row-major W is Wᵀ (ld n) to LAPACK; WᵀW is syrk 'N', W Wᵀ syrk 'T'.
     ssyrk_("L", n <= m ? "N" : "T", &order, &depth, &one, w.data.data(), &n, &zero, g.data(), &order);
-    for (std::int64_t j = 0; j < order; ++j)
-        for (std::int64_t i = j; i < order; ++i)
-            if (!std::isfinite(g[static_cast<std::size_t>(i + j * order)])) return std::nullopt;
+    if (!lower_triangle_finite(g, order)) return std::nullopt;
     const auto driver = order >= kTwoStageMinOrder ? ssyevd_2stage_ : ssyevd_;
     std::vector<float> lambda(static_cast<std::size_t>(order));
     int info = 0, lwork = -1, liwork = -1, iquery = 0;
@@ -212,6 +218,9 @@ std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order
     std::vector<float> gf(static_cast<std::size_t>(order) * order);
     const float one = 1.0f, zero = 0.0f;
     ssyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, gf.data(), &order);
+    // Finite f32 entries up to ~3e38 overflow an f32 product (a corrupted weight, say): the f64
+    // product holds them.
+    if (!lower_triangle_finite(gf, order)) return std::nullopt;
     std::vector<double> g(gf.begin(), gf.end());
     auto lambda = symmetric_eigen(g, order, false);  // ascending
     if (lambda.empty()) return lambda;
