@@ -2,7 +2,7 @@
 // its spectrum is within 1e-4 relative of f64 gesdd on the same entries; a square matrix, or a tall one
 // whose f32 spectrum falls under the guard, gets exactly what singular_values gives; and the analysis
 // hands the backend the same permutation of the same entries as before, at either draw count; an
-// entry whose square overflows f32 sends the product to f64.
+// entry whose square overflows f32 sends the product to f64, and one beyond f32 keeps the null in f64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,4 +127,24 @@ TEST(NullF32, AHugeFiniteEntryOverflowingTheF32ProductGoesToF64) {
         // Under the guard with most of the spectrum (39 of 40 values): the f32 matrix's gesdd, sgesdd.
         EXPECT_NEAR(s.back() / reference.back(), 1.0, 1e-6);
     }
+}
+
+TEST(NullF32, AnF64EntryBeyondF32RangeKeepsTheNullInF64) {
+    // 1e100 narrows to Inf: the null of such an f64 matrix must stay on the f64 route (copied and
+    // owned entries alike), not fail on an Inf the checkpoint never held.
+    auto backend = linalg::make_backend("cpu");
+    const auto fields = analysis::resolve_metrics("default");
+    auto w = test_data::random_matrix(120, 30, 17);
+    w(2, 3) = 1e100;
+    ASSERT_TRUE(linalg::null_in_f32(w.rows, w.cols));
+    analysis::KernelConfig cfg;
+    const auto copied = analysis::compute_fields(w, fields, cfg, *backend);
+    EXPECT_NEAR(copied.scalars.at("max_weights_rand_sval") / 1e100, 1.0, 1e-12);
+
+    analysis::MatrixInput<double> owned;
+    owned.rows = w.rows, owned.cols = w.cols, owned.entries = w;
+    owned.read = [&] { return w; };
+    owned.read_f32 = [&] { return narrowed(w); };
+    const auto got = analysis::compute_fields(std::move(owned), fields, cfg, *backend);
+    EXPECT_EQ(got.vectors.at("weights_rand_svals"), copied.vectors.at("weights_rand_svals"));
 }

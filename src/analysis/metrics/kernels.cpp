@@ -13,6 +13,7 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/nonfinite.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
@@ -174,6 +175,9 @@ Matrix<float> narrowed(const Matrix<T>& w) {
     return f;
 }
 
+// An f64 entry beyond f32's range narrows to ±Inf: the null of such a matrix stays in f64.
+bool finite(const Matrix<float>& p) { return count_nonfinite(std::span<const float>(p.data)) == 0; }
+
 // Whether the null goes to the backend in f32 (linalg::null_in_f32: tall enough for its spectrum to
 // be well-conditioned); the gesdd route keeps the matrix's own precision.
 template <typename T>
@@ -187,8 +191,10 @@ std::vector<double> copied_null_values(Context<T>& c, std::int64_t seed) {
     const auto& w = c.w();
     if (f32_null(c)) {
         auto p = narrowed(w);
-        permute_in_place(p, seed);
-        return c.backend.null_singular_values(p, c.config.route);
+        if (finite(p)) {
+            permute_in_place(p, seed);
+            return c.backend.null_singular_values(p, c.config.route);
+        }
     }
     return c.backend.singular_values(permuted(w, seed), c.config.route);
 }
@@ -211,9 +217,12 @@ std::vector<double> null_draw_values(Context<T>& c) {
             c.input.entries.reset();
             p = c.input.read_f32 ? c.input.read_f32() : narrowed(c.input.read());
         }
-        c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
-        permute_in_place(p, cfg.rand_seed);
-        return c.backend.null_singular_values(p, cfg.route);
+        if (finite(p)) {
+            c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
+            permute_in_place(p, cfg.rand_seed);
+            return c.backend.null_singular_values(p, cfg.route);
+        }
+        if constexpr (std::is_same_v<T, float>) c.input.entries = std::move(p);  // as they were
     }
     c.w();  // read now when not yet read: then the computation owns the entries
     permute_in_place(*c.input.entries, cfg.rand_seed);
