@@ -17,7 +17,9 @@ namespace {
 // means a (nearly) rank-deficient matrix, which gesdd handles in one pass.
 constexpr std::size_t kMaxRefined = 64;
 // Iterations of the subspace iteration before giving up (then gesdd). With a block of 2p + 8 vectors
-// the p smallest values converge at a rate (σ_p/σ_{2p+9})² per iteration: a few dozen at most.
+// the p smallest values converge at a rate (σ_p/σ_{2p+9})² per iteration: a few dozen at most. Also
+// at most k / (2b) of them (but 16): an iteration costs ~4k²b flops, so a spectrum that converges
+// slowly wastes at most ~2k³ before gesdd (~8k³/3 and more) takes over.
 constexpr int kMaxIterations = 200;
 // Successive Ritz values that agree to this fraction of σ_max are converged: the Rayleigh-Ritz
 // product's own error is ~ε·σ_max (gesdd's), so a tighter test would chase rounding.
@@ -106,7 +108,8 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
     if (!orthonormalise(x, k, b)) return std::nullopt;
     const double one = 1.0;
     std::vector<double> previous;
-    for (int it = 0; it < kMaxIterations; ++it) {
+    const int max_iterations = std::min(kMaxIterations, std::max(16, k / (2 * b)));
+    for (int it = 0; it < max_iterations; ++it) {
         dtrsm_("L", uplo, "T", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻ᵀ X
         dtrsm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻¹ X
         if (!all_finite(x) || !orthonormalise(x, k, b)) return std::nullopt;
