@@ -39,6 +39,13 @@ std::vector<double> spectrum(std::int64_t k) {
     return s;
 }
 
+// The Gram spectrum λ = σ² that refined_small_values takes, from the Gram route's σ.
+std::vector<double> squared(const std::vector<double>& s) {
+    std::vector<double> lambda(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) lambda[i] = s[i] * s[i];
+    return lambda;
+}
+
 }  // namespace
 
 TEST(SmallValues, PlantedValuesUnderTheGuardComeBackToGesddAccuracy) {
@@ -54,9 +61,7 @@ TEST(SmallValues, PlantedValuesUnderTheGuardComeBackToGesddAccuracy) {
         // far more than the auto route's contract (~1e-7 relative).
         EXPECT_GT(std::abs(gram[0] - s[0]) / s[0], 1e-6);
 
-        std::vector<double> lambda(gram.size());
-        for (std::size_t i = 0; i < gram.size(); ++i) lambda[i] = gram[i] * gram[i];
-        const auto refined = linalg::cpu::refined_small_values(w, lambda);
+        const auto refined = linalg::cpu::refined_small_values(w, squared(gram));
         ASSERT_TRUE(refined.has_value());
         const auto autos = backend->singular_values(w, linalg::SvdRoute::auto_route);
         EXPECT_EQ(autos, *refined);  // the auto route takes the refinement, not gesdd
@@ -73,9 +78,7 @@ TEST(SmallValues, RankDeficientMatricesAreLeftToGesdd) {
     auto backend = linalg::make_backend("cpu");
     const auto w = test_data::rank2_matrix(120, 100, 5);
     const auto gram = backend->singular_values(w, linalg::SvdRoute::gram);
-    std::vector<double> lambda(gram.size());
-    for (std::size_t i = 0; i < gram.size(); ++i) lambda[i] = gram[i] * gram[i];
-    EXPECT_FALSE(linalg::cpu::refined_small_values(w, lambda).has_value());
+    EXPECT_FALSE(linalg::cpu::refined_small_values(w, squared(gram)).has_value());
     EXPECT_EQ(backend->singular_values(w, linalg::SvdRoute::auto_route),
               backend->singular_values(w, linalg::SvdRoute::gesdd));
 }

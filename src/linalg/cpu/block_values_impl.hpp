@@ -35,6 +35,9 @@ inline constexpr double kF32GramMinAspect = 4.0;
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda);
 
+// (svd_cpu.cpp): σ (ascending) by LAPACK gesdd, values only: the backend's gesdd route.
+std::vector<double> gesdd_values(const Matrix<double>& w);
+
 // (small_values.cpp): σ of a matrix whose Gram spectrum tripped the auto route's guard, without a
 // whole gesdd: the Gram route's values from λ_i ≥ kGramConditionGuard·λ_max up (within the auto route's
 // contract there), and the p values under it recomputed from the matrix's triangular factor (LQ or QR,

@@ -43,23 +43,6 @@ bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-// The singular values (ascending) of the column-major k × b matrix b_mat (destroyed).
-std::optional<std::vector<double>> column_block_values(std::vector<double>& b_mat, int k, int b) {
-    std::vector<double> s(static_cast<std::size_t>(b));
-    std::vector<int> iwork(8 * static_cast<std::size_t>(b));
-    int info = 0, lwork = -1, one = 1;
-    double query = 0, dummy = 0;
-    dgesdd_("N", &k, &b, b_mat.data(), &k, s.data(), &dummy, &one, &dummy, &one, &query, &lwork, iwork.data(),
-            &info);
-    lwork = static_cast<int>(query) + 1;
-    std::vector<double> work(static_cast<std::size_t>(lwork));
-    dgesdd_("N", &k, &b, b_mat.data(), &k, s.data(), &dummy, &one, &dummy, &one, work.data(), &lwork,
-            iwork.data(), &info);
-    if (info != 0) return std::nullopt;
-    std::reverse(s.begin(), s.end());
-    return s;
-}
-
 }  // namespace
 
 template <typename T>
@@ -113,14 +96,16 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
         dtrsm_("L", uplo, "T", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻ᵀ X
         dtrsm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻¹ X
         if (!all_finite(x) || !orthonormalise(x, k, b)) return std::nullopt;
-        std::vector<double> tx = x;  // Rayleigh-Ritz: σ(T X) for orthonormal X
-        dtrmm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, tx.data(), &k);
-        auto ritz = column_block_values(tx, k, b);
-        if (!ritz) return std::nullopt;
+        // Rayleigh-Ritz: σ(T X) for orthonormal X. Column-major k × b T X is, row-major, the b × k
+        // (T X)ᵀ, with the same singular values.
+        Matrix<double> tx(b, k);
+        tx.data = x;
+        dtrmm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, tx.data.data(), &k);
+        auto ritz = gesdd_values(tx);
         bool converged = !previous.empty();
         for (std::size_t i = 0; converged && i < p; ++i)
-            converged = std::abs((*ritz)[i] - previous[i]) <= kRitzTolerance * std::sqrt(lambda.back());
-        previous = std::move(*ritz);
+            converged = std::abs(ritz[i] - previous[i]) <= kRitzTolerance * std::sqrt(lambda.back());
+        previous = std::move(ritz);
         if (!converged) continue;
         std::vector<double> s(lambda.size());
         for (std::size_t i = 0; i < s.size(); ++i)

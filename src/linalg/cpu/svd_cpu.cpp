@@ -17,12 +17,18 @@
 namespace diffract::linalg {
 namespace {
 
-// Whether the lower triangle of the column-major order × order f32 product is finite (what syevd reads).
-bool lower_triangle_finite(const std::vector<float>& g, int order) {
+// The f32 Gram product of the column-major order × depth matrix A (trans: Aᵀ, depth × order) at
+// leading dimension lda: lower triangle, column-major order × order. nullopt when it overflows: finite
+// f32 entries up to ~3e38 (a corrupted weight, say) have squares beyond f32, which the f64 product holds.
+std::optional<std::vector<float>> f32_gram_product(bool trans, int order, int depth, const float* a,
+                                                   int lda) {
+    std::vector<float> g(static_cast<std::size_t>(order) * order);
+    const float one = 1.0f, zero = 0.0f;
+    ssyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, g.data(), &order);
     for (std::int64_t j = 0; j < order; ++j)
         for (std::int64_t i = j; i < order; ++i)
-            if (!std::isfinite(g[static_cast<std::size_t>(i + j * order)])) return false;
-    return true;
+            if (!std::isfinite(g[static_cast<std::size_t>(i + j * order)])) return std::nullopt;
+    return g;
 }
 
 // A row-major m × n matrix is, to column-major LAPACK, the n × m matrix Wᵀ. We factor Wᵀ = U' S V'ᵀ,
@@ -129,11 +135,10 @@ std::optional<std::vector<double>> gram_values_f32(const Matrix<float>& w) {
 std::optional<std::vector<double>> f32_null_values(const Matrix<float>& w) {
     const int m = lapack::checked_int(w.rows, "dimension"), n = lapack::checked_int(w.cols, "dimension");
     const int order = std::min(m, n), depth = std::max(m, n);
-    std::vector<float> g(static_cast<std::size_t>(order) * order);
-    const float one = 1.0f, zero = 0.0f;
     // As gram_values_f32: row-major W is Wᵀ (ld n) to LAPACK; WᵀW is syrk 'N', W Wᵀ syrk 'T'.
-    ssyrk_("L", n <= m ? "N" : "T", &order, &depth, &one, w.data.data(), &n, &zero, g.data(), &order);
-    if (!lower_triangle_finite(g, order)) return std::nullopt;
+    auto product = f32_gram_product(m < n, order, depth, w.data.data(), n);
+    if (!product) return std::nullopt;
+    auto& g = *product;
     const auto driver = order >= kTwoStageMinOrder ? ssyevd_2stage_ : ssyevd_;
     std::vector<float> lambda(static_cast<std::size_t>(order));
     int info = 0, lwork = -1, liwork = -1, iquery = 0;
@@ -215,19 +220,17 @@ namespace cpu {
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda) {
     if (static_cast<double>(depth) < kF32GramMinAspect * order) return std::nullopt;
-    std::vector<float> gf(static_cast<std::size_t>(order) * order);
-    const float one = 1.0f, zero = 0.0f;
-    ssyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, gf.data(), &order);
-    // Finite f32 entries up to ~3e38 overflow an f32 product (a corrupted weight, say): the f64
-    // product holds them.
-    if (!lower_triangle_finite(gf, order)) return std::nullopt;
-    std::vector<double> g(gf.begin(), gf.end());
+    const auto gf = f32_gram_product(trans, order, depth, a, lda);
+    if (!gf) return std::nullopt;
+    std::vector<double> g(gf->begin(), gf->end());
     auto lambda = symmetric_eigen(g, order, false);  // ascending
     if (lambda.empty()) return lambda;
     if (!(lambda.back() > 0.0) || lambda.front() < kF32GramGuard * lambda.back()) return std::nullopt;
     for (auto& l : lambda) l = std::sqrt(l);
     return lambda;
 }
+
+std::vector<double> gesdd_values(const Matrix<double>& w) { return gesdd(w, false).s; }
 
 }  // namespace cpu
 
