@@ -274,14 +274,6 @@ std::vector<double> sqrt_clamped(const std::vector<double>& lambda) {
     return s;
 }
 
-// Column-major k × k C → row-major |C| (overlap rows = the base's components).
-Matrix<double> abs_rows(const std::vector<double>& c, std::int64_t k) {
-    Matrix<double> o(k, k);
-    for (std::int64_t i = 0; i < k; ++i)
-        for (std::int64_t j = 0; j < k; ++j) o(i, j) = std::abs(c[static_cast<std::size_t>(i + j * k)]);
-    return o;
-}
-
 // The whole-matrix route: both matrices read whole, thin SVDs for the vectors, the delta's values by
 // `route`. Used for --svd-route gesdd and when the Gram route's vectors are not trusted.
 template <typename T>
@@ -304,12 +296,100 @@ FieldValues compare_whole(const CompareSettings& c, const MatrixUnit& unit, cons
     return fv;
 }
 
-// The Gram route (gram_pair.hpp): both matrices streamed slab by slab, never held whole. Falls back
-// to compare_whole when a factorization's vectors are not trusted (route auto).
+// Y·V (length × c) or Yᵀ·U (k × c) for the long-side matrix Y (length × k) of a unit read whole as
+// row-major `x` (logical rows × cols: Y itself, or Yᵀ when the short side is the rows), column-major
+// V (k × c) and U (length × c).
+std::vector<double> long_times(const Matrix<double>& x, bool short_side_rows, const std::vector<double>& v,
+                               std::int64_t c, linalg::Backend& backend) {
+    const std::int64_t k = short_side_rows ? x.rows : x.cols, length = short_side_rows ? x.cols : x.rows;
+    return backend.multiply(x.data, !short_side_rows, v, false, length, c, k);
+}
+std::vector<double> long_transposed_times(const Matrix<double>& x, bool short_side_rows,
+                                          const std::vector<double>& u, std::int64_t c,
+                                          linalg::Backend& backend) {
+    const std::int64_t k = short_side_rows ? x.rows : x.cols, length = short_side_rows ? x.cols : x.rows;
+    return backend.multiply(x.data, short_side_rows, u, false, k, c, length);
+}
+
+// An untrusted factorization (λ_min under the guard) made trusted by recomputing its few components
+// under the guard from the matrix `x` read whole (Backend::small_components: gesdd's accuracy for
+// them). False when the backend cannot (many components under the guard, a singular factor): then
+// the unit takes the whole-matrix route.
+bool refine_small_end(GramFactors& f, const Matrix<double>& x, bool short_side_rows,
+                      linalg::Backend& backend) {
+    auto small = backend.small_components(x, f.lambda, linalg::kGramVectorGuard);
+    if (!small || small->s.empty()) return false;
+    const std::size_t p = small->s.size();
+    for (std::size_t c = 0; c < p; ++c) f.lambda[c] = small->s[c] * small->s[c];
+    std::copy(small->vectors.begin(), small->vectors.end(), f.vectors.begin());  // the first p columns
+    f.long_vectors = long_times(x, short_side_rows, small->vectors, static_cast<std::int64_t>(p), backend);
+    const std::size_t length = f.long_vectors.size() / p;
+    for (std::size_t c = 0; c < p; ++c)
+        for (std::size_t i = 0; i < length; ++i) f.long_vectors[i + c * length] /= small->s[c];
+    f.refined = p;
+    f.trusted = true;
+    return true;
+}
+
+// The rows (base) and columns (model) of refined components in the long-side overlaps (row-major
+// k × k, rows the base's components): u_b,iᵀu_m,j from the vectors themselves, since the cross
+// product's error ε‖B‖‖M‖ is not small against σ_b,i·σ_m,j there. Row i: (Y_mᵀu_b,i)ᵀ v_m,j / σ_m,j;
+// column j: v_b,iᵀ(Y_bᵀu_m,j) / σ_b,i; where both are refined, u_b,iᵀu_m,j. `read_base`/`read_model`
+// read a matrix whole, one at a time.
+template <typename ReadBase, typename ReadModel>
+void refine_long_overlap(std::vector<double>& overlap, const GramFactors& b, const GramFactors& m,
+                         const std::vector<double>& sb, const std::vector<double>& sm,
+                         const ReadBase& read_base, const ReadModel& read_model, bool short_side_rows,
+                         linalg::Backend& backend) {
+    const auto k = static_cast<std::int64_t>(sb.size());
+    const auto pb = static_cast<std::int64_t>(b.refined), pm = static_cast<std::int64_t>(m.refined);
+    const auto at = [k](std::int64_t i, std::int64_t j) { return static_cast<std::size_t>(i * k + j); };
+    if (pb > 0) {
+        const auto z = long_transposed_times(read_model(), short_side_rows, b.long_vectors, pb, backend);
+        const auto rows = backend.multiply(z, true, m.vectors, false, pb, k, k);  // pb × k, column-major
+        for (std::int64_t j = 0; j < k; ++j)
+            for (std::int64_t i = 0; i < pb; ++i)
+                overlap[at(i, j)] =
+                    rows[static_cast<std::size_t>(i + j * pb)] / sm[static_cast<std::size_t>(j)];
+    }
+    if (pm > 0) {
+        const auto z = long_transposed_times(read_base(), short_side_rows, m.long_vectors, pm, backend);
+        const auto cols = backend.multiply(b.vectors, true, z, false, k, pm, k);  // k × pm, column-major
+        for (std::int64_t j = 0; j < pm; ++j)
+            for (std::int64_t i = 0; i < k; ++i)
+                overlap[at(i, j)] =
+                    cols[static_cast<std::size_t>(i + j * k)] / sb[static_cast<std::size_t>(i)];
+    }
+    if (pb > 0 && pm > 0) {
+        const auto length = static_cast<std::int64_t>(b.long_vectors.size()) / pb;
+        const auto uu = backend.multiply(b.long_vectors, true, m.long_vectors, false, pb, pm, length);
+        for (std::int64_t j = 0; j < pm; ++j)
+            for (std::int64_t i = 0; i < pb; ++i)
+                overlap[at(i, j)] = uu[static_cast<std::size_t>(i + j * pb)];
+    }
+}
+
+// |x| of a row-major k × k vector, as a Matrix (no copy).
+Matrix<double> abs_matrix(std::vector<double>&& x, std::int64_t k) {
+    Matrix<double> o;
+    o.rows = o.cols = k;
+    o.data = std::move(x);
+    for (auto& v : o.data) v = std::abs(v);
+    return o;
+}
+
+// The Gram route (gram_pair.hpp): both matrices streamed slab by slab. A factorization whose λ_min is
+// under the vector guard has its few small components recomputed from the matrix read whole
+// (refine_small_end); only where that cannot be done does the unit fall back to compare_whole
+// (route auto). The k × k buffers are released as soon as they are used: at most six are held at
+// once (compare_streamed_bytes).
 template <typename T>
 FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, const TensorInfo& mt,
                              BaseFactorization& cache, linalg::Backend& backend) {
     const bool forced = c.route == linalg::SvdRoute::gram;
+    // The base's small end could not be refined with an earlier model: nothing to stream.
+    if (cache.gram && !cache.gram->trusted)
+        return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
     const Orientation ori = orientation(unit.block);
     const std::int64_t k = ori.k;
     linalg::GramPair pair(k, !cache.gram, &backend);
@@ -321,41 +401,57 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
         unit.tensor->file->dont_need(unit.tensor->offset, unit.tensor->nbytes);
         mt.file->dont_need(mt.offset, mt.nbytes);
     }
-    if (!cache.gram)
+    // The delta's values first, so that its product is gone before the decompositions with vectors.
+    const auto delta_s = sqrt_clamped(backend.symmetric_eigen(pair.delta_gram(), k, false));
+    std::vector<double>().swap(pair.delta_gram());
+
+    const auto read_base = [&unit] { return read_matrix<double>(*unit.tensor, unit.block); };
+    const auto read_model = [&unit, &mt] { return read_matrix<double>(mt, unit.block); };
+    if (!cache.gram) {
         cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced, backend);
+        if (!cache.gram->trusted && !refine_small_end(*cache.gram, read_base(), ori.short_side_rows, backend))
+            return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+    }
     const GramFactors& b = *cache.gram;
     std::optional<GramFactors> own;
-    if (!pair.identical())
+    if (!pair.identical()) {
         own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced, backend);
+        if (!own->trusted && !refine_small_end(*own, read_model(), ori.short_side_rows, backend))
+            return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+    }
     const GramFactors& m = own ? *own : b;
-    if (!b.trusted || !m.trusted)
-        return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
 
     const auto sb = sqrt_clamped(b.lambda), sm = sqrt_clamped(m.lambda);
-    Matrix<double> short_rows(k, k), long_rows(k, k);
+    Matrix<double> short_rows, long_rows;  // row-major |overlap|, rows the base's components
     if (pair.identical()) {
         // The same matrix factorised once: both overlaps are exactly the identity.
+        short_rows = long_rows = Matrix<double>(k, k);
         for (std::int64_t i = 0; i < k; ++i) short_rows(i, i) = long_rows(i, i) = 1.0;
     } else {
-        // Short side: V_bᵀ V_m. Long side: (V_bᵀ (BᵀM) V_m)_ij / (σ_b,i σ_m,j).
-        const auto short_overlap = backend.multiply(b.vectors, true, m.vectors, false, k, k, k);
-        auto long_overlap = backend.multiply(b.vectors, true,
-                                             backend.multiply(pair.cross(), false, m.vectors, false, k, k, k),
-                                             false, k, k, k);
-        for (std::int64_t j = 0; j < k; ++j)
-            for (std::int64_t i = 0; i < k; ++i) {
+        // Computed transposed, so that the column-major products are the row-major overlaps. Short
+        // side: (V_bᵀ V_m)ᵀ = V_mᵀ V_b. Long side: (V_bᵀ (BᵀM) V_m)ᵀ = ((BᵀM) V_m)ᵀ V_b, over σ_b,i σ_m,j.
+        auto short_overlap = backend.multiply(m.vectors, true, b.vectors, false, k, k, k);
+        auto long_overlap = [&] {
+            const auto cross_model = backend.multiply(pair.cross(), false, m.vectors, false, k, k, k);
+            std::vector<double>().swap(pair.cross());
+            return backend.multiply(cross_model, true, b.vectors, false, k, k, k);
+        }();
+        for (std::int64_t i = 0; i < k; ++i)
+            for (std::int64_t j = 0; j < k; ++j) {
                 const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
-                auto& x = long_overlap[static_cast<std::size_t>(i + j * k)];
+                auto& x = long_overlap[static_cast<std::size_t>(i * k + j)];
                 x = scale > 0 ? x / scale : 0.0;
             }
-        short_rows = abs_rows(short_overlap, k), long_rows = abs_rows(long_overlap, k);
+        if (b.refined > 0 || m.refined > 0)
+            refine_long_overlap(long_overlap, b, m, sb, sm, read_base, read_model, ori.short_side_rows,
+                                backend);
+        short_rows = abs_matrix(std::move(short_overlap), k),
+        long_rows = abs_matrix(std::move(long_overlap), k);
     }
     const std::int64_t rows = unit.block.logical_rows(), cols = unit.block.logical_cols();
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.top_k);
-    add_delta_values(std::sqrt(pair.delta_sq_norm()),
-                     sqrt_clamped(backend.symmetric_eigen(pair.delta_gram(), k, false)), std::sqrt(b.sq_norm),
-                     fv);
+    add_delta_values(std::sqrt(pair.delta_sq_norm()), delta_s, std::sqrt(b.sq_norm), fv);
     return fv;
 }
 
@@ -464,13 +560,15 @@ std::uint64_t compare_whole_bytes(const MatrixBlock& b, bool f64) {
     return held + s * (m * n + (m + n) * k + 4 * k * k) + 8 * ((m + n) * k + k * k);
 }
 
-// Four k × k products, two factorizations and the overlap products (about ten k × k f64 matrices),
-// syevd's workspace, and three slabs.
-std::uint64_t compare_streamed_bytes(const MatrixBlock& b) {
+// At most six k × k f64 matrices at once (compare_streamed: four products while streaming; three,
+// two factorizations and syevd's 2k² workspace; two factors, the cross product, its product with the
+// model's vectors and the two overlaps), three slabs, and for refining a small end the matrix read
+// whole and its triangular factor's copy (2mn f64; one matrix whole at a time), with `refining`.
+std::uint64_t compare_streamed_bytes(const MatrixBlock& b, bool refining) {
     const auto o = orientation(b);
-    const auto k = static_cast<std::uint64_t>(o.k);
+    const auto k = static_cast<std::uint64_t>(o.k), n = static_cast<std::uint64_t>(o.length);
     const auto slab = static_cast<std::uint64_t>(std::min(slab_length(o.k), o.length));
-    return 8 * (12 * k * k + 3 * slab * k);
+    return 8 * (6 * k * k + 3 * slab * k + (refining ? 2 * k * n : 0));
 }
 
 }  // namespace diffract::analysis

@@ -52,17 +52,23 @@ const std::vector<std::string>& stored_fields() {
     return f;
 }
 
-// A job's reservation: its largest unit (units run one after another). On the auto route the
-// whole-matrix fallback is reserved too when it fits the budget at all; a tall matrix whose fallback
-// cannot fit is reserved at its streamed size (its vectors are trusted in practice: see docs/compare.md).
-std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, std::uint64_t budget) {
+// A job's reservation: its largest unit (units run one after another). On the Gram routes that is the
+// streamed size, with refining a few small components from the matrix read whole when that fits the
+// budget at all (a 100k-row embedding is reserved without: its spectrum is well within the guard in the
+// models we measured). The whole-matrix fallback of a nearly rank-deficient unit (docs/compare.md) is
+// not reserved, so that two 7B-sized units fit a 4 GB budget side by side. --delta-only and gesdd read
+// both matrices whole.
+std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, bool delta_only,
+                        std::uint64_t budget) {
     std::uint64_t most = 0;
     for (const auto& u : job.units) {
-        const std::uint64_t whole = analysis::compare_whole_bytes(u.block, f64),
-                            streamed = analysis::compare_streamed_bytes(u.block);
-        std::uint64_t b = streamed;
-        if (route == linalg::SvdRoute::gesdd || (route == linalg::SvdRoute::auto_route && whole <= budget))
-            b = std::max(b, whole);
+        std::uint64_t b = 0;
+        if (route == linalg::SvdRoute::gesdd || delta_only) {
+            b = analysis::compare_whole_bytes(u.block, f64);
+        } else {
+            b = analysis::compare_streamed_bytes(u.block, true);
+            if (b > budget) b = analysis::compare_streamed_bytes(u.block, false);
+        }
         most = std::max(most, b);
     }
     return most;
@@ -217,7 +223,10 @@ CompareResult compare(const CompareOptions& o) {
     for (std::size_t j = 0; j < jobs.size(); ++j) {
         double flops = 0;
         for (const auto& u : jobs[j].units) flops += u.flops();
-        Task t{{}, {flops * static_cast<double>(n_models + 1), job_bytes(jobs[j], f64, o.route, budget)}, 1};
+        Task t{{},
+               {flops * static_cast<double>(n_models + 1),
+                job_bytes(jobs[j], f64, o.route, o.delta_only, budget)},
+               1};
         for (std::size_t i = first_slot[j]; i < first_slot[j + 1]; ++i) t.slots.push_back(i);
         tasks.push_back(std::move(t));
     }

@@ -17,20 +17,9 @@ using namespace diffract::analysis;
 
 namespace {
 
-// A random d × d orthogonal matrix (Gram-Schmidt).
+// A random d × d orthogonal matrix.
 Matrix<double> random_orthogonal(std::int64_t d, std::uint64_t seed) {
-    auto q = random_matrix(d, d, seed);
-    for (std::int64_t i = 0; i < d; ++i) {
-        for (std::int64_t j = 0; j < i; ++j) {
-            double dot = 0;
-            for (std::int64_t k = 0; k < d; ++k) dot += q(i, k) * q(j, k);
-            for (std::int64_t k = 0; k < d; ++k) q(i, k) -= dot * q(j, k);
-        }
-        double n = 0;
-        for (std::int64_t k = 0; k < d; ++k) n += q(i, k) * q(i, k);
-        for (std::int64_t k = 0; k < d; ++k) q(i, k) /= std::sqrt(n);
-    }
-    return q;
+    return test_data::orthonormal_columns(d, d, seed);
 }
 
 Matrix<double> matmul(const Matrix<double>& a, const Matrix<double>& b) {

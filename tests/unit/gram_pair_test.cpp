@@ -1,6 +1,8 @@
 // The Gram route of compare (gram_pair.hpp, compare.cpp): products accumulated over slabs equal the
 // products of the whole matrices, and compare's fields on that route equal the whole-matrix LAPACK
-// route (gesdd) on Llama-style and GPT-2 Conv1D (transposed) tensors, tall and wide, across many slabs.
+// route (gesdd) on Llama-style and GPT-2 Conv1D (transposed) tensors, tall and wide, across many slabs;
+// a unit with a few components under the vector guard keeps the Gram route, its small end refined,
+// and still equals gesdd component by component.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,12 +14,14 @@
 
 #include <unistd.h>
 
+#include "diffract/analysis/compare.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 #include "diffract/run/compare.hpp"
 
 #include "random_matrix.hpp"
+#include "stored_tensor.hpp"
 
 using namespace diffract;
 using diffract::test_data::random_matrix;
@@ -254,4 +258,78 @@ TEST(CompareGramRoute, AutoFallsBackOnRankDeficientMatrices) {
                                 {"model.layers.0.mlp.up_proj.weight", {96, 32}}},
                                config, /*low_rank=*/true);
     expect_routes_agree(b, m, /*low_rank=*/true);
+}
+
+namespace {
+
+// Every field of `a` equals `b`'s: scalars to 1e-8 (relative above 1), the per-component agreement
+// vectors to 1e-8, the delta's values to 1e-7·σ_max(Δ) (the Gram route's absolute error on them).
+void expect_fields_agree(const FieldValues& a, const FieldValues& b) {
+    for (const auto& [field, v] : b.scalars) {
+        if (field == analysis::kWholeRouteField) continue;
+        EXPECT_NEAR(a.scalars.at(field), v, 1e-8 * std::max(1.0, std::abs(v))) << field;
+    }
+    for (const auto& [field, v] : b.vectors) {
+        const auto& w = a.vectors.at(field);
+        ASSERT_EQ(w.size(), v.size()) << field;
+        const double scale = field == "delta_svals" ? 1e-7 * v.back() : 1e-8;
+        for (std::size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(w[i], v[i], scale) << field << "[" << i << "]";
+    }
+}
+
+}  // namespace
+
+TEST(CompareGramRoute, RefinesAFewComponentsUnderTheGuardInsteadOfFallingBack) {
+    // A base with two singular values of 1e-7 and 3e-7 under a bulk from 1e-2 to 1 (λ_min/λ_max ~1e-14,
+    // far under the 1e-9 vector guard), stored in f64; models that keep that small end (a rotation of
+    // the left side: both factorizations need refining) or lose it (added noise: the base's alone).
+    // Tall, wide, square and a transposed (Conv1D-style) block, two models sharing the base's cache.
+    auto backend = linalg::make_backend("cpu");
+    struct Case {
+        std::int64_t rows, cols;
+        bool transposed;
+    };
+    for (const auto& [rows, cols, transposed] :
+         {Case{72, 40, false}, Case{40, 72, false}, Case{40, 40, false}, Case{72, 40, true}}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (transposed ? " transposed" : ""));
+        const auto k = std::min(rows, cols);
+        std::vector<double> s{1e-7, 3e-7};
+        for (std::int64_t i = 0; i + 2 < k; ++i)
+            s.push_back(std::pow(10.0, -2.0 + 2.0 * static_cast<double>(i) / static_cast<double>(k - 3)));
+        const auto base = test_data::planted_svd(rows, cols, s, 31).w;
+        const auto r = test_data::random_matrix(rows, rows, 33), e = test_data::random_matrix(rows, cols, 34);
+        Matrix<double> rotated(rows, cols), noisy(rows, cols);  // (I + 0.02 R)·W and W + 0.05 E
+        for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j) {
+                double x = base(i, j);
+                for (std::int64_t t = 0; t < rows; ++t) x += 0.02 * r(i, t) * base(t, j);
+                rotated(i, j) = x, noisy(i, j) = base(i, j) + 0.05 * e(i, j);
+            }
+        // Stored as the matrix, or as its transpose viewed through a transposed block.
+        const auto stored = [&](const Matrix<double>& w) {
+            if (!transposed) return test_data::stored_tensor(w, DType::F64);
+            Matrix<double> t(w.cols, w.rows);
+            for (std::int64_t i = 0; i < w.rows; ++i)
+                for (std::int64_t j = 0; j < w.cols; ++j) t(j, i) = w(i, j);
+            return test_data::stored_tensor(t, DType::F64);
+        };
+        const auto base_tensor = stored(base);
+        analysis::MatrixUnit unit;
+        unit.tensor = &base_tensor;
+        unit.block = transposed ? MatrixBlock{0, cols, 0, rows, true} : MatrixBlock{0, rows, 0, cols, false};
+        analysis::CompareSettings gram, gesdd;
+        gram.slab_values = 300;  // many slabs
+        gesdd.route = linalg::SvdRoute::gesdd;
+        analysis::BaseFactorization gram_cache, gesdd_cache;
+        for (const auto* model : {&noisy, &rotated}) {
+            const auto model_tensor = stored(*model);
+            const auto fast = analysis::compare_unit<double>(gram, unit, model_tensor, gram_cache, *backend);
+            const auto reference =
+                analysis::compare_unit<double>(gesdd, unit, model_tensor, gesdd_cache, *backend);
+            EXPECT_EQ(fast.scalars.at(analysis::kWholeRouteField), 0.0);  // refined, not fallen back
+            ASSERT_TRUE(gram_cache.gram.has_value());
+            EXPECT_EQ(gram_cache.gram->refined, 2u);
+            expect_fields_agree(fast, reference);
+        }
+    }
 }

@@ -1,7 +1,8 @@
 // The small end of an ill-conditioned spectrum (linalg/cpu/small_values.cpp): planted singular values
 // (W = U diag(s) Vᵀ with a few values far under the Gram route's guard) come back within gesdd's
 // accuracy, ~ε·σ_max/σ, on both factor paths (LQ for tall, QR for wide); the auto route uses them;
-// a rank-deficient matrix, where most of the spectrum is under the guard, is left to gesdd.
+// with vectors (compare's Gram route), the planted short-side vectors come back too; a
+// rank-deficient matrix, where most of the spectrum is under the guard, is left to gesdd.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,22 +15,6 @@
 using namespace diffract;
 
 namespace {
-
-// rows × cols with singular values `s` (ascending, min(rows, cols) of them) and random singular vectors.
-Matrix<double> planted(std::int64_t rows, std::int64_t cols, const std::vector<double>& s,
-                       linalg::Backend& b) {
-    const auto k = std::min(rows, cols);
-    const auto u = b.svd(test_data::random_matrix(rows, k, 11)).u;  // rows × k, orthonormal columns
-    const auto v = b.svd(test_data::random_matrix(cols, k, 12)).u;  // cols × k
-    Matrix<double> w(rows, cols);
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j) {
-            double x = 0;
-            for (std::int64_t c = 0; c < k; ++c) x += u(i, c) * s[static_cast<std::size_t>(c)] * v(j, c);
-            w(i, j) = x;
-        }
-    return w;
-}
 
 // A bulk from 1e-3 to 1 and three values 1e-7, 3e-7, 1e-6: λ/λ_max 1e-14 .. 1e-12, under the 1e-9 guard.
 std::vector<double> spectrum(std::int64_t k) {
@@ -54,7 +39,7 @@ TEST(SmallValues, PlantedValuesUnderTheGuardComeBackToGesddAccuracy) {
          {std::pair<std::int64_t, std::int64_t>{260, 200}, {200, 260}, {200, 200}}) {
         SCOPED_TRACE(rows * 1000 + cols);
         const auto s = spectrum(std::min(rows, cols));
-        const auto w = planted(rows, cols, s, *backend);
+        const auto w = test_data::planted_svd(rows, cols, s, 11).w;
         const auto gesdd = backend->singular_values(w, linalg::SvdRoute::gesdd);
         const auto gram = backend->singular_values(w, linalg::SvdRoute::gram);
         // What makes the refinement necessary: the Gram route alone misses the smallest planted value by
@@ -81,4 +66,38 @@ TEST(SmallValues, RankDeficientMatricesAreLeftToGesdd) {
     EXPECT_FALSE(linalg::cpu::refined_small_values(w, squared(gram)).has_value());
     EXPECT_EQ(backend->singular_values(w, linalg::SvdRoute::auto_route),
               backend->singular_values(w, linalg::SvdRoute::gesdd));
+}
+
+TEST(SmallValues, PlantedVectorsUnderTheGuardComeBackToGesddAccuracy) {
+    auto backend = linalg::make_backend("cpu");
+    for (const auto& [rows, cols] :
+         {std::pair<std::int64_t, std::int64_t>{260, 200}, {200, 260}, {200, 200}}) {
+        SCOPED_TRACE(rows * 1000 + cols);
+        const auto k = std::min(rows, cols);
+        const auto s = spectrum(k);
+        const auto planted = test_data::planted_svd(rows, cols, s, 21);
+        const auto lambda = squared(backend->singular_values(planted.w, linalg::SvdRoute::gram));
+        const auto small = backend->small_components(planted.w, lambda, linalg::kGramConditionGuard);
+        ASSERT_TRUE(small.has_value());
+        ASSERT_EQ(small->s.size(), 3u);  // the planted values under the guard, and only they
+        ASSERT_EQ(small->vectors.size(), static_cast<std::size_t>(k) * 3);
+        // The short side's planted vectors: V (right) when the columns are the short side, else U.
+        const auto& exact = cols <= rows ? planted.v : planted.u;
+        for (std::size_t c = 0; c < 3; ++c) {
+            EXPECT_LT(std::abs(small->s[c] - s[c]) / s[c], 1e-8) << c;
+            double dot = 0;
+            for (std::int64_t i = 0; i < k; ++i)
+                dot += small->vectors[static_cast<std::size_t>(i) + c * static_cast<std::size_t>(k)] *
+                       exact(i, static_cast<std::int64_t>(c));
+            const double sign = dot < 0 ? -1.0 : 1.0;
+            double err = 0;  // ‖v − ±v_planted‖: ~ε·σ_max / (gap to the next value) = 5e-10 here
+            for (std::int64_t i = 0; i < k; ++i) {
+                const double d =
+                    small->vectors[static_cast<std::size_t>(i) + c * static_cast<std::size_t>(k)] -
+                    sign * exact(i, static_cast<std::int64_t>(c));
+                err += d * d;
+            }
+            EXPECT_LT(std::sqrt(err), 1e-8) << c;
+        }
+    }
 }

@@ -73,7 +73,13 @@ struct CompareSettings {
 struct GramFactors {
     std::vector<double> lambda, vectors;  // σ², the short-side vectors (column-major k × k)
     double sq_norm = 0;
-    bool trusted = false;  // λ_min ≥ kGramVectorGuard·λ_max (or the route is forced)
+    // λ_min ≥ kGramVectorGuard·λ_max (or the route is forced), or the components under it refined.
+    bool trusted = false;
+    // The first `refined` components (those under the guard) recomputed from the matrix read whole
+    // (Backend::small_components): their λ and vectors replaced, and their long-side vectors
+    // u = Y v / σ kept (column-major length × refined), which the long-side overlaps use directly.
+    std::size_t refined = 0;
+    std::vector<double> long_vectors;
 };
 struct BaseFactorization {
     std::optional<GramFactors> gram;  // the Gram route
@@ -101,8 +107,9 @@ bool factored_delta(const CompareSettings& settings, const TensorInfo& base, con
 FieldValues nonfinite_compare_values();
 void set_nonfinite_counts(const NonfinitePair& counts, FieldValues& values);
 
-// Peak working memory of one unit: on the whole-matrix route, and on the streamed Gram route.
+// Peak working memory of one unit: on the whole-matrix route, and on the streamed Gram route (with
+// `refining`: a small end refined from the matrix read whole).
 std::uint64_t compare_whole_bytes(const MatrixBlock& block, bool f64);
-std::uint64_t compare_streamed_bytes(const MatrixBlock& block);
+std::uint64_t compare_streamed_bytes(const MatrixBlock& block, bool refining);
 
 }  // namespace diffract::analysis

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +52,12 @@ struct Svd {
     Matrix<double> v;       // n × k
 };
 
+// The few smallest components of an ill-conditioned matrix (Backend::small_components).
+struct SmallComponents {
+    std::vector<double> s;        // the p smallest singular values, ascending
+    std::vector<double> vectors;  // their short-side singular vectors: column-major k × p, k = min(m, n)
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -77,6 +84,16 @@ public:
     // Thin SVD with vectors (gesdd, JOBZ='S').
     virtual Svd svd(const Matrix<float>& w) = 0;
     virtual Svd svd(const Matrix<double>& w) = 0;
+    // The p components of `w` whose Gram eigenvalue is under guard·λ_max (λ: the short side's Gram
+    // spectrum, ascending, as the Gram route computed it), to gesdd's accuracy, without a whole SVD:
+    // compare's Gram route when only those components' vectors are not to be trusted. nullopt where p
+    // is not small (a nearly rank-deficient matrix) or the backend has no such route: the caller then
+    // runs the whole SVD.
+    virtual std::optional<SmallComponents> small_components(const Matrix<double>& /*w*/,
+                                                            const std::vector<double>& /*lambda*/,
+                                                            double /*guard*/) {
+        return std::nullopt;
+    }
     // The dense k × k work of compare's Gram route (gram_pair.hpp), where this backend runs it:
     // eigenvalues (ascending) of the symmetric column-major k × k `a` (lower triangle; with
     // `vectors`, `a` is overwritten by the eigenvectors), C = op(A)·op(B) (column-major m × n,

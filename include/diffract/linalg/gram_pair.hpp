@@ -64,10 +64,11 @@ public:
     double model_sq_norm() const { return m2_; }
     double delta_sq_norm() const { return d2_; }
     // Column-major k × k: BᵀB (lower triangle; only with_base), MᵀM (lower), BᵀM (full), DᵀD (lower).
-    // The first call ends accumulation (a device hands its products back then).
+    // The first call ends accumulation (a device hands its products back then). The caller may move
+    // or release each one once used.
     std::vector<double>& base_gram() { return collected().bb; }
     std::vector<double>& model_gram() { return collected().mm; }
-    const std::vector<double>& cross() { return collected().bm; }
+    std::vector<double>& cross() { return collected().bm; }
     std::vector<double>& delta_gram() { return collected().dd; }
 
 private:

@@ -35,8 +35,10 @@ inline constexpr double kF32GramMinAspect = 4.0;
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda);
 
-// (svd_cpu.cpp): σ (ascending) by LAPACK gesdd, values only: the backend's gesdd route.
+// (svd_cpu.cpp): σ (ascending) by LAPACK gesdd, values only: the backend's gesdd route; and the thin
+// SVD with vectors (Backend::svd).
 std::vector<double> gesdd_values(const Matrix<double>& w);
+Svd gesdd_svd(const Matrix<double>& w);
 
 // (small_values.cpp): σ of a matrix whose Gram spectrum tripped the auto route's guard, without a
 // whole gesdd: the Gram route's values from λ_i ≥ kGramConditionGuard·λ_max up (within the auto route's
@@ -48,5 +50,11 @@ std::vector<double> gesdd_values(const Matrix<double>& w);
 template <typename T>
 std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
                                                         const std::vector<double>& lambda);
+
+// (small_values.cpp): Backend::small_components on the CPU: the p components under guard·λ_max from
+// the same triangular factor and subspace iteration as refined_small_values, with their Ritz vectors
+// (right singular vectors of the factor R, RᵀR = the short side's Gram matrix).
+std::optional<SmallComponents> small_components(const Matrix<double>& w, const std::vector<double>& lambda,
+                                                double guard);
 
 }  // namespace diffract::linalg::cpu

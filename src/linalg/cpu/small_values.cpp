@@ -1,4 +1,5 @@
-// The small end of an ill-conditioned spectrum (block_values_impl.hpp: refined_small_values). A square
+// The small end of an ill-conditioned spectrum (block_values_impl.hpp: refined_small_values, and with
+// vectors small_components, for compare's Gram route). A square
 // 4096 × 4096 weight matrix, or the permutation null of one, has λ_min/λ_max ~ 1e-10 and trips the
 // Gram route's guard; recomputing it whole with gesdd took 13.3 s against 1.1 s (dsyrk) + 2.5 s
 // (eigenvalues) for the Gram route, and 1.5 s more for the triangular factor used here
@@ -24,6 +25,10 @@ constexpr int kMaxIterations = 200;
 // Successive Ritz values that agree to this fraction of σ_max are converged: the Rayleigh-Ritz
 // product's own error is ~ε·σ_max (gesdd's), so a tighter test would chase rounding.
 constexpr double kRitzTolerance = 4e-14;
+// Iterations after the values have converged, when vectors are wanted: each shrinks the vectors' angle
+// to the exact subspace by (σ_p / σ_{b+1})² at least, and the values' agreement to 4e-14·σ_max leaves
+// them at ~sqrt of that.
+constexpr int kVectorIterations = 3;
 
 // Q of the QR factorisation of the column-major k × b block x, in place.
 bool orthonormalise(std::vector<double>& x, int k, int b) {
@@ -43,16 +48,17 @@ bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-}  // namespace
-
+// The p components of `w` under guard·λ_max (λ: the Gram spectrum, ascending): their
+// singular values and, with `vectors`, their short-side singular vectors (column-major k × p), both
+// ascending. nullopt where refined_small_values' contract says so.
 template <typename T>
-std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
-                                                        const std::vector<double>& lambda) {
+std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<double>& lambda, double guard,
+                                         bool vectors) {
     const auto rows = w.rows, cols = w.cols;
     const std::int64_t k64 = std::min(rows, cols), long64 = std::max(rows, cols);
     if (lambda.size() != static_cast<std::size_t>(k64) || lambda.empty() || !(lambda.back() > 0))
         return std::nullopt;
-    const double threshold = kGramConditionGuard * lambda.back();
+    const double threshold = guard * lambda.back();
     const auto p =
         static_cast<std::size_t>(std::lower_bound(lambda.begin(), lambda.end(), threshold) - lambda.begin());
     if (p == 0 || p > kMaxRefined || 4 * p > lambda.size()) return std::nullopt;
@@ -60,30 +66,32 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
     const int b = static_cast<int>(std::min<std::size_t>(2 * p + 8, lambda.size()));
     if (2 * b > k) return std::nullopt;  // a small matrix: gesdd costs no more
 
-    // The triangular factor T (k × k) with σ(T) = σ(W). Row-major W is, column-major, A = Wᵀ with ld
-    // cols: A is k × long (cols ≤ rows) and A = L·Q, or long × k and A = Q·R.
+    // The upper triangular R (k × k) with RᵀR = the short side's Gram matrix, so σ(R) = σ(W) and R's
+    // right singular vectors are W's short-side vectors. Row-major W is, column-major, A = Wᵀ with ld
+    // cols: A is k × long (cols ≤ rows; A = L·Q, AAᵀ = LLᵀ = WᵀW, R = Lᵀ) or long × k (A = Q·R,
+    // AᵀA = RᵀR = WWᵀ).
     std::vector<double> a(w.data.begin(), w.data.end());
-    const bool lower = cols <= rows;
-    const int m = lower ? k : n_long, n = lower ? n_long : k;
+    const bool lq = cols <= rows;
+    const int m = lq ? k : n_long, n = lq ? n_long : k;
     {
         std::vector<double> tau(static_cast<std::size_t>(k));
         int info = 0, lwork = -1;
         double query = 0;
-        (lower ? dgelqf_ : dgeqrf_)(&m, &n, a.data(), &m, tau.data(), &query, &lwork, &info);
+        (lq ? dgelqf_ : dgeqrf_)(&m, &n, a.data(), &m, tau.data(), &query, &lwork, &info);
         lwork = std::max(1, static_cast<int>(query));
         std::vector<double> work(static_cast<std::size_t>(lwork));
-        (lower ? dgelqf_ : dgeqrf_)(&m, &n, a.data(), &m, tau.data(), work.data(), &lwork, &info);
+        (lq ? dgelqf_ : dgeqrf_)(&m, &n, a.data(), &m, tau.data(), work.data(), &lwork, &info);
         if (info != 0) return std::nullopt;
     }
-    std::vector<double> t(static_cast<std::size_t>(k) * k, 0.0);
+    std::vector<double> r(static_cast<std::size_t>(k) * k, 0.0);
     for (int j = 0; j < k; ++j)
-        for (int i = lower ? j : 0; lower ? i < k : i <= j; ++i)
-            t[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * k] =
-                a[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * m];
+        for (int i = 0; i <= j; ++i)  // R(i, j), i ≤ j: A's upper triangle, or L(j, i)
+            r[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * k] =
+                lq ? a[static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * m]
+                   : a[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * m];
     a = {};
-    const char* uplo = lower ? "L" : "U";
 
-    // Inverse subspace iteration on TᵀT from a seeded Gaussian block (the result does not depend on
+    // Inverse subspace iteration on RᵀR from a seeded Gaussian block (the result does not depend on
     // the start beyond the tolerance; the seed keeps runs reproducible).
     std::vector<double> x(static_cast<std::size_t>(k) * b);
     Rng rng(stream_seed(0x5EED, "refined_small_values"));
@@ -91,29 +99,62 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
     if (!orthonormalise(x, k, b)) return std::nullopt;
     const double one = 1.0;
     std::vector<double> previous;
-    const int max_iterations = std::min(kMaxIterations, std::max(16, k / (2 * b)));
+    // Vectors converge at the rate values do but to the square root of their accuracy (a Ritz value
+    // errs by the square of its vector's angle): a few more iterations after the values agree.
+    int extra = vectors ? kVectorIterations : 0;
+    const int max_iterations = std::min(kMaxIterations, std::max(16, k / (2 * b))) + extra;
     for (int it = 0; it < max_iterations; ++it) {
-        dtrsm_("L", uplo, "T", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻ᵀ X
-        dtrsm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, x.data(), &k);  // X ← T⁻¹ X
+        dtrsm_("L", "U", "T", "N", &k, &b, &one, r.data(), &k, x.data(), &k);  // X ← R⁻ᵀ X
+        dtrsm_("L", "U", "N", "N", &k, &b, &one, r.data(), &k, x.data(), &k);  // X ← R⁻¹ X
         if (!all_finite(x) || !orthonormalise(x, k, b)) return std::nullopt;
-        // Rayleigh-Ritz: σ(T X) for orthonormal X. Column-major k × b T X is, row-major, the b × k
-        // (T X)ᵀ, with the same singular values.
-        Matrix<double> tx(b, k);
-        tx.data = x;
-        dtrmm_("L", uplo, "N", "N", &k, &b, &one, t.data(), &k, tx.data.data(), &k);
-        auto ritz = gesdd_values(tx);
+        // Rayleigh-Ritz: σ(R X) for orthonormal X. Column-major k × b R X is, row-major, the b × k
+        // (R X)ᵀ, with the same singular values; its left vectors (b × b) are R X's right ones.
+        Matrix<double> rx(b, k);
+        rx.data = x;
+        dtrmm_("L", "U", "N", "N", &k, &b, &one, r.data(), &k, rx.data.data(), &k);
         bool converged = !previous.empty();
+        auto ritz = gesdd_values(rx);
         for (std::size_t i = 0; converged && i < p; ++i)
             converged = std::abs(ritz[i] - previous[i]) <= kRitzTolerance * std::sqrt(lambda.back());
         previous = std::move(ritz);
-        if (!converged) continue;
-        std::vector<double> s(lambda.size());
-        for (std::size_t i = 0; i < s.size(); ++i)
-            s[i] = i < p ? previous[i] : std::sqrt(std::max(lambda[i], 0.0));
-        std::sort(s.begin(), s.end());
-        return s;
+        if (!converged || extra-- > 0) continue;
+        SmallComponents out;
+        out.s.assign(previous.begin(), previous.begin() + static_cast<std::ptrdiff_t>(p));
+        if (vectors) {
+            // The Ritz vectors X·y_c of the p smallest (y_c: R X's right singular vectors).
+            const auto y = gesdd_svd(rx).u;
+            out.vectors.assign(static_cast<std::size_t>(k) * p, 0.0);
+            for (std::size_t c = 0; c < p; ++c)
+                for (int t = 0; t < b; ++t) {
+                    const double f = y(t, static_cast<std::int64_t>(c));
+                    for (int i = 0; i < k; ++i)
+                        out.vectors[static_cast<std::size_t>(i) + c * static_cast<std::size_t>(k)] +=
+                            f * x[static_cast<std::size_t>(i) + static_cast<std::size_t>(t) * k];
+                }
+        }
+        return out;
     }
     return std::nullopt;
+}
+
+}  // namespace
+
+template <typename T>
+std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
+                                                        const std::vector<double>& lambda) {
+    const auto small = small_end(w, lambda, kGramConditionGuard, false);
+    if (!small) return std::nullopt;
+    const std::size_t p = small->s.size();
+    std::vector<double> s(lambda.size());
+    for (std::size_t i = 0; i < s.size(); ++i)
+        s[i] = i < p ? small->s[i] : std::sqrt(std::max(lambda[i], 0.0));
+    std::sort(s.begin(), s.end());
+    return s;
+}
+
+std::optional<SmallComponents> small_components(const Matrix<double>& w, const std::vector<double>& lambda,
+                                                double guard) {
+    return small_end(w, lambda, guard, true);
 }
 
 template std::optional<std::vector<double>> refined_small_values(const Matrix<float>&,

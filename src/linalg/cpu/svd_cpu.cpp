@@ -199,6 +199,11 @@ public:
     }
     Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }
     Svd svd(const Matrix<double>& w) override { return gesdd(w, true); }
+    std::optional<SmallComponents> small_components(const Matrix<double>& w,
+                                                    const std::vector<double>& lambda,
+                                                    double guard) override {
+        return cpu::small_components(w, lambda, guard);
+    }
     double measure_matmul_gflops(int n) override {
         std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
         const float one = 1, zero = 0;
@@ -231,6 +236,7 @@ std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order
 }
 
 std::vector<double> gesdd_values(const Matrix<double>& w) { return gesdd(w, false).s; }
+Svd gesdd_svd(const Matrix<double>& w) { return gesdd(w, true); }
 
 }  // namespace cpu
 
