@@ -18,16 +18,22 @@ namespace {
 constexpr double kEps = 1e-16;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// |x| of a row-major k × k vector, as a Matrix (no copy).
+Matrix<double> abs_matrix(std::vector<double>&& x, std::int64_t k) {
+    Matrix<double> o;
+    o.rows = o.cols = k;
+    o.data = std::move(x);
+    for (auto& v : o.data) v = std::abs(v);
+    return o;
+}
+
 // |Aᵀ B| for row-major A, B (d × k): k × k row-major, O(i, j) = |a_i · b_j| (a = the base's vectors).
-// A row-major d × k matrix is, column-major, its k × d transpose: Aᵀ · (Bᵀ)ᵀ = AᵀB, column-major.
+// A row-major d × k matrix is, column-major, its k × d transpose, so the column-major product
+// Bᵀ·(Aᵀ)ᵀ = BᵀA = (AᵀB)ᵀ is AᵀB row-major.
 Matrix<double> abs_overlap(const Matrix<double>& a, const Matrix<double>& b) {
     const std::int64_t k = a.cols;
-    Matrix<double> o(k, k);
-    if (k == 0) return o;
-    const auto c = linalg::multiply(a.data, false, b.data, true, k, k, a.rows);
-    for (std::int64_t i = 0; i < k; ++i)
-        for (std::int64_t j = 0; j < k; ++j) o(i, j) = std::abs(c[static_cast<std::size_t>(i + j * k)]);
-    return o;
+    if (k == 0) return Matrix<double>(0, 0);
+    return abs_matrix(linalg::multiply(b.data, false, a.data, true, k, k, a.rows), k);
 }
 
 double mean(const std::vector<double>& v, std::size_t from = 0) {
@@ -367,15 +373,6 @@ void refine_long_overlap(std::vector<double>& overlap, const GramFactors& b, con
             for (std::int64_t i = 0; i < pb; ++i)
                 overlap[at(i, j)] = uu[static_cast<std::size_t>(i + j * pb)];
     }
-}
-
-// |x| of a row-major k × k vector, as a Matrix (no copy).
-Matrix<double> abs_matrix(std::vector<double>&& x, std::int64_t k) {
-    Matrix<double> o;
-    o.rows = o.cols = k;
-    o.data = std::move(x);
-    for (auto& v : o.data) v = std::abs(v);
-    return o;
 }
 
 // The Gram route (gram_pair.hpp): both matrices streamed slab by slab. A factorization whose λ_min is

@@ -9,6 +9,7 @@
 
 #include "block_values_impl.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/linalg/gram_pair.hpp"
 #include "lapack_impl.hpp"
 
 namespace diffract::linalg::cpu {
@@ -117,20 +118,18 @@ std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<d
         for (std::size_t i = 0; converged && i < p; ++i)
             converged = std::abs(ritz[i] - previous[i]) <= kRitzTolerance * std::sqrt(lambda.back());
         previous = std::move(ritz);
-        if (!converged || extra-- > 0) continue;
+        if (!converged) continue;
+        if (extra > 0) {  // vectors: iterate on past the values' convergence
+            --extra;
+            continue;
+        }
         SmallComponents out;
         out.s.assign(previous.begin(), previous.begin() + static_cast<std::ptrdiff_t>(p));
         if (vectors) {
-            // The Ritz vectors X·y_c of the p smallest (y_c: R X's right singular vectors).
-            const auto y = gesdd_svd(rx).u;
-            out.vectors.assign(static_cast<std::size_t>(k) * p, 0.0);
-            for (std::size_t c = 0; c < p; ++c)
-                for (int t = 0; t < b; ++t) {
-                    const double f = y(t, static_cast<std::int64_t>(c));
-                    for (int i = 0; i < k; ++i)
-                        out.vectors[static_cast<std::size_t>(i) + c * static_cast<std::size_t>(k)] +=
-                            f * x[static_cast<std::size_t>(i) + static_cast<std::size_t>(t) * k];
-                }
+            // The Ritz vectors X·Y (Y: R X's right singular vectors, b × b; row-major, so Yᵀ to BLAS),
+            // of which the first p columns are the p smallest.
+            out.vectors = multiply(x, false, gesdd_svd(rx).u.data, true, k, b, b);
+            out.vectors.resize(static_cast<std::size_t>(k) * p);
         }
         return out;
     }
