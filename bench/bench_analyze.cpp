@@ -28,6 +28,7 @@
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/linalg/blas_info.hpp"
 #include "diffract/run/scheduler.hpp"
 
 using namespace diffract;
@@ -134,7 +135,8 @@ int run_bench(int argc, char** argv) {
     const double heads_plain = heads_timed(false), heads_batched = heads_timed(true);
     const double n = static_cast<double>(mats.size());
     std::printf(
-        "{\"device\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, \"nominal_gflop\": %.2f, "
+        "{\"device\": \"%s\", \"blas\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, "
+        "\"nominal_gflop\": %.2f, "
         "\"sgemm_gflops\": %.2f,\n"
         " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
         " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, "
@@ -142,9 +144,10 @@ int run_bench(int argc, char** argv) {
         " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f,\n"
         " \"head_blocks\": %d, \"heads_one_by_one_s\": %.3f, \"heads_batched_s\": %.3f, "
         "\"speedup_heads_batched\": %.2f}\n",
-        device.c_str(), mats.size(), layers, threads, flops / 1e9, peak, plain, flops / plain / 1e9, values,
-        n / values, flops / values / 1e9, flops / values / 1e9 / peak, catalog, n / catalog, plain / values,
-        4 * heads * layers, heads_plain, heads_batched, heads_plain / heads_batched);
+        device.c_str(), linalg::blas_description().c_str(), mats.size(), layers, threads, flops / 1e9, peak,
+        plain, flops / plain / 1e9, values, n / values, flops / values / 1e9, flops / values / 1e9 / peak,
+        catalog, n / catalog, plain / values, 4 * heads * layers, heads_plain, heads_batched,
+        heads_plain / heads_batched);
     return 0;
 }
 

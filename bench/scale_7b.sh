@@ -23,5 +23,6 @@ timed() {  # timed NAME diffract-args...: one line of figures, then the tool's o
     "$bin" "$@" --out "out-$name" --store "store-$name.sqlite" --threads "$threads" --max-memory "$budget" \
     --quiet 2>&1 | tail -n 2
 }
+"$bin" --version | tail -n 1  # the BLAS kernels in use (an OPENBLAS_CORETYPE pin halves the products)
 case $what in analyze | both) timed analyze analyze fam/pretrained "$@" ;; esac
 case $what in compare | both) timed compare compare --base fam/pretrained fam/math "$@" ;; esac

@@ -11,6 +11,7 @@
 #include "commands/commands.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/linalg/blas_info.hpp"
 #include "diffract/run/distributed.hpp"
 
 namespace {
@@ -45,7 +46,9 @@ int run(int argc, char** argv) {
     CLI::App app{"diffract: spectral analysis of neural-network checkpoints"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Expand all help");
-    app.set_version_flag("--version", "diffract " DIFFRACT_VERSION);
+    app.set_version_flag("--version", [] {
+        return fmt::format("diffract {}\nBLAS: {}", DIFFRACT_VERSION, diffract::linalg::blas_description());
+    });
     diffract::cli::register_commands(app);
     try {
         app.parse(argc, argv);

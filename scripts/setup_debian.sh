@@ -9,7 +9,7 @@ SUDO=""
 
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang clang-format libclang-rt-14-dev
-  libopenblas-dev liblapack-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev liblapack-dev libopenmpi-dev openmpi-bin libelpa-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv chromium librsvg2-bin

@@ -3,6 +3,7 @@ and head columns, progress=True as tqdm bars, no nanobind leak reports at exit, 
 CLI and the package."""
 import importlib.metadata
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -254,4 +255,16 @@ def test_cli_and_package_versions_agree():
     assert diffract.__version__ == cmake
     assert importlib.metadata.version("diffract") == cmake  # pyproject's metadata reads the same line
     p = run(["--version"])
-    assert p.stdout.strip() == f"diffract {cmake}"
+    first, blas = p.stdout.strip().split("\n")
+    assert first == f"diffract {cmake}"
+    assert blas.startswith("BLAS: OpenBLAS ") and ", kernels " in blas  # the kernels in use (issue 16)
+
+
+def test_version_names_the_blas_kernels_and_who_chose_them():
+    # An environment that pins OpenBLAS's kernels (OPENBLAS_CORETYPE) is named: on an AVX-512 machine
+    # pinned to Haswell the matrix products run at half speed (docs/performance.md).
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    detected = run(["--version"], env=env).stdout
+    assert "kernels " in detected and "OPENBLAS_CORETYPE" not in detected
+    pinned = run(["--version"], env={**env, "OPENBLAS_CORETYPE": "Prescott"}).stdout
+    assert "kernels Prescott (set by OPENBLAS_CORETYPE=Prescott, not detected from the CPU)" in pinned

@@ -1,0 +1,21 @@
+#include "diffract/linalg/blas_info.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+extern "C" {
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
+}
+
+namespace diffract::linalg {
+
+std::string blas_description() {
+    std::string d = fmt::format("{}, kernels {}", openblas_get_config(), openblas_get_corename());
+    if (const char* pinned = std::getenv("OPENBLAS_CORETYPE"); pinned && *pinned)
+        d += fmt::format(" (set by OPENBLAS_CORETYPE={}, not detected from the CPU)", pinned);
+    return d;
+}
+
+}  // namespace diffract::linalg
