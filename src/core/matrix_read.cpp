@@ -2,16 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "core/release_behind_impl.hpp"
 #include "diffract/core/block_quant.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
 
 namespace diffract {
-namespace {
-
-constexpr std::size_t kReleaseBehindBytes = std::size_t{64} << 20;
-
-}  // namespace
 
 std::int64_t stored_rows(const TensorInfo& t) { return t.shape.empty() ? 1 : t.shape[0]; }
 
