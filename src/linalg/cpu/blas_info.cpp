@@ -4,10 +4,7 @@
 
 #include <fmt/format.h>
 
-extern "C" {
-char* openblas_get_config(void);
-char* openblas_get_corename(void);
-}
+#include "lapack_impl.hpp"
 
 namespace diffract::linalg {
 

@@ -46,6 +46,8 @@ void dtrsm_(const char* side, const char* uplo, const char* transa, const char* 
 void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
             const int* n, const double* alpha, const double* a, const int* lda, double* b, const int* ldb);
 void openblas_set_num_threads(int n);
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
 }
 
 namespace diffract::linalg::lapack {
