@@ -6,13 +6,18 @@
 // large enough — seconds — that timer noise is negligible; repeat the script for spread).
 //   sgemm_gflops       the backend's measured f32 matmul rate (n = 2048 on CPU, 8192 on a GPU)
 //   plain_lapack_s     sgesdd values-only, one matrix after another, OpenBLAS threads = all
+//   plain_lapack_f64_s dgesdd values-only the same way, on the matrices widened to f64 (outside the
+//                      timing): LAPACK at the precision our default route computes in (numpy's svd
+//                      computes f32 input in f64 too)
 //   values_s           our backend (gram route + guard, f64 accumulation), matrices in parallel
 //   catalog_s          the full default catalog (two SVDs per matrix: W and its permutation null)
 //   heads_one_by_one_s the head blocks of each layer's q/k/v/o, stored bf16, read and decomposed a
-//                      block at a time (what analyze did before batching), one thread
-//   heads_batched_s    the same blocks by block_singular_values: each tensor read (on a GPU:
-//                      uploaded as bf16 and decoded there) once, its heads as one batch
+//                      block at a time, one thread, at the default precision (f64)
+//   heads_batched_s    the same blocks by block_singular_values (what analyze calls): on a GPU
+//                      each tensor uploaded as bf16 and decoded there once, its heads as one batch
+//   heads_batched_f32_s the same under --precision f32
 // GFLOP/s use the nominal flop count of values-only gesdd, 4mn² − 4n³/3 (m ≥ n), for every route.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +89,14 @@ int run_bench(int argc, char** argv) {
     auto t = Clock::now();
     for (const auto& m : mats) backend->singular_values(m, linalg::SvdRoute::gesdd);
     const double plain = seconds_since(t);
+    double plain_f64 = 0;
+    for (const auto& m : mats) {
+        Matrix<double> wide(m.rows, m.cols);
+        std::copy(m.data.begin(), m.data.end(), wide.data.begin());
+        t = Clock::now();
+        backend->singular_values(wide, linalg::SvdRoute::gesdd);
+        plain_f64 += seconds_since(t);
+    }
 
     std::vector<run::TaskCost> costs;
     for (const auto& s : shapes) costs.push_back({nominal_flops(s.first, s.second), 0});
@@ -122,32 +135,35 @@ int run_bench(int argc, char** argv) {
                                        : MatrixBlock{0, hidden, h * head_dim, head_dim, false});
             head_sets.push_back(std::move(blocks));
         }
-    auto heads_timed = [&](bool batched) {
+    auto heads_timed = [&](bool batched, bool f64 = true) {
         const auto start = Clock::now();
         for (std::size_t i = 0; i < projections.size(); ++i)
-            batched ? backend->block_singular_values(projections[i], head_sets[i], false,
+            batched ? backend->block_singular_values(projections[i], head_sets[i], f64,
                                                      linalg::SvdRoute::auto_route)
-                    : linalg::block_singular_values_one_by_one(*backend, projections[i], head_sets[i], false,
+                    : linalg::block_singular_values_one_by_one(*backend, projections[i], head_sets[i], f64,
                                                                linalg::SvdRoute::auto_route);
         return seconds_since(start);
     };
     heads_timed(true);  // warm-up (device allocations, staging buffers)
     const double heads_plain = heads_timed(false), heads_batched = heads_timed(true);
+    const double heads_batched_f32 = heads_timed(true, false);
     const double n = static_cast<double>(mats.size());
     std::printf(
         "{\"device\": \"%s\", \"blas\": \"%s\", \"matrices\": %zu, \"layers\": %d, \"threads\": %d, "
         "\"nominal_gflop\": %.2f, "
         "\"sgemm_gflops\": %.2f,\n"
-        " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f,\n"
+        " \"plain_lapack_s\": %.3f, \"plain_lapack_gflops\": %.2f, \"plain_lapack_f64_s\": %.3f,\n"
         " \"values_s\": %.3f, \"values_matrices_per_s\": %.2f, \"values_gflops\": %.2f, "
         "\"values_fraction_of_sgemm_peak\": %.3f,\n"
-        " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f,\n"
+        " \"catalog_s\": %.3f, \"catalog_matrices_per_s\": %.2f, \"speedup_values_vs_plain_lapack\": %.2f, "
+        "\"speedup_values_vs_plain_lapack_f64\": %.2f,\n"
         " \"head_blocks\": %d, \"heads_one_by_one_s\": %.3f, \"heads_batched_s\": %.3f, "
-        "\"speedup_heads_batched\": %.2f}\n",
+        "\"speedup_heads_batched\": %.2f, "
+        "\"heads_batched_f32_s\": %.3f}\n",
         device.c_str(), linalg::blas_description().c_str(), mats.size(), layers, threads, flops / 1e9, peak,
-        plain, flops / plain / 1e9, values, n / values, flops / values / 1e9, flops / values / 1e9 / peak,
-        catalog, n / catalog, plain / values, 4 * heads * layers, heads_plain, heads_batched,
-        heads_plain / heads_batched);
+        plain, flops / plain / 1e9, plain_f64, values, n / values, flops / values / 1e9,
+        flops / values / 1e9 / peak, catalog, n / catalog, plain / values, plain_f64 / values,
+        4 * heads * layers, heads_plain, heads_batched, heads_plain / heads_batched, heads_batched_f32);
     return 0;
 }
 

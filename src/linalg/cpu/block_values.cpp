@@ -1,5 +1,5 @@
-// Batched singular values on the CPU: the tensor is decoded once (as f64 holding the f32 or f64
-// values the routes see), each batched block's Gram matrix is one dsyrk straight from that copy at
+// Batched singular values on the CPU: the tensor is decoded once (f64, or f32 under --precision f32:
+// the values the routes see), each batched block's Gram matrix is one syrk straight from that copy at
 // the offset and leading dimension the plan gives, then syevd. Single blocks (a whole matrix) and
 // the gesdd route keep the per-matrix path, so their results do not change with batching.
 #include <algorithm>
@@ -25,10 +25,11 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
     auto one = [&](std::size_t i, SvdRoute r) {
         return block_singular_values_one_by_one(self, t, blocks.subspan(i, 1), f64, r).front();
     };
-    const auto whole = read_widened(t, {0, stored_rows(t), 0, stored_cols(t), false}, f64);
-    // --precision f32: the f32 copy the guarded f32 Gram products read (exact: whole holds f32 values).
-    const std::vector<float> whole_f32 =
-        f64 ? std::vector<float>{} : std::vector<float>(whole.data.begin(), whole.data.end());
+    // --precision f32 reads the tensor as f32, what the guarded f32 products read (an f64 copy beside it
+    // doubled the batch's time, bench_analyze); a block the guard refuses goes one by one.
+    const MatrixBlock all{0, stored_rows(t), 0, stored_cols(t), false};
+    const auto whole_f32 = f64 ? Matrix<float>() : read_matrix<float>(t, all);
+    const auto whole = f64 ? read_matrix<double>(t, all) : Matrix<double>();
     for (const auto& batch : batches) {
         if (batch.members.size() == 1) {
             out[batch.members.front()] = one(batch.members.front(), route);
@@ -41,12 +42,10 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
         for (std::size_t p = 0; p < batch.members.size(); ++p) {
             const std::size_t i = batch.members[p];
             if (!f64) {
-                auto s =
-                    guarded_f32_gram_values(batch.trans, n, k, whole_f32.data() + batch.offset_of(p), lda);
-                if (s) {
-                    out[i] = std::move(*s);
-                    continue;
-                }
+                auto s = guarded_f32_gram_values(batch.trans, n, k,
+                                                 whole_f32.data.data() + batch.offset_of(p), lda);
+                out[i] = s ? std::move(*s) : one(i, route);
+                continue;
             }
             std::vector<double> g(static_cast<std::size_t>(n) * n);
             dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha, whole.data.data() + batch.offset_of(p), &lda,
