@@ -34,8 +34,8 @@ Plan plan_heads(const FamilyOptions& o) {
     for (int l = 0; l < o.layers; ++l) {
         std::vector<int> perm(static_cast<std::size_t>(o.heads));
         for (int h = 0; h < o.heads; ++h) perm[static_cast<std::size_t>(h)] = h;
-        Rng rng(stream_seed(o.seed, "heads", std::to_string(l)));
-        for (std::size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+        std::uint64_t state = stream_seed(o.seed, "heads", std::to_string(l));
+        shuffle(std::span<int>(perm), state);
         std::size_t next = 0;
         std::vector<int> g(perm.begin(), perm.begin() + o.generic_heads_per_layer);
         std::sort(g.begin(), g.end());

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "diffract/core/random.hpp"
 
@@ -29,6 +30,22 @@ TEST(Random, ShuffleIsFisherYatesFromTheBackBySplitMix64Modulo) {
     std::uint64_t state = 42;
     shuffle(std::span<int>(v), state);
     EXPECT_EQ(v, (std::array<int, 8>{3, 1, 6, 2, 4, 0, 7, 5}));
+}
+
+// The look-ahead of shuffle draws the same targets in the same order as the plain loop: every length
+// around the ring's size, and a long one, gives the plain Fisher-Yates permutation.
+TEST(Random, ShuffleWithLookAheadIsThePlainFisherYates) {
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{2}, kShuffleLookahead - 1, kShuffleLookahead,
+          kShuffleLookahead + 1, 2 * kShuffleLookahead + 3, std::size_t{100000}}) {
+        std::vector<std::uint32_t> fast(n), plain(n);
+        for (std::size_t i = 0; i < n; ++i) fast[i] = plain[i] = static_cast<std::uint32_t>(i);
+        std::uint64_t fast_state = 1000 + n, plain_state = 1000 + n;
+        shuffle(std::span<std::uint32_t>(fast), fast_state);
+        for (std::size_t i = n; i > 1; --i) std::swap(plain[i - 1], plain[splitmix64(plain_state) % i]);
+        EXPECT_EQ(fast, plain) << "n = " << n;
+        EXPECT_EQ(fast_state, plain_state) << "n = " << n;  // the same number of draws
+    }
 }
 
 TEST(Random, UnitIntervalUsesTheTop53Bits) {

@@ -24,10 +24,27 @@ inline std::uint64_t splitmix64(std::uint64_t& state) {
 // A double in [0, 1) from the top 53 bits.
 inline double unit_interval(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
-// Fisher-Yates from the back, index by splitmix64 modulo (the head ranking's random order and permute's).
+// Fisher-Yates from the back, index by splitmix64 modulo (the permutation null, the head ranking's
+// random order, permute). The swap targets depend on the generator alone, so they are drawn
+// kShuffleLookahead steps ahead and their cache lines prefetched: the same permutation, 3-4x faster on
+// a matrix of millions of entries, where each swap otherwise waits on a cache miss (bench: 16M f32
+// entries 0.22 -> 0.055 s).
+inline constexpr std::size_t kShuffleLookahead = 64;
+
 template <class T>
 void shuffle(std::span<T> v, std::uint64_t& state) {
-    for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[splitmix64(state) % i]);
+    std::array<std::size_t, kShuffleLookahead> target{};  // ring: the targets of the next swaps, in order
+    std::size_t bound = v.size();                         // the next target is drawn below this
+    const auto draw = [&](std::size_t slot) {
+        target[slot] = splitmix64(state) % bound--;
+        __builtin_prefetch(v.data() + target[slot], 1);
+    };
+    for (std::size_t slot = 0; slot < kShuffleLookahead && bound > 1; ++slot) draw(slot);
+    for (std::size_t i = v.size(), slot = 0; i > 1; --i, slot = (slot + 1) % kShuffleLookahead) {
+        const std::size_t j = target[slot];
+        if (bound > 1) draw(slot);
+        std::swap(v[i - 1], v[j]);
+    }
 }
 
 // FNV-1a of a string, mixed with a seed: one independent stream per (seed, purpose, tensor).

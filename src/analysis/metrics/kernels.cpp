@@ -156,9 +156,9 @@ std::vector<double> squared_over(const std::vector<double>& svals, double n) {
 // The permutation null: every entry moved by one Fisher-Yates shuffle, seeded per draw.
 template <typename T>
 void permute_in_place(Matrix<T>& p, std::int64_t seed) {
-    Rng rng(seed < 0 ? std::random_device{}()
-                     : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand"));
-    for (std::size_t i = p.data.size(); i > 1; --i) std::swap(p.data[i - 1], p.data[rng.below(i)]);
+    std::uint64_t state =
+        seed < 0 ? std::random_device{}() : stream_seed(static_cast<std::uint64_t>(seed), "weights_rand");
+    shuffle(std::span<T>(p.data), state);
 }
 
 template <typename T>
