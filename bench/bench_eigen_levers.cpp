@@ -20,29 +20,7 @@
 
 #include "diffract/core/random.hpp"
 #include "diffract/linalg/backend.hpp"
-
-extern "C" {
-void dgesdd_(const char*, const int*, const int*, double*, const int*, double*, double*, const int*, double*,
-             const int*, double*, const int*, int*, int*);
-void dsyrk_(const char*, const char*, const int*, const int*, const double*, const double*, const int*,
-            const double*, double*, const int*);
-void ssyrk_(const char*, const char*, const int*, const int*, const float*, const float*, const int*,
-            const float*, float*, const int*);
-void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*, const double*,
-            const int*, const double*, const int*, const double*, double*, const int*);
-void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-            const int*, const float*, const int*, const float*, float*, const int*);
-void dsyevd_(const char*, const char*, const int*, double*, const int*, double*, double*, const int*, int*,
-             const int*, int*);
-void dsyevd_2stage_(const char*, const char*, const int*, double*, const int*, double*, double*, const int*,
-                    int*, const int*, int*);
-void dsyev_2stage_(const char*, const char*, const int*, double*, const int*, double*, double*, const int*,
-                   int*);
-void dsyevr_(const char*, const char*, const char*, const int*, double*, const int*, const double*,
-             const double*, const int*, const int*, const double*, int*, double*, double*, const int*, int*,
-             double*, const int*, int*, const int*, int*);
-void openblas_set_num_threads(int);
-}
+#include "lapack_bench.hpp"
 
 using Clock = std::chrono::steady_clock;
 

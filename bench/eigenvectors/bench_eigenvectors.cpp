@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "lapack_bench.hpp"
+
 extern "C" {
 // ELPA's C API without its header: elpa.h's dispatch macros use C11 _Generic, which C++ lacks.
 typedef struct elpa_struct* elpa_t;
@@ -35,19 +37,6 @@ void elpa_set_integer(elpa_t handle, const char* name, int value, int* error);
 void elpa_eigenvectors_a_h_a_d(elpa_t handle, double* a, double* ev, double* q, int* error);
 void elpa_deallocate(elpa_t handle, int* error);
 void elpa_uninit(int* error);
-
-void dsyrk_(const char*, const char*, const int*, const int*, const double*, const double*, const int*,
-            const double*, double*, const int*);
-void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*, const double*,
-            const int*, const double*, const int*, const double*, double*, const int*);
-void dsyevd_(const char*, const char*, const int*, double*, const int*, double*, double*, const int*, int*,
-             const int*, int*);
-void ssyevd_(const char*, const char*, const int*, float*, const int*, float*, float*, const int*, int*,
-             const int*, int*);
-void dsyevr_(const char*, const char*, const char*, const int*, double*, const int*, const double*,
-             const double*, const int*, const int*, const double*, int*, double*, double*, const int*, int*,
-             double*, const int*, int*, const int*, int*);
-void openblas_set_num_threads(int);
 }
 
 namespace {
