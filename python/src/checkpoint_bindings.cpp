@@ -70,10 +70,11 @@ const TensorInfo& find_tensor(const formats::Checkpoint& ck, const std::string& 
 
 std::vector<std::size_t> shape_of(const TensorInfo& t) { return {t.shape.begin(), t.shape.end()}; }
 
-// A float32 array owning `values`.
-Array float32_array(std::vector<float> values, const std::vector<std::size_t>& shape) {
-    auto* owned = new std::vector<float>(std::move(values));
-    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+// A float32 array owning `values` (a std::vector<float> or a Matrix<float>'s pooled vector).
+template <typename Values>
+Array float32_array(Values values, const std::vector<std::size_t>& shape) {
+    auto* owned = new Values(std::move(values));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Values*>(p); });
     return Array(owned->data(), shape.size(), shape.data(), owner, nullptr, nb::dtype<float>());
 }
 
@@ -85,7 +86,7 @@ Array tensor_view(const PyCheckpoint& self, const std::string& name) {
     const auto dt = view_dtype(t.dtype);
     if (!dt || t.rope_head_rows > 0) {  // block-quantised or reordered rows: decode the logical matrix
         const MatrixBlock all{0, stored_rows(t), 0, stored_cols(t), false};
-        return float32_array(read_matrix<float>(t, all).data, shape);
+        return float32_array(std::move(read_matrix<float>(t, all).data), shape);
     }
     auto* file = new std::shared_ptr<const MappedFile>(t.file);
     nb::capsule owner(file,

@@ -18,12 +18,10 @@ namespace {
 constexpr double kEps = 1e-16;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// |x| of a row-major k × k vector, as a Matrix (no copy).
-Matrix<double> abs_matrix(std::vector<double>&& x, std::int64_t k) {
-    Matrix<double> o;
-    o.rows = o.cols = k;
-    o.data = std::move(x);
-    for (auto& v : o.data) v = std::abs(v);
+// |x| of a row-major k × k vector, as a Matrix.
+Matrix<double> abs_matrix(const std::vector<double>& x, std::int64_t k) {
+    Matrix<double> o(k, k);
+    std::transform(x.begin(), x.end(), o.data.begin(), [](double v) { return std::abs(v); });
     return o;
 }
 
@@ -442,8 +440,9 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
         if (b.refined > 0 || m.refined > 0)
             refine_long_overlap(long_overlap, b, m, sb, sm, read_base, read_model, ori.short_side_rows,
                                 backend);
-        short_rows = abs_matrix(std::move(short_overlap), k),
-        long_rows = abs_matrix(std::move(long_overlap), k);
+        short_rows = abs_matrix(short_overlap, k);
+        std::vector<double>().swap(short_overlap);  // five k × k at most, as in the product above
+        long_rows = abs_matrix(long_overlap, k);
     }
     const std::int64_t rows = unit.block.logical_rows(), cols = unit.block.logical_cols();
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.top_k)

@@ -211,9 +211,15 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     return summary;
 }
 
+void decode_into(const TensorInfo& t, std::span<double> out) {
+    if (out.size() != static_cast<std::size_t>(t.numel()))
+        throw std::logic_error("decode: output size does not match the tensor");
+    convert_to_f64(t.bytes().data(), t.dtype, out.size(), out.data());
+}
+
 std::vector<double> decode(const TensorInfo& t) {
     std::vector<double> v(static_cast<std::size_t>(t.numel()));
-    convert_to_f64(t.bytes().data(), t.dtype, v.size(), v.data());
+    decode_into(t, v);
     return v;
 }
 
@@ -237,7 +243,7 @@ void edit_matrices(const EditTensor& t, bool per_head, const MatrixFn& fn, std::
     const std::int64_t rows = stored_rows(*t.tensor), cols = stored_cols(*t.tensor);
     auto as_matrix = [&](const TensorInfo& info) {
         Matrix<double> m(rows, cols);
-        m.data = decode_masked(t, info);
+        decode_masked_into(t, info, m.data);
         return m;
     };
     std::vector<Matrix<double>> whole{as_matrix(*t.tensor)};

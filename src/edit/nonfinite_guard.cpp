@@ -73,11 +73,16 @@ void finish_output(const TensorInfo& primary, const std::vector<char>& mask, std
     });
 }
 
-std::vector<double> decode_masked(const EditTensor& e, const TensorInfo& t) {
-    auto v = decode(t);
+void decode_masked_into(const EditTensor& e, const TensorInfo& t, std::span<double> out) {
+    decode_into(t, out);
     if (e.nonfinite)
-        for (std::size_t i = 0; i < v.size() && i < e.nonfinite->size(); ++i)
-            if ((*e.nonfinite)[i]) v[i] = 0;
+        for (std::size_t i = 0; i < out.size() && i < e.nonfinite->size(); ++i)
+            if ((*e.nonfinite)[i]) out[i] = 0;
+}
+
+std::vector<double> decode_masked(const EditTensor& e, const TensorInfo& t) {
+    std::vector<double> v(static_cast<std::size_t>(t.numel()));
+    decode_masked_into(e, t, v);
     return v;
 }
 

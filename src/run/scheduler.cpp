@@ -11,10 +11,18 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/buffer_pool.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 
 namespace diffract::run {
+namespace {
+
+// The work buffers freed by finished tasks are recycled (core/buffer_pool.hpp) up to a sixteenth of the
+// budget, at most this; that capacity is taken out of what the tasks may reserve.
+constexpr std::uint64_t kMaxPoolBytes = std::uint64_t{1} << 30;
+
+}  // namespace
 
 void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t max_bytes,
                const std::function<void(std::size_t)>& run) {
@@ -22,6 +30,9 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
+    const std::uint64_t pool_bytes = std::min(kMaxPoolBytes, max_bytes / 16);
+    const std::uint64_t task_bytes = max_bytes - pool_bytes;
+    const BufferPoolScope recycled(pool_bytes);
     std::mutex mu;
     std::condition_variable cv;
     std::size_t next = 0;
@@ -35,7 +46,7 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
                 std::unique_lock lock(mu);
                 cv.wait(lock, [&] {
                     if (error || next >= order.size()) return true;
-                    return in_flight == 0 || in_flight_bytes + costs[order[next]].bytes <= max_bytes;
+                    return in_flight == 0 || in_flight_bytes + costs[order[next]].bytes <= task_bytes;
                 });
                 if (error || next >= order.size()) return;
                 index = order[next++];

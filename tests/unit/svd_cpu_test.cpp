@@ -49,7 +49,7 @@ TEST(SvdCpu, ReconstructsAndIsOrthonormalAndAscending) {
 
 TEST(SvdCpu, GramRouteMatchesGesddAcrossSlabs) {
     auto backend = linalg::make_backend("cpu");
-    // 5000 rows: three 2048-row slabs; and the transposed shape, gathered by columns.
+    // 5000 rows, one syrk; and the transposed shape (syrk 'T' on the same storage).
     for (auto [r, c] : {std::pair<std::int64_t, std::int64_t>{5000, 64}, {64, 5000}}) {
         const auto w = gaussian(r, c, 2);
         Matrix<float> wf(r, c);
@@ -71,6 +71,24 @@ TEST(SvdCpu, GramRouteMatchesGesddAcrossSlabs) {
             // documented --precision f32 contract is 1e-4 (tests/python/test_precision.py).
             EXPECT_NEAR(gram_f[i] / ref_f[i], 1.0, 1e-6);
         }
+    }
+}
+
+// f32 weights at f64 precision on the Gram route: too square for the f32 product (aspect < 4,
+// kF32GramMinAspect), so widened to f64 a 2048-row (or -column) slab at a time, two slabs here.
+TEST(SvdCpu, WidenedSlabsOfF32WeightsMatchGesdd) {
+    auto backend = linalg::make_backend("cpu");
+    for (auto [r, c] : {std::pair<std::int64_t, std::int64_t>{2500, 700}, {700, 2500}}) {
+        Matrix<float> wf(r, c);
+        Matrix<double> wd(r, c);
+        Rng rng(3);
+        for (std::size_t i = 0; i < wf.data.size(); ++i)
+            wd.data[i] = wf.data[i] = static_cast<float>(rng.normal());
+        const auto ref = backend->singular_values(wd, linalg::SvdRoute::gesdd);
+        const auto gram = backend->singular_values(wf, linalg::SvdRoute::gram);
+        ASSERT_EQ(ref.size(), gram.size());
+        for (std::size_t i = 0; i < ref.size(); ++i)
+            EXPECT_NEAR(gram[i] / ref[i], 1.0, 1e-12) << r << "x" << c;
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "diffract/core/buffer_pool.hpp"
 #include "diffract/core/tensor.hpp"
 
 namespace diffract {
@@ -11,7 +12,7 @@ namespace diffract {
 template <typename T>
 struct Matrix {
     std::int64_t rows = 0, cols = 0;
-    std::vector<T> data;  // row-major, rows * cols
+    PooledVector<T> data;  // row-major, rows * cols; large ones recycled (core/buffer_pool.hpp)
 
     Matrix() = default;
     Matrix(std::int64_t r, std::int64_t c) : rows(r), cols(c), data(static_cast<std::size_t>(r * c)) {}

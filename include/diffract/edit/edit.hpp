@@ -108,10 +108,12 @@ struct EditSummary {
 // overwrite an input; on any failure no output directory is left behind.
 EditSummary run_edit(const std::string& out_dir, const EditJob& job);
 
-// Tensor values in f64, and back into a storage dtype.
+// Tensor values in f64 (into `out`, of t.numel() values), and back into a storage dtype.
 std::vector<double> decode(const TensorInfo& t);
+void decode_into(const TensorInfo& t, std::span<double> out);
 // decode(t) for `t` = e.tensor or one of e.inputs, with 0 at the positions e.nonfinite masks.
 std::vector<double> decode_masked(const EditTensor& e, const TensorInfo& t);
+void decode_masked_into(const EditTensor& e, const TensorInfo& t, std::span<double> out);
 void encode(std::span<const double> values, DType dtype, std::span<std::byte> out);
 
 // A matrix edit: `inputs` are the primary's matrix, then each aligned input's (same shape, stored

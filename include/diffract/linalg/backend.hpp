@@ -98,9 +98,9 @@ public:
     // eigenvalues (ascending) of the symmetric column-major k × k `a` (lower triangle; with
     // `vectors`, `a` is overwritten by the eigenvectors), C = op(A)·op(B) (column-major m × n,
     // `inner` the shared side), and the accumulator of two streamed matrices' Gram products.
-    virtual std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) = 0;
-    virtual std::vector<double> multiply(const std::vector<double>& a, bool transpose_a,
-                                         const std::vector<double>& b, bool transpose_b, std::int64_t m,
+    virtual std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) = 0;
+    virtual std::vector<double> multiply(std::span<const double> a, bool transpose_a,
+                                         std::span<const double> b, bool transpose_b, std::int64_t m,
                                          std::int64_t n, std::int64_t inner) = 0;
     virtual std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) = 0;
     // The device's measured f32 matrix-multiply rate (GFLOP/s, best of 3 n×n products): the peak that

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "diffract/core/matrix.hpp"
@@ -91,11 +92,11 @@ private:
 // 1.6-1.9x faster than dsyevd at 2048-4096 on an Intel Xeon, within 3 % of it on an AMD Zen, as accurate
 // (docs/performance.md, bench_eigen_levers); below 1024 it was slower (0.013 s against 0.010 s at 512).
 inline constexpr std::int64_t kTwoStageMinOrder = 1024;
-std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors);
+std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors);
 
 // C = op(A) · op(B), m × n, every matrix column-major; op(X) = Xᵀ when its flag is set, and
 // `inner` is the shared dimension (f64 BLAS gemm).
-std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                              bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t inner);
 
 }  // namespace diffract::linalg

@@ -3,7 +3,9 @@
 // Tasks start in order of decreasing cost (longest first keeps both cores busy to the end); a task
 // is admitted only while the estimated bytes in flight stay under the budget (one task always runs,
 // whatever its size, so a budget below the largest matrix degrades to serial, not to a deadlock).
-// The first exception stops new tasks and is rethrown after the running ones finish.
+// The first exception stops new tasks and is rethrown after the running ones finish. A sixteenth of the
+// budget (at most 1 GiB) holds the work buffers recycled between tasks (core/buffer_pool.hpp), emptied
+// when the tasks are done.
 #pragma once
 
 #include <cstdint>

@@ -299,8 +299,8 @@ void run_kernel(std::string_view name, Context<T>& c) {
         if (c.want_vectors) {
             auto svd = c.backend.svd(c.w());
             c.v("weights_svals") = std::move(svd.s);
-            c.v("weights_lsvs") = std::move(svd.u.data);
-            c.v("weights_rsvs") = std::move(svd.v.data);
+            c.v("weights_lsvs").assign(svd.u.data.begin(), svd.u.data.end());
+            c.v("weights_rsvs").assign(svd.v.data.begin(), svd.v.data.end());
         } else {
             c.v("weights_svals") = c.input.singular_values ? std::move(*c.input.singular_values)
                                                            : c.backend.singular_values(c.w(), cfg.route);

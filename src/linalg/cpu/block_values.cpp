@@ -47,7 +47,7 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
                 out[i] = s ? std::move(*s) : one(i, route);
                 continue;
             }
-            std::vector<double> g(static_cast<std::size_t>(n) * n);
+            PooledVector<double> g(static_cast<std::size_t>(n) * n);
             dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha, whole.data.data() + batch.offset_of(p), &lda,
                    &beta, g.data(), &n);
             auto s = singular_values_from_gram(symmetric_eigen(g, n, false), route);

@@ -90,7 +90,7 @@ GramPair::Products& GramPair::collected() {
     return *results_;
 }
 
-std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bool vectors) {
+std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k64, bool vectors) {
     const int k = lapack::checked_int(k64, "dimension");
     std::vector<double> lambda(static_cast<std::size_t>(k));
     if (k == 0) return lambda;
@@ -121,7 +121,7 @@ std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k64, bo
     return lambda;  // ascending
 }
 
-std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                              bool transpose_b, std::int64_t m64, std::int64_t n64, std::int64_t inner64) {
     const int m = lapack::checked_int(m64, "dimension"), n = lapack::checked_int(n64, "dimension"),
               inner = lapack::checked_int(inner64, "dimension");

@@ -111,7 +111,7 @@ std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<d
         // Rayleigh-Ritz: σ(R X) for orthonormal X. Column-major k × b R X is, row-major, the b × k
         // (R X)ᵀ, with the same singular values; its left vectors (b × b) are R X's right ones.
         Matrix<double> rx(b, k);
-        rx.data = x;
+        std::copy(x.begin(), x.end(), rx.data.begin());
         dtrmm_("L", "U", "N", "N", &k, &b, &one, r.data(), &k, rx.data.data(), &k);
         bool converged = !previous.empty();
         auto ritz = gesdd_values(rx);

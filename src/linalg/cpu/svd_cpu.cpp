@@ -20,9 +20,9 @@ namespace {
 // The f32 Gram product of the column-major order × depth matrix A (trans: Aᵀ, depth × order) at
 // leading dimension lda: lower triangle, column-major order × order. nullopt when it overflows: finite
 // f32 entries up to ~3e38 (a corrupted weight, say) have squares beyond f32, which the f64 product holds.
-std::optional<std::vector<float>> f32_gram_product(bool trans, int order, int depth, const float* a,
-                                                   int lda) {
-    std::vector<float> g(static_cast<std::size_t>(order) * order);
+std::optional<PooledVector<float>> f32_gram_product(bool trans, int order, int depth, const float* a,
+                                                    int lda) {
+    PooledVector<float> g(static_cast<std::size_t>(order) * order);
     const float one = 1.0f, zero = 0.0f;
     ssyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, g.data(), &order);
     for (std::int64_t j = 0; j < order; ++j)
@@ -78,9 +78,9 @@ Svd gesdd(const Matrix<T>& w, bool vectors) {
     return out;
 }
 
-// σ² are the eigenvalues of the Gram matrix of the smaller side, accumulated in f64. The Gram
-// matrix is summed over slabs of at most kSlab rows (or columns) so that an f32 input is widened a
-// slab at a time, never as a whole f64 copy (an embedding matrix is gigabytes).
+// σ² are the eigenvalues of the Gram matrix of the smaller side, accumulated in f64. An f64 matrix
+// is one syrk where it lies; an f32 one is widened kSlab rows (or columns) at a time, never as a whole
+// f64 copy (an embedding matrix is gigabytes).
 constexpr std::int64_t kSlab = 2048;
 
 template <typename T>
@@ -89,31 +89,32 @@ std::vector<double> gram_values(const Matrix<T>& w) {
     const std::int64_t m = w.rows, n = w.cols;
     const int k = lapack::checked_int(std::min(m, n), "dimension");
     lapack::checked_int(std::max(m, n), "dimension");
-    std::vector<double> g(static_cast<std::size_t>(k) * k);
-    std::vector<double> slab;
+    const bool wide = m < n;  // row-major W is column-major Wᵀ (n × m, ld n)
+    const int ld = static_cast<int>(n);
+    PooledVector<double> g(static_cast<std::size_t>(k) * k);
     const double one = 1.0;
-    for (std::int64_t start = 0; start < std::max(m, n); start += kSlab) {
-        const int len = static_cast<int>(std::min(kSlab, std::max(m, n) - start));
-        const double beta = start == 0 ? 0.0 : 1.0;
-        if (n <= m) {
-            // Rows [start, start+len) of W are contiguous: column-major that is the n × len matrix
-            // W_sᵀ (ld n), and WᵀW = Σ_s W_sᵀ W_s = Σ (W_sᵀ)(W_sᵀ)ᵀ: syrk 'N'.
-            const double* a;
-            if constexpr (std::is_same_v<T, double>) {
-                a = w.data.data() + start * n;
-            } else {
+    if constexpr (std::is_same_v<T, double>) {
+        // WᵀW = (Wᵀ)(Wᵀ)ᵀ: syrk 'N'; W Wᵀ = (Wᵀ)ᵀ(Wᵀ): syrk 'T'.
+        const int depth = static_cast<int>(std::max(m, n));
+        const double zero = 0.0;
+        dsyrk_("L", wide ? "T" : "N", &k, &depth, &one, w.data.data(), &ld, &zero, g.data(), &k);
+    } else {
+        PooledVector<double> slab;
+        for (std::int64_t start = 0; start < std::max(m, n); start += kSlab) {
+            const int len = static_cast<int>(std::min(kSlab, std::max(m, n) - start));
+            const double beta = start == 0 ? 0.0 : 1.0;
+            if (!wide) {
+                // Rows [start, start+len) of W, contiguous: the k × len matrix W_sᵀ; WᵀW = Σ W_sᵀ W_s.
                 slab.assign(w.data.begin() + start * n, w.data.begin() + (start + len) * n);
-                a = slab.data();
+                dsyrk_("L", "N", &k, &len, &one, slab.data(), &k, &beta, g.data(), &k);
+            } else {
+                // Columns [start, start+len) of W: each row's run of len entries is contiguous, so the
+                // slab is the column-major len × k matrix B_s (ld len) and W Wᵀ = Σ B_sᵀ B_s: syrk 'T'.
+                slab.resize(static_cast<std::size_t>(len) * k);
+                for (std::int64_t i = 0; i < m; ++i)
+                    std::copy_n(w.data.begin() + i * n + start, len, slab.begin() + i * len);
+                dsyrk_("L", "T", &k, &len, &one, slab.data(), &len, &beta, g.data(), &k);
             }
-            dsyrk_("L", "N", &k, &len, &one, a, &k, &beta, g.data(), &k);
-        } else {
-            // Columns [start, start+len): gather them into a column-major m × len block B_s, then
-            // W Wᵀ = Σ_s B_s B_sᵀ: syrk 'N' with ld m.
-            slab.resize(static_cast<std::size_t>(m) * len);
-            for (std::int64_t i = 0; i < m; ++i)
-                for (int j = 0; j < len; ++j)
-                    slab[static_cast<std::size_t>(j * m + i)] = static_cast<double>(w(i, start + j));
-            dsyrk_("L", "N", &k, &len, &one, slab.data(), &k, &beta, g.data(), &k);
         }
     }
     return symmetric_eigen(g, k, false);  // ascending
@@ -186,10 +187,10 @@ public:
                                                            SvdRoute route) override {
         return cpu::block_singular_values(*this, t, blocks, f64, route);
     }
-    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+    std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) override {
         return linalg::symmetric_eigen(a, k, vectors);
     }
-    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+    std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                                  bool transpose_b, std::int64_t m, std::int64_t n,
                                  std::int64_t inner) override {
         return linalg::multiply(a, transpose_a, b, transpose_b, m, n, inner);
@@ -227,7 +228,7 @@ std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order
     if (static_cast<double>(depth) < kF32GramMinAspect * order) return std::nullopt;
     const auto gf = f32_gram_product(trans, order, depth, a, lda);
     if (!gf) return std::nullopt;
-    std::vector<double> g(gf->begin(), gf->end());
+    PooledVector<double> g(gf->begin(), gf->end());
     auto lambda = symmetric_eigen(g, order, false);  // ascending
     if (lambda.empty()) return lambda;
     if (!(lambda.back() > 0.0) || lambda.front() < kF32GramGuard * lambda.back()) return std::nullopt;

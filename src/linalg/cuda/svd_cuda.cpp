@@ -96,7 +96,7 @@ public:
         }
         return out;
     }
-    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+    std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) override {
         if (k == 0) return {};
         // cuSOLVER never sees NaN/Inf: the lower triangle, which is what syevd reads.
         std::int64_t bad = 0;
@@ -108,10 +108,13 @@ public:
                                 "x" + std::to_string(k) + " Gram matrix");
         const auto g = upload(a);
         auto lambda = gram_eigenvalues(*g, checked_int(k, "dimension"), vectors);
-        if (vectors) a = download(*g);
+        if (vectors) {
+            const auto v = download(*g);
+            std::copy(v.begin(), v.end(), a.begin());
+        }
         return lambda;
     }
-    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+    std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                                  bool transpose_b, std::int64_t m, std::int64_t n,
                                  std::int64_t inner) override {
         const int mi = checked_int(m, "dimension"), ni = checked_int(n, "dimension"),
@@ -279,7 +282,7 @@ private:
     }
 
     // A host vector of doubles on the device (through the staged, overlapped upload).
-    std::unique_ptr<DeviceBuffer<double>> upload(const std::vector<double>& v) {
+    std::unique_ptr<DeviceBuffer<double>> upload(std::span<const double> v) {
         auto d = std::make_unique<DeviceBuffer<double>>(v.size());
         upload_->decode_into(reinterpret_cast<const std::byte*>(v.data()), v.size(), Encoding::f64, false,
                              d->ptr);
@@ -388,10 +391,10 @@ public:
                         .front();
         return out;
     }
-    std::vector<double> symmetric_eigen(std::vector<double>& a, std::int64_t k, bool vectors) override {
+    std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) override {
         return inner_.symmetric_eigen(a, k, vectors);
     }
-    std::vector<double> multiply(const std::vector<double>& a, bool transpose_a, const std::vector<double>& b,
+    std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                                  bool transpose_b, std::int64_t m, std::int64_t n,
                                  std::int64_t inner) override {
         return inner_.multiply(a, transpose_a, b, transpose_b, m, n, inner);
