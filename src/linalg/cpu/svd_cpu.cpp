@@ -89,13 +89,13 @@ std::vector<double> gram_values(const Matrix<T>& w) {
     const std::int64_t m = w.rows, n = w.cols;
     const int k = lapack::checked_int(std::min(m, n), "dimension");
     lapack::checked_int(std::max(m, n), "dimension");
-    const bool wide = m < n;  // row-major W is column-major Wᵀ (n × m, ld n)
-    const int ld = static_cast<int>(n);
+    const bool wide = m < n;
     PooledVector<double> g(static_cast<std::size_t>(k) * k);
     const double one = 1.0;
     if constexpr (std::is_same_v<T, double>) {
-        // WᵀW = (Wᵀ)(Wᵀ)ᵀ: syrk 'N'; W Wᵀ = (Wᵀ)ᵀ(Wᵀ): syrk 'T'.
-        const int depth = static_cast<int>(std::max(m, n));
+        // Row-major W is column-major Wᵀ (n × m, ld n): WᵀW = (Wᵀ)(Wᵀ)ᵀ is syrk 'N', W Wᵀ = (Wᵀ)ᵀ(Wᵀ)
+        // syrk 'T'.
+        const int depth = static_cast<int>(std::max(m, n)), ld = static_cast<int>(n);
         const double zero = 0.0;
         dsyrk_("L", wide ? "T" : "N", &k, &depth, &one, w.data.data(), &ld, &zero, g.data(), &k);
     } else {
