@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <mutex>
+#include <set>
 
 namespace diffract {
 namespace {
@@ -16,8 +17,9 @@ struct CachedBlock {
 // blocks are requested a few times per matrix, so one lock costs nothing measurable.
 struct Pool {
     std::mutex mu;
-    std::size_t capacity = 0, cached = 0;
-    std::vector<CachedBlock> blocks;  // least recently returned first
+    std::size_t capacity = 0, cached = 0;  // capacity: the smallest of the open scopes', else 0
+    std::multiset<std::size_t> scopes;     // the capacities of the open scopes
+    std::vector<CachedBlock> blocks;       // least recently returned first
 };
 
 Pool& pool() {
@@ -81,19 +83,20 @@ std::size_t buffer_pool_cached_bytes() {
     return p.cached;
 }
 
-BufferPoolScope::BufferPoolScope(std::size_t capacity_bytes) {
+BufferPoolScope::BufferPoolScope(std::size_t capacity_bytes) : capacity_(capacity_bytes) {
     auto& p = pool();
     std::lock_guard lock(p.mu);
-    previous_ = p.capacity;
-    p.capacity = capacity_bytes;
-    evict_to(p, capacity_bytes);
+    p.scopes.insert(capacity_);
+    p.capacity = *p.scopes.begin();
+    evict_to(p, p.capacity);
 }
 
 BufferPoolScope::~BufferPoolScope() {
     auto& p = pool();
     std::lock_guard lock(p.mu);
-    p.capacity = previous_;
-    evict_to(p, 0);
+    p.scopes.erase(p.scopes.find(capacity_));
+    p.capacity = p.scopes.empty() ? 0 : *p.scopes.begin();
+    evict_to(p, p.scopes.empty() ? 0 : p.capacity);
 }
 
 }  // namespace diffract

@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -32,7 +33,8 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
                      [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
     const std::uint64_t pool_bytes = std::min(kMaxPoolBytes, max_bytes / 16);
     const std::uint64_t task_bytes = max_bytes - pool_bytes;
-    const BufferPoolScope recycled(pool_bytes);
+    std::optional<BufferPoolScope> recycled;  // a run without a budget (hashing) leaves the pool alone
+    if (pool_bytes > 0) recycled.emplace(pool_bytes);
     std::mutex mu;
     std::condition_variable cv;
     std::size_t next = 0;

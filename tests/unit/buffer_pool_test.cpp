@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "diffract/core/buffer_pool.hpp"
@@ -62,7 +63,7 @@ TEST(BufferPool, StaysWithinItsCapacityFreeingTheOldestFirst) {
     EXPECT_EQ(buffer_pool_cached_bytes(), 2 * kMiB);  // never kept: more than the capacity
 }
 
-TEST(BufferPool, AScopeEmptiesThePoolAndRestoresTheCapacityBefore) {
+TEST(BufferPool, TheSmallestOpenScopeSetsTheCapacityAndTheLastEmptiesThePool) {
     {
         const BufferPoolScope outer(16 * kMiB);
         {
@@ -73,6 +74,21 @@ TEST(BufferPool, AScopeEmptiesThePoolAndRestoresTheCapacityBefore) {
         { PooledVector<char> v(2 * kMiB); }
         EXPECT_EQ(buffer_pool_cached_bytes(), 2 * kMiB);  // the outer capacity again
     }
+    EXPECT_EQ(buffer_pool_cached_bytes(), 0u);
+}
+
+// Two runs whose scopes overlap without nesting (two Python threads): the first to end leaves the
+// other's capacity, the last leaves an empty pool that keeps nothing.
+TEST(BufferPool, OverlappingScopesEndWithNothingKept) {
+    auto first = std::make_unique<BufferPoolScope>(8 * kMiB);
+    auto second = std::make_unique<BufferPoolScope>(4 * kMiB);
+    { PooledVector<char> v(3 * kMiB); }
+    EXPECT_EQ(buffer_pool_cached_bytes(), 3 * kMiB);
+    first.reset();
+    EXPECT_EQ(buffer_pool_cached_bytes(), 3 * kMiB);  // the second's capacity still holds it
+    second.reset();
+    EXPECT_EQ(buffer_pool_cached_bytes(), 0u);
+    { PooledVector<char> v(3 * kMiB); }
     EXPECT_EQ(buffer_pool_cached_bytes(), 0u);
 }
 

@@ -33,8 +33,9 @@ void pooled_release(void* block, std::size_t bytes) noexcept;
 // Bytes held by the pool now (blocks returned and not handed out again).
 std::size_t buffer_pool_cached_bytes();
 
-// Sets the pool's capacity for its lifetime (blocks beyond it are freed now) and, on destruction, frees
-// every cached block and restores the previous capacity.
+// Opens the pool for its lifetime. The capacity is the smallest of the open scopes' (nested runs, or
+// runs of several Python threads, each counted their own in their budget); blocks beyond it are freed
+// at once. When the last scope closes the pool frees every block and keeps nothing.
 class BufferPoolScope {
 public:
     explicit BufferPoolScope(std::size_t capacity_bytes);
@@ -43,7 +44,7 @@ public:
     BufferPoolScope& operator=(const BufferPoolScope&) = delete;
 
 private:
-    std::size_t previous_;
+    std::size_t capacity_;
 };
 
 // std::allocator for small requests, the pool for large ones.
