@@ -22,9 +22,11 @@ struct Pool {
     std::vector<CachedBlock> blocks;       // least recently returned first
 };
 
+// Never destroyed: a pooled vector in an object destroyed at exit, after this function's statics,
+// still returns its block here.
 Pool& pool() {
-    static Pool p;
-    return p;
+    static Pool* const p = new Pool;
+    return *p;
 }
 
 constexpr std::size_t kAlignment = 64;
