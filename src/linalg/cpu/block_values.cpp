@@ -38,7 +38,6 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
         const int n = lapack::checked_int(batch.order, "dimension");
         const int k = lapack::checked_int(batch.depth, "dimension");
         const int lda = lapack::checked_int(batch.lda, "leading dimension");
-        const double alpha = 1.0, beta = 0.0;
         for (std::size_t p = 0; p < batch.members.size(); ++p) {
             const std::size_t i = batch.members[p];
             if (!f64) {
@@ -47,10 +46,8 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
                 out[i] = s ? std::move(*s) : one(i, route);
                 continue;
             }
-            PooledVector<double> g(static_cast<std::size_t>(n) * n);
-            dsyrk_("L", batch.trans ? "T" : "N", &n, &k, &alpha, whole.data.data() + batch.offset_of(p), &lda,
-                   &beta, g.data(), &n);
-            auto s = singular_values_from_gram(symmetric_eigen(g, n, false), route);
+            auto s = singular_values_from_gram(
+                gram_eigenvalues(batch.trans, n, k, whole.data.data() + batch.offset_of(p), lda), route);
             out[i] = s ? std::move(*s) : one(i, SvdRoute::gesdd);
         }
     }

@@ -35,6 +35,11 @@ inline constexpr double kF32GramMinAspect = 4.0;
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda);
 
+// (svd_cpu.cpp): λ (ascending) of the f64 Gram product of the column-major order × depth matrix A
+// (trans: Aᵀ, depth × order) at leading dimension lda: one dsyrk, then symmetric_eigen. A whole f64
+// matrix and a batched head block alike.
+std::vector<double> gram_eigenvalues(bool trans, int order, int depth, const double* a, int lda);
+
 // (svd_cpu.cpp): σ (ascending) by LAPACK gesdd, values only: the backend's gesdd route; and the thin
 // SVD with vectors (Backend::svd).
 std::vector<double> gesdd_values(const Matrix<double>& w);

@@ -90,16 +90,14 @@ std::vector<double> gram_values(const Matrix<T>& w) {
     const int k = lapack::checked_int(std::min(m, n), "dimension");
     lapack::checked_int(std::max(m, n), "dimension");
     const bool wide = m < n;
-    PooledVector<double> g(static_cast<std::size_t>(k) * k);
-    const double one = 1.0;
     if constexpr (std::is_same_v<T, double>) {
         // Row-major W is column-major Wᵀ (n × m, ld n): WᵀW = (Wᵀ)(Wᵀ)ᵀ is syrk 'N', W Wᵀ = (Wᵀ)ᵀ(Wᵀ)
         // syrk 'T'.
-        const int depth = static_cast<int>(std::max(m, n)), ld = static_cast<int>(n);
-        const double zero = 0.0;
-        dsyrk_("L", wide ? "T" : "N", &k, &depth, &one, w.data.data(), &ld, &zero, g.data(), &k);
+        return cpu::gram_eigenvalues(wide, k, static_cast<int>(std::max(m, n)), w.data.data(),
+                                     static_cast<int>(n));
     } else {
-        PooledVector<double> slab;
+        PooledVector<double> g(static_cast<std::size_t>(k) * k), slab;
+        const double one = 1.0;
         for (std::int64_t start = 0; start < std::max(m, n); start += kSlab) {
             const int len = static_cast<int>(std::min(kSlab, std::max(m, n) - start));
             const double beta = start == 0 ? 0.0 : 1.0;
@@ -116,8 +114,8 @@ std::vector<double> gram_values(const Matrix<T>& w) {
                 dsyrk_("L", "T", &k, &len, &one, slab.data(), &len, &beta, g.data(), &k);
             }
         }
+        return symmetric_eigen(g, k, false);  // ascending
     }
-    return symmetric_eigen(g, k, false);  // ascending
 }
 
 std::optional<std::vector<double>> gram_values_f32(const Matrix<float>& w) {
@@ -234,6 +232,13 @@ std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order
     if (!(lambda.back() > 0.0) || lambda.front() < kF32GramGuard * lambda.back()) return std::nullopt;
     for (auto& l : lambda) l = std::sqrt(l);
     return lambda;
+}
+
+std::vector<double> gram_eigenvalues(bool trans, int order, int depth, const double* a, int lda) {
+    PooledVector<double> g(static_cast<std::size_t>(order) * order);
+    const double one = 1.0, zero = 0.0;
+    dsyrk_("L", trans ? "T" : "N", &order, &depth, &one, a, &lda, &zero, g.data(), &order);
+    return symmetric_eigen(g, order, false);  // ascending
 }
 
 std::vector<double> gesdd_values(const Matrix<double>& w) { return gesdd(w, false).s; }
