@@ -16,20 +16,6 @@
 
 namespace {
 
-// Messages quote paths, names and file contents: control characters (a newline in a file name) are
-// shown as \xNN so that an error is always one line.
-std::string one_line(const char* what) {
-    std::string out;
-    for (const char* p = what; *p; ++p) {
-        const auto c = static_cast<unsigned char>(*p);
-        if (c < 0x20 || c == 0x7f)
-            out += fmt::format("\\x{:02x}", c);
-        else
-            out.push_back(*p);
-    }
-    return out;
-}
-
 // SIGINT/SIGTERM: the first asks the run to stop between matrices or tensors, so that every
 // temporary output is removed on the way out (exit 130); a second one ends the process at once (its
 // temporaries are then removed by the next run that writes the same output).
@@ -60,10 +46,10 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
         return 130;
     } catch (const diffract::InputError& e) {
-        std::fprintf(stderr, "diffract: error: %s\n", one_line(e.what()).c_str());
+        std::fprintf(stderr, "diffract: error: %s\n", diffract::one_line(e.what()).c_str());
         return 2;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "diffract: internal error: %s\n", one_line(e.what()).c_str());
+        std::fprintf(stderr, "diffract: internal error: %s\n", diffract::one_line(e.what()).c_str());
         return 1;
     }
 }

@@ -47,7 +47,7 @@ int run_analyze(const AnalyzeArgs& a) {
     o.run.out = a.out;
     const auto result = run::analyze(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
-    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", one_line(w));
     run::write_analyze_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",

@@ -48,8 +48,9 @@ int run_compare(const CompareArgs& a) {
     o.run.out = a.out;
     const auto result = run::compare(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
-    for (const auto& s : result.skipped) fmt::print(stderr, "diffract: warning: skipped: {}\n", s.reason);
-    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& s : result.skipped)
+        fmt::print(stderr, "diffract: warning: skipped: {}\n", one_line(s.reason));
+    for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", one_line(w));
     run::write_compare_csvs(result, a.out);
     if (!a.run.quiet)
         fmt::print(stderr,

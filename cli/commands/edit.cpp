@@ -60,7 +60,7 @@ void report(const EditArgs& a, const char* what, const edit::EditSummary& s, con
     auto list = [](const std::vector<std::string>& v) {
         std::string text;
         for (std::size_t i = 0; i < v.size() && i < 5; ++i) text += (i ? ", " : "") + v[i];
-        return v.size() > 5 ? fmt::format("{}, ... ({} in all)", text, v.size()) : text;
+        return one_line(v.size() > 5 ? fmt::format("{}, ... ({} in all)", text, v.size()) : text);
     };
     if (!s.only_in_primary.empty())
         fmt::print(stderr, "edit {}: note: not in every input, carried from the primary as is: {}\n", what,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
+#include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/formats/checkpoint.hpp"
 
@@ -27,7 +28,7 @@ int run_inspect(const InspectArgs& a) {
     // reported here rather than half-way through an analysis.
     for (const auto& t : ck.tensors) model::head_blocks(ck.schema, t, model::classify_tensor(t.name).role);
     for (const auto& w : ck.schema.warnings)
-        std::fprintf(stderr, "diffract: warning: %s: %s\n", ck.path.c_str(), w.c_str());
+        std::fprintf(stderr, "diffract: warning: %s\n", one_line(ck.path + ": " + w).c_str());
 
     if (a.json) {
         nlohmann::ordered_json out;

@@ -51,7 +51,7 @@ int run_report(const ReportArgs& a) {
     o.format = report::parse_output_format(a.format);
     o.config = make_config(a);
     const auto summary = report::write_report(o);
-    for (const auto& n : summary.notes) fmt::print(stderr, "diffract: note: {}\n", n);
+    for (const auto& n : summary.notes) fmt::print(stderr, "diffract: note: {}\n", one_line(n));
     if (!a.quiet)
         fmt::print(stderr, "report: {} figures -> {}\n", summary.figures,
                    o.format == report::OutputFormat::html

@@ -13,7 +13,7 @@ void add_selection_options(CLI::App* sub, run::RunOptionText& a) {
 }
 
 void add_run_options(CLI::App* sub, run::RunOptionText& a) {
-    sub->add_option("--threads", a.threads, "Worker threads (default: all cores)");
+    sub->add_option("--threads", a.threads, "Worker threads (default, or 0: all cores)");
     sub->add_option("--max-memory", a.max_memory, "Working-memory budget, e.g. 8G (default: half of RAM)");
     sub->add_option("--store", a.store, "Results store (default .diffract/results.sqlite)");
     sub->add_option("--device", a.device, "cpu or cuda")->capture_default_str();

@@ -42,6 +42,15 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
     return true;
 }
 
+void throw_nothing_selected(std::string_view source, const Selection& selection, std::string_view nothing) {
+    throw_input_error(
+        source, "",
+        fmt::format("{}: {}", nothing,
+                    selection.selects_all()
+                        ? "the checkpoint has none"
+                        : "the selection (--roles, --layers, --match, --exclude) matches none"));
+}
+
 Selection make_selection(const SelectionText& text) {
     const auto& [roles, layers, match, exclude] = text;
     Selection s;

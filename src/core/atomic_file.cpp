@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -83,7 +84,7 @@ void append_to_file(const std::string& path, const std::string& text) {
 }
 
 void remove_stale_temporaries(const std::string& target_path) {
-    const fs::path target = fs::absolute(target_path).lexically_normal();
+    const fs::path target = physical_path(target_path);
     const auto prefix = temporary_prefix(target);
     std::error_code ec;
     const fs::path parent = target.parent_path();
@@ -99,7 +100,7 @@ void remove_stale_temporaries(const std::string& target_path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-    const fs::path target(path);
+    const fs::path target = physical_path(path);
     make_parent(target, path);
     remove_stale_temporaries(path);
     const fs::path tmp = temporary_for(target);
@@ -120,7 +121,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 void write_directory_atomically(const std::string& out_dir,
                                 const std::function<void(const std::string&)>& fill, ExistingOutput existing,
                                 const std::vector<std::string>& result_files) {
-    const fs::path target = fs::absolute(out_dir).lexically_normal();
+    const fs::path target = physical_path(out_dir);
     std::error_code ec;
     auto check_existing = [&] {
         const auto st = fs::symlink_status(target, ec);

@@ -1,6 +1,7 @@
 #include "diffract/core/byte_size.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <exception>
 
 #include <fmt/format.h>
@@ -34,8 +35,14 @@ std::uint64_t parse_size(const std::string& text, const std::string& flag) {
         mult = 1024.0 * 1024 * 1024 * 1024;
     else if (!unit.empty())
         throw InputError(fmt::format("{}: unknown size unit in '{}'", flag, text));
-    if (v <= 0) throw InputError(fmt::format("{}: size must be positive, found '{}'", flag, text));
-    return static_cast<std::uint64_t>(v * mult);
+    if (!std::isfinite(v) || v <= 0)
+        throw InputError(fmt::format("{}: size must be a positive number, found '{}'", flag, text));
+    const double bytes = v * mult;
+    if (bytes < 1) throw InputError(fmt::format("{}: '{}' is less than one byte", flag, text));
+    // 2^64: the first double a 64-bit byte count cannot hold.
+    if (bytes >= 18446744073709551616.0)
+        throw InputError(fmt::format("{}: '{}' is beyond 2^64 bytes", flag, text));
+    return static_cast<std::uint64_t>(bytes);
 }
 
 }  // namespace diffract

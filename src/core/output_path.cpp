@@ -9,14 +9,14 @@
 namespace fs = std::filesystem;
 
 namespace diffract {
-namespace {
 
-// The absolute path with symbolic links resolved as far as the path exists.
-fs::path resolved(const std::string& p) {
+fs::path physical_path(const std::string& path) {
     std::error_code ec;
-    auto c = fs::weakly_canonical(fs::absolute(p, ec), ec);
-    return ec ? fs::absolute(p).lexically_normal() : c.lexically_normal();
+    auto c = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    return ec ? fs::absolute(path).lexically_normal() : c.lexically_normal();
 }
+
+namespace {
 
 // Whether `inner` is `outer` or lies below it, component by component.
 bool within(const fs::path& inner, const fs::path& outer) {
@@ -33,10 +33,10 @@ bool within(const fs::path& inner, const fs::path& outer) {
 void check_output_path(const std::string& out, const std::vector<std::string>& protected_paths,
                        const std::string& flag) {
     if (out.empty()) throw InputError(fmt::format("{}: an empty path", flag));
-    const fs::path target = resolved(out);
+    const fs::path target = physical_path(out);
     for (const auto& p : protected_paths) {
         if (p.empty()) continue;
-        const fs::path in = resolved(p);
+        const fs::path in = physical_path(p);
         const char* how = target == in         ? "is"
                           : within(in, target) ? "contains"
                           : within(target, in) ? "lies inside"

@@ -117,6 +117,13 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         for (const auto& t : ck->tensors)
             if (!formats::counterpart(primary, *ck, t))
                 summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
+    if (std::none_of(primary.tensors.begin(), primary.tensors.end(), [&](const TensorInfo& t) {
+            const auto role = model::classify_tensor(t.name);
+            return job.common.selection.selects(t.name, role) &&
+                   is_editable(t, role, primary.schema, Editable::any_float);
+        }))
+        analysis::throw_nothing_selected(primary.path, job.common.selection,
+                                         "no floating-point tensor to edit");
     for (const auto& t : primary.tensors) {
         const auto role = model::classify_tensor(t.name);
         // Its pair in each aligned input (looked up once). A tensor not in every input is carried

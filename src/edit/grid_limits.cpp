@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/edit/edit.hpp"
 
 namespace fs = std::filesystem;
@@ -35,7 +36,7 @@ std::uint64_t checkpoint_bytes(const formats::Checkpoint& ck) {
 
 void check_free_space(const std::string& out_path, std::uint64_t bytes, std::string_view what) {
     // The output does not exist yet: its nearest existing ancestor holds the file system.
-    fs::path dir = fs::absolute(fs::path(out_path)).lexically_normal();
+    fs::path dir = physical_path(out_path);
     std::error_code ec;
     while (!fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
     const auto space = fs::space(dir, ec);

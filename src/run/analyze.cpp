@@ -125,6 +125,11 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     std::vector<PlannedUnit> units;
     for (std::size_t m = 0; m < models.size(); ++m)
         for (auto& u : plan_matrices(models[m], o.run.selection, o.heads)) units.push_back({m, u});
+    if (units.empty()) {
+        std::string paths;
+        for (const auto& m : models) paths += (paths.empty() ? "" : ", ") + m.path;
+        analysis::throw_nothing_selected(paths, o.run.selection, "no matrix to analyse");
+    }
     // Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
     ContentIds content;
     for (std::size_t m = 0; m < models.size(); ++m) {

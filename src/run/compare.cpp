@@ -112,6 +112,8 @@ CompareResult compare(const CompareOptions& o) {
         if (jobs.empty() || jobs.back().tensor != u.tensor) jobs.push_back({u.tensor, {}, {}, {}});
         jobs.back().units.push_back(u);
     }
+    if (jobs.empty())
+        analysis::throw_nothing_selected(base.path, o.run.selection, "no matrix of the base to compare");
 
     // Every model must match the base: refuse on the first mismatch, or skip and record it.
     auto mismatch = [&](const formats::Checkpoint& ck, const std::string& source, const std::string& tensor,

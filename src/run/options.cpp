@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "diffract/core/byte_size.hpp"
+#include "diffract/core/error.hpp"
 #include "diffract/core/output_path.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
@@ -33,6 +36,9 @@ void check_run_output(const RunOptions& run, const std::vector<const formats::Ch
 
 RunOptions parse_run_options(const RunOptionText& t) {
     RunOptions r;
+    if (t.threads < 0)
+        throw InputError(fmt::format(
+            "--threads: {} is not a thread count (a positive number, or 0 for all cores)", t.threads));
     r.threads = t.threads;
     r.max_memory = t.max_memory.empty() ? 0 : parse_size(t.max_memory, "--max-memory");
     r.store_path = t.store;

@@ -114,9 +114,12 @@ public:
         sqlite3_clear_bindings(st_);
     }
     std::int64_t int64(int c) { return sqlite3_column_int64(st_, c); }
+    // The whole stored text: a tensor name may hold NUL characters, where a C string would stop.
     std::string text(int c) {
         const auto* p = sqlite3_column_text(st_, c);
-        return p ? reinterpret_cast<const char*>(p) : "";
+        if (!p) return "";
+        return std::string(reinterpret_cast<const char*>(p),
+                           static_cast<std::size_t>(sqlite3_column_bytes(st_, c)));
     }
     bool is_null(int c) { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
     double real(int c) { return sqlite3_column_double(st_, c); }

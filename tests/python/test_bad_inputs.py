@@ -301,3 +301,73 @@ def test_device_is_validated_when_every_result_is_stored(fam, tmp_path):
     fails(cmp + ["--out", tmp_path / "c2", "--device", "tpu"], "--device", "tpu")
     fails(["edit", "permute", "--model", fam / "code", "--out", tmp_path / "p", "--device", "tpu"], "--device")
     assert not (tmp_path / "a2").exists() and not (tmp_path / "c2").exists() and not (tmp_path / "p").exists()
+
+
+# ---- option values, empty selections, names that are not one line ----------------------------------
+
+@pytest.mark.parametrize("flag,value,needle", [
+    ("--threads", "-1", "--threads"), ("--threads", "-2147483648", "--threads"),
+    ("--max-memory", "nan", "--max-memory"), ("--max-memory", "inf", "--max-memory"),
+    ("--max-memory", "0.4", "less than one byte"), ("--max-memory", "99999999999999999999G", "2^64"),
+    ("--max-memory", "18446744073709551616", "2^64")])
+def test_run_option_values_are_validated(fam, tmp_path, flag, value, needle):
+    fails(["analyze", fam / "code", "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", flag, value],
+          needle)
+    assert not (tmp_path / "a").exists()
+
+
+def test_threads_zero_means_every_core(fam, tmp_path):
+    p = run(["analyze", fam / "code", "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", "--threads", "0",
+             "--no-heads", "--quiet"])
+    assert p.returncode == 0 and (tmp_path / "a" / "metrics.csv").is_file()
+
+
+def test_a_selection_that_matches_nothing_is_an_error_not_an_empty_success(fam, tmp_path):
+    store = tmp_path / "s.sqlite"
+    fails(["analyze", fam / "code", "--match", "zzz", "--out", tmp_path / "a", "--store", store],
+          fam / "code", "no matrix", "--match")
+    fails(["analyze", fam / "code", "--layers", "99", "--out", tmp_path / "a", "--store", store], "no matrix")
+    fails(["compare", "--base", fam / "pretrained", fam / "code", "--roles", "lm_head", "--exclude", "lm_head",
+           "--out", tmp_path / "c", "--store", store], fam / "pretrained", "no matrix")
+    for edit in (["interpolate", fam / "pretrained", fam / "code", "--omega", "0.5"],
+                 ["interpolate", fam / "pretrained", fam / "code", "--omega", "0"],
+                 ["truncate", "--base", fam / "pretrained", "--model", fam / "code", "--rank", "2"]):
+        fails(["edit", *edit, "--match", "zzz", "--out", tmp_path / "e"], "no floating-point tensor", "--match")
+    assert not any((tmp_path / n).exists() for n in ("a", "c", "e"))
+    # A checkpoint without any 2-D tensor has nothing to analyse either.
+    vec = tmp_path / "vec"
+    vec.mkdir()
+    header = json.dumps({"norm.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    (vec / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    fails(["analyze", vec, "--out", tmp_path / "a", "--store", store], "no matrix", "has none")
+
+
+def write_f32_safetensors(path, tensors):
+    """tensors: {name: float32 array}, written in order."""
+    import numpy as np
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def test_names_with_nul_and_newline_survive_the_store_and_stay_one_line(tmp_path):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    write_f32_safetensors(tmp_path / "nul" / "model.safetensors",
+                          {"t\u0000one": rng.standard_normal((32, 32)), "t\u0000two": 3 * rng.standard_normal((32, 32))})
+    store = tmp_path / "s.sqlite"
+    run(["analyze", tmp_path / "nul", "--out", tmp_path / "a", "--store", store, "--quiet"])
+    p = run(["export", "--store", store, "--format", "jsonl"])
+    tensors = {json.loads(line)["tensor"] for line in p.stdout.splitlines()}
+    assert tensors == {"t\u0000one", "t\u0000two"}  # the whole names, not cut at the NUL
+    # A warning that quotes a name with a newline is still one line.
+    write_f32_safetensors(tmp_path / "nl" / "model.safetensors", {"w\ny": np.full((16, 16), np.nan)})
+    p = run(["analyze", tmp_path / "nl", "--out", tmp_path / "b", "--store", store])
+    warnings = [line for line in p.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "w\\x0ay" in warnings[0] and "non-finite" in warnings[0], p.stderr

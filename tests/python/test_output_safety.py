@@ -241,3 +241,32 @@ def test_two_runs_racing_for_one_out_never_mix_or_fail_internally(fam, tmp_path)
     codes = sorted(p.wait(timeout=300) for p in edits)
     assert codes == [0, 2]
     assert not [x for x in tmp_path.iterdir() if ".tmp-" in x.name]
+
+
+def test_out_through_a_link_and_dotdot_is_written_where_it_was_checked(fam, tmp_path):
+    # "sub/m/../m/res": the kernel resolves the link sub/m (-> fam/math) before "..", so the path is
+    # fam/m/res, beside the model; a writer that dropped "m/.." from the text would write inside it.
+    model = fam / "math"
+    (tmp_path / "sub").mkdir()
+    os.symlink(model, tmp_path / "sub" / "m")
+    store = tmp_path / "s.sqlite"
+    before = tree_digest(model)
+    run(["analyze", model, "--out", f"{tmp_path}/sub/m/../m/res", "--store", store, "--no-heads"])
+    run(["compare", "--base", fam / "pretrained", model, "--out", f"{tmp_path}/sub/m/../m/cmp", "--store", store,
+         "--no-heads"])
+    run(["edit", "interpolate", fam / "pretrained", model, "--omega", "0.5", "--out", f"{tmp_path}/sub/m/../m/ed",
+         "--quiet"])
+    assert tree_digest(model) == before
+    assert (fam / "m" / "res" / "metrics.csv").is_file() and (fam / "m" / "cmp" / "compare.csv").is_file()
+    assert (fam / "m" / "ed" / "config.json").is_file()
+    # An existing result set reached the same way is the one replaced, not a namesake elsewhere.
+    run(["analyze", fam / "code", "--out", tmp_path / "results", "--store", store, "--no-heads"])
+    (tmp_path / "far" / "deep").mkdir(parents=True)
+    os.symlink(tmp_path / "far" / "deep", tmp_path / "d")
+    run(["analyze", model, "--out", f"{tmp_path}/d/../results", "--store", store, "--no-heads"])
+    assert (tmp_path / "results" / "metrics.csv").read_text().splitlines()[1].startswith("code,")
+    assert (tmp_path / "far" / "results" / "metrics.csv").read_text().splitlines()[1].startswith("math,")
+    # And a path that resolves into an input is refused, however it is spelled.
+    assert_input_error(run(["analyze", model, "--out", f"{tmp_path}/d/../../fam/math/x", "--store", store],
+                           check=False), "--out")
+    assert tree_digest(model) == before

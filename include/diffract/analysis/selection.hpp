@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "diffract/model/schema.hpp"
 
@@ -21,7 +22,13 @@ struct Selection {
     bool selects(const std::string& tensor_name, const model::TensorRole& role) const;
     // A block's role (e.g. attn_q for the query slice of a fused qkv) also counts as selected.
     bool selects_role(model::Role role) const { return roles.empty() || roles.count(role); }
+    bool selects_all() const { return roles.empty() && layers.empty() && !match && !exclude; }
 };
+
+// A run with nothing to work on is refused, never an empty success: throws InputError
+// "<source>: <nothing>: <why>", the why being the selection flags when any were given.
+[[noreturn]] void throw_nothing_selected(std::string_view source, const Selection& selection,
+                                         std::string_view nothing);
 
 // The selection flags as the CLI and Python spell them (--roles a,b --layers 0-3 --match RE --exclude RE).
 struct SelectionText {

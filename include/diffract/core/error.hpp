@@ -20,6 +20,10 @@ public:
 // "<source>: tensor '<tensor>': <what>" with the parts that are empty left out.
 std::string error_context(std::string_view source, std::string_view tensor, std::string_view what);
 
+// `text` with its control characters (a newline in a file or tensor name) shown as \xNN: every error,
+// warning and note the CLI prints quotes names and file contents, and stays one line.
+std::string one_line(std::string_view text);
+
 [[noreturn]] void throw_input_error(std::string_view source, std::string_view tensor, std::string_view what);
 
 }  // namespace diffract

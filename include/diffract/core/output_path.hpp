@@ -3,10 +3,17 @@
 // writes anything, so a mistyped --out costs a message, not a model or a store.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace diffract {
+
+// The absolute path that the kernel opens for `path`: symbolic links resolved as far as the path
+// exists, each '..' applied to what precedes it once resolved (a link's target, not the link's
+// directory), the missing rest taken lexically. Writers and check_output_path both use it, so a
+// path is checked where it is written ("link/../x" is "x" beside the link's target).
+std::filesystem::path physical_path(const std::string& path);
 
 // Throws InputError naming `out` (and the input it collides with) when `out` is, contains or lies
 // inside any of `protected_paths` (files or directories; symbolic links resolved, missing paths
