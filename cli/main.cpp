@@ -40,8 +40,10 @@ int run(int argc, char** argv) {
         app.parse(argc, argv);
         return diffract::cli::run_selected(app);
     } catch (const CLI::ParseError& e) {
-        const int rc = app.exit(e);
-        return rc == 0 ? 0 : 2;
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all, --version
+        // A bad option is bad input: one line, like every other (CLI11's own message is two).
+        std::fprintf(stderr, "diffract: error: %s (see --help)\n", diffract::one_line(e.what()).c_str());
+        return 2;
     } catch (const diffract::Cancelled&) {
         std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
         return 130;

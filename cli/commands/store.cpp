@@ -62,6 +62,9 @@ void add_store(CLI::App& app) {
     auto* sub = app.add_subcommand("store", "List, erase or merge results in the store");
     sub->require_subcommand(1);
     sub->add_option("--store", a->store, "Results store")->capture_default_str();
+    // `store list --store S` as well as `store --store S list`: the subcommands (which inherit this)
+    // hand options they do not know to `store`.
+    sub->fallthrough();
     auto* list = sub->add_subcommand("list", "Models and fields in the store");
     on_run(list, [a] {
         store::Store db(a->store, store::StoreMode::read_only);

@@ -119,6 +119,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     const auto& models = o.models;
     std::vector<const formats::Checkpoint*> inputs;
     for (const auto& m : models) inputs.push_back(&m);
+    check_model_names(inputs);
     Job job("analyze", o.run, inputs);
     const std::string config = o.kernel.key();
 

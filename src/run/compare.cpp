@@ -104,6 +104,7 @@ CompareResult compare(const CompareOptions& o) {
 
     std::vector<const formats::Checkpoint*> inputs{&base};
     inputs.insert(inputs.end(), models.begin(), models.end());
+    check_model_names(models, &base);
     Job job("compare", o.run, inputs);
 
     // The plan, over the base, grouped by tensor (plan_matrices lists a tensor's units together).

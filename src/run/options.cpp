@@ -34,6 +34,25 @@ void check_run_output(const RunOptions& run, const std::vector<const formats::Ch
     check_output_path(run.out, protected_paths);
 }
 
+void check_model_names(const std::vector<const formats::Checkpoint*>& models,
+                       const formats::Checkpoint* base) {
+    for (std::size_t i = 0; i < models.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j)
+            if (models[j]->name == models[i]->name)
+                throw_input_error(
+                    models[i]->path, "",
+                    fmt::format("the name '{}' is already given to {}: one name per model (name "
+                                "them apart with NAME=PATH)",
+                                models[i]->name, models[j]->path));
+        if (base && base->name == models[i]->name &&
+            physical_path(base->path) != physical_path(models[i]->path))
+            throw_input_error(models[i]->path, "",
+                              fmt::format("the name '{}' is the base's ({}): one name per checkpoint (name "
+                                          "them apart with NAME=PATH)",
+                                          models[i]->name, base->path));
+    }
+}
+
 RunOptions parse_run_options(const RunOptionText& t) {
     RunOptions r;
     if (t.threads < 0)

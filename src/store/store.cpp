@@ -403,7 +403,7 @@ std::vector<ModelEntry> Store::models() {
     std::lock_guard lock(mu_);
     Statement st(db_, path_, R"sql(SELECT m.name, m.path,
         (SELECT COUNT(*) FROM model_tensors t WHERE t.name = m.name),
-        (SELECT COUNT(*) FROM results r WHERE r.other = '' AND r.content IN
+        (SELECT COUNT(*) FROM results r WHERE r.content IN
             (SELECT content FROM model_tensors t WHERE t.name = m.name))
       FROM models m ORDER BY m.id)sql");
     std::vector<ModelEntry> out;
@@ -445,6 +445,9 @@ std::int64_t Store::erase_model(const std::string& name) {
         Statement keep(db_, path_,
                        "INSERT OR IGNORE INTO temp.erased SELECT content FROM model_tensors WHERE name = ?");
         keep.bind(1, name).step();
+        exec("CREATE TEMP TABLE IF NOT EXISTS touched(content TEXT PRIMARY KEY)");
+        exec("DELETE FROM temp.touched");
+        exec("INSERT INTO temp.touched SELECT content FROM temp.erased");
         for (const char* sql :
              {"DELETE FROM model_tensors WHERE name = ?", "DELETE FROM pairs WHERE name = ?1 OR other = ?1",
               "DELETE FROM models WHERE name = ?"}) {
@@ -458,7 +461,18 @@ std::int64_t Store::erase_model(const std::string& name) {
             "DELETE FROM results WHERE content IN (SELECT content FROM temp.erased) OR (other <> '' AND "
             "other IN (SELECT content FROM temp.erased))");
         del.step();
-        return static_cast<std::int64_t>(sqlite3_changes(db_));
+        auto erased = static_cast<std::int64_t>(sqlite3_changes(db_));
+        // A comparison stays only while a recorded pair still reaches it (for_each_result's rule): one
+        // whose base content another name holds, but no pair links that name, could never be exported.
+        Statement unreachable(db_, path_, R"sql(
+          DELETE FROM results WHERE other <> '' AND
+            (content IN (SELECT content FROM temp.touched) OR other IN (SELECT content FROM temp.touched))
+            AND NOT EXISTS (SELECT 1 FROM pairs p
+              JOIN model_tensors n ON n.name = p.name AND n.content = results.content
+              JOIN model_tensors b ON b.name = p.other AND b.tensor = n.tensor AND b.content = results.other))sql");
+        unreachable.step();
+        erased += static_cast<std::int64_t>(sqlite3_changes(db_));
+        return erased;
     });
 }
 
@@ -496,6 +510,20 @@ std::int64_t Store::merge_from(const std::string& other_path) {
     Statement attach(db_, path_, "ATTACH DATABASE ? AS other_store");
     attach.bind(1, other_path).step();
     try {
+        // One name, one checkpoint: a name whose tensors hold other contents in the other store (another
+        // checkpoint under the same name) would keep this store's meaning, and the other store's results
+        // under it could never be exported. Refused before anything is merged.
+        Statement clash(db_, path_, R"sql(
+          SELECT o.name, (SELECT path FROM main.models WHERE name = o.name),
+                 (SELECT path FROM other_store.models WHERE name = o.name)
+            FROM other_store.model_tensors o JOIN main.model_tensors m ON m.name = o.name AND m.tensor = o.tensor
+           WHERE m.content <> o.content LIMIT 1)sql");
+        if (clash.step())
+            throw_input_error(other_path, "",
+                              fmt::format("the name '{}' is {} here but {} in {} (other tensor contents); "
+                                          "erase it from one of the two stores (store erase --model {}) "
+                                          "before merging",
+                                          clash.text(0), clash.text(2), clash.text(1), path_, clash.text(0)));
         const auto added = in_transaction(db_, path_, [&] {
             exec("INSERT OR IGNORE INTO results SELECT * FROM other_store.results");
             const std::int64_t n = sqlite3_changes(db_);

@@ -234,3 +234,65 @@ def test_a_name_moved_to_another_checkpoint_keeps_nothing_of_the_old_one(family_
     exported = {r["tensor"] for r in read_rows_text(run(["export", "--store", store]).stdout) if r["model"] == "m"}
     analysed = {r["tensor"] for r in read_rows(tmp_path / "a2" / "metrics.csv")}
     assert exported == analysed
+
+
+def test_one_name_is_one_checkpoint_in_a_run(family_f32, tmp_path):
+    fam, store = family_f32, tmp_path / "s.sqlite"
+    run(["compare", "--base", fam / "pretrained", fam / "math", "fam_code=" + str(fam / "code"), "--out",
+         tmp_path / "c", "--store", store, "--no-heads"])
+    before = run(["export", "--store", store]).stdout
+    # A model named like the base, and two models under one name: refused before the store is touched.
+    for models in ([f"pretrained={fam / 'math'}"], [f"x={fam / 'math'}", f"x={fam / 'code'}"],
+                   [fam / "math", fam / "math"]):
+        assert_input_error(run(["compare", "--base", fam / "pretrained", *models, "--out", tmp_path / "c2",
+                                "--store", store, "--no-heads"], check=False), "name")
+    for models in ([f"x={fam / 'math'}", f"x={fam / 'code'}"], [fam / "math", fam / "math"]):
+        assert_input_error(run(["analyze", *models, "--out", tmp_path / "a2", "--store", store, "--no-heads"],
+                               check=False), "name")
+    assert run(["export", "--store", store]).stdout == before
+    assert not (tmp_path / "c2").exists() and not (tmp_path / "a2").exists()
+    # A model compared with itself keeps working (the base's own name, the same checkpoint).
+    run(["compare", "--base", fam / "pretrained", fam / "pretrained", "--out", tmp_path / "self", "--store", store,
+         "--no-heads"])
+
+
+def test_erase_leaves_no_comparison_that_cannot_be_exported(family_f32, tmp_path):
+    fam, store = family_f32, tmp_path / "s.sqlite"
+    run(["compare", "--base", fam / "pretrained", fam / "math", "--out", tmp_path / "c", "--store", store,
+         "--no-heads"])
+    run(["analyze", f"copy={fam / 'pretrained'}", "--out", tmp_path / "a", "--store", store, "--no-heads",
+         "--metrics", "stable_rank"])
+    compared = [r for r in read_rows_text(run(["export", "--store", store]).stdout) if r["other"]]
+    assert compared
+    # "copy" still holds the base's bytes, but no pair links math to it: the comparisons go, and count.
+    p = run(["store", "--store", store, "erase", "--model", "pretrained"])
+    assert int(re.search(r"(\d+)", p.stdout + p.stderr).group(1)) >= len(compared)
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM results WHERE other <> ''").fetchone()[0] == 0
+    assert {r["model"] for r in read_rows_text(run(["export", "--store", store]).stdout)} == {"copy"}
+
+
+def test_merge_refuses_a_name_that_means_another_checkpoint(family_f32, tmp_path):
+    fam = family_f32
+    one, two = tmp_path / "one.sqlite", tmp_path / "two.sqlite"
+    run(["compare", "--base", fam / "pretrained", fam / "math", "--out", tmp_path / "c1", "--store", one,
+         "--no-heads"])
+    run(["compare", "--base", fam / "pretrained", f"math={fam / 'code'}", "--out", tmp_path / "c2", "--store", two,
+         "--no-heads"])
+    with open(one, "rb") as f:
+        before = f.read()
+    assert_input_error(run(["store", "--store", one, "merge", two], check=False), two, "'math'", "erase")
+    assert one.read_bytes() == before
+    # Listed counts include comparisons; `store list --store S` works as well as `store --store S list`.
+    listing = run(["store", "list", "--store", one]).stdout
+    math_line = next(line for line in listing.splitlines() if line.split()[0] == "math")
+    assert re.search(r"\b([1-9]\d*) results", math_line), listing
+
+
+def test_cli_option_errors_are_one_line(family_f32, tmp_path):
+    for args in (["compare", "--base", family_f32 / "pretrained", family_f32 / "math", "--out", tmp_path / "x",
+                  "--top-k", "99999999999"],
+                 ["analyze", family_f32 / "math", "--threads", "abc"], ["analyze", "--bogus"], ["compare"]):
+        p = run(args, check=False)
+        line = assert_input_error(p)
+        assert line.startswith("diffract: error: "), line

@@ -59,7 +59,8 @@ struct TensorRecord {
 
 struct ModelEntry {
     std::string name, path;
-    std::int64_t tensors = 0, results = 0;
+    std::int64_t tensors = 0;
+    std::int64_t results = 0;  // of its tensors' contents: its own analyses and its comparisons to bases
 };
 
 struct ResultRow {
@@ -99,15 +100,17 @@ public:
 
     std::vector<ModelEntry> models();
     std::map<std::string, std::int64_t> field_counts();
-    // Erases the model called exactly `name`, and the results of the contents no other name holds.
-    // Returns results erased. Throws InputError when no model has that name.
+    // Erases the model called exactly `name`, the results of the contents no other name holds, and the
+    // comparisons no recorded pair reaches any more. Returns results erased. Throws InputError when no model
+    // has that name.
     std::int64_t erase_model(const std::string& name);
     // Erases exactly `fields` (the caller adds every field computed from them: analysis::dependents_of)
     // for all models, or for the contents of the model called exactly `model`, which other names holding
     // the same bytes share. Returns rows erased.
     std::int64_t erase_fields(const std::vector<std::string>& fields, const std::string& model = "");
     // Copies another store's models and results into this one (existing rows kept). Refuses a file
-    // that is not a store of this schema, and this store itself.
+    // that is not a store of this schema, this store itself, and a name that holds other tensor
+    // contents in the two stores.
     std::int64_t merge_from(const std::string& other_path);
     // Every result under every name that holds its content (cross-model results under every recorded
     // pair), as (model, other, tensor, block, field, config, value).
