@@ -2,7 +2,9 @@
 // (not interleaved with the sweep's progress), and the score read from its stdout.
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -52,11 +54,15 @@ double parse_score(const std::string& text, const std::string& key, const std::s
     std::string last;
     for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) last = it->str();
     if (last.empty()) throw InputError(fmt::format("{}: the command printed no number on stdout", flag));
-    return std::stod(last);
+    // strtod, not stod: a number beyond a double's range is the evaluator's output, not our error. An
+    // overflow is refused (by evaluate); an underflow is the nearest double (0 or subnormal).
+    return std::strtod(last.c_str(), nullptr);
 }
 
-double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
-                const std::string& log_path) {
+namespace {
+
+double raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                 const std::string& log_path) {
     if (e.in_process) return e.in_process(model_path);
     std::string cmd = e.command;
     const std::string quoted = shell_quote(model_path);
@@ -90,6 +96,19 @@ double evaluate(const EvalCommand& e, const std::string& model_path, const std::
     } catch (const InputError& error) {
         throw InputError(fmt::format("{} (its output: {})", error.what(), log_path));
     }
+}
+
+}  // namespace
+
+double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                const std::string& log_path) {
+    // Every score, from a command or an in-process callable, is a finite number: a NaN or ±Inf would
+    // be ranked, journaled as null and read back as NaN on a resume.
+    const double score = raw_score(e, model_path, flag, log_path);
+    if (!std::isfinite(score))
+        throw InputError(fmt::format("{}: the score of {} is {}, not a finite number{}", flag, model_path,
+                                     score, e.in_process ? "" : fmt::format(" (its output: {})", log_path)));
+    return score;
 }
 
 }  // namespace diffract::sweep

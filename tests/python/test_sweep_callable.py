@@ -99,6 +99,11 @@ def test_an_exception_in_the_callable_stops_the_sweep(family_f32, tmp_path):
     with pytest.raises(TypeError):
         diffract.sweep.interpolate(fam / "math", fam / "code", out=tmp_path / "g", omegas=[0, 1],
                                    eval=lambda p: "not a number", quiet=True)
+    # A callable's NaN or ±Inf is refused like a command's, never ranked or journaled as null.
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(diffract.InputError, match="not a finite number"):
+            diffract.sweep.interpolate(fam / "math", fam / "code", out=tmp_path / "n", omegas=[0, 1],
+                                       eval=lambda p, bad=bad: bad, quiet=True)
     with pytest.raises(TypeError, match="command string or a callable"):
         diffract.sweep.interpolate(fam / "math", fam / "code", out=tmp_path / "h", omegas=[0, 1], eval=3)
 

@@ -70,6 +70,10 @@ TEST(EditSweep, ParsesScoresAndAreas) {
     EXPECT_DOUBLE_EQ(sweep::parse_score("step 1\nacc 0.5 (n=10)\nfinal: -1.25e-1\n", "", "--eval"), -0.125);
     EXPECT_DOUBLE_EQ(sweep::parse_score("log\n{\"acc\": {\"gsm8k\": 0.75}}\n", "acc.gsm8k", "--eval"), 0.75);
     EXPECT_THROW(sweep::parse_score("no numbers", "", "--eval"), InputError);
+    // Beyond a double's range: the nearest double (evaluate refuses an infinite score), never std::stod's
+    // out_of_range.
+    EXPECT_TRUE(std::isinf(sweep::parse_score("result: 1e999", "", "--eval")));
+    EXPECT_EQ(sweep::parse_score("loss 1e-400", "", "--eval"), 0.0);
     EXPECT_THROW(sweep::parse_score("{\"a\": 1}", "b", "--eval"), InputError);
     EXPECT_DOUBLE_EQ(sweep::trapezoid_auc({{1, 1}, {0, 0}, {0.5, 1}}), 0.25 + 0.5);
 }
