@@ -33,12 +33,14 @@ int require(const CsvTable& t, const std::string& name) {
     return c;
 }
 
-// metrics.csv and compare.csv: identity columns, then numeric fields.
-std::vector<Record> read_records(const std::string& path, ReportData& data) {
+// metrics.csv and compare.csv (`compared`): identity columns, then numeric fields. The identity columns
+// that place a row in a figure are required: a file without its layer or role column would be drawn
+// as if it had no rows of those kinds, with notes that blame the rows.
+std::vector<Record> read_records(const std::string& path, bool compared, ReportData& data) {
     const auto t = read_csv(path);
     const int model = require(t, column::model), tensor = require(t, column::tensor);
-    const int layer = t.column(column::layer), role = t.column(column::role), head = t.column(column::head),
-              base = t.column(column::base);
+    const int layer = require(t, column::layer), role = require(t, column::role),
+              head = require(t, column::head), base = compared ? require(t, column::base) : -1;
     std::vector<std::pair<std::string, int>> fields;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
@@ -48,9 +50,9 @@ std::vector<Record> read_records(const std::string& path, ReportData& data) {
         rec.model = t.cell(r, model);
         rec.tensor = t.cell(r, tensor);
         if (base >= 0) rec.base = t.cell(r, base);
-        if (role >= 0) rec.role = t.cell(r, role);
-        if (layer >= 0) rec.layer = t.integer(r, layer);
-        if (head >= 0) rec.head = t.integer(r, head);
+        rec.role = t.cell(r, role);
+        rec.layer = t.integer(r, layer);
+        rec.head = t.integer(r, head);
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
                 rec.values[name] = t.number(r, c);
@@ -216,12 +218,12 @@ void load_result_dir(const std::string& dir, ReportData& data) {
         throw InputError(fmt::format("{}: not a directory (expected a result directory or a store)", dir));
     bool any = false;
     if (fs::exists(d / "metrics.csv")) {
-        auto rows = read_records((d / "metrics.csv").string(), data);
+        auto rows = read_records((d / "metrics.csv").string(), false, data);
         data.metrics.insert(data.metrics.end(), rows.begin(), rows.end());
         any = true;
     }
     if (fs::exists(d / "compare.csv")) {
-        auto rows = read_records((d / "compare.csv").string(), data);
+        auto rows = read_records((d / "compare.csv").string(), true, data);
         data.compare.insert(data.compare.end(), rows.begin(), rows.end());
         any = true;
     }

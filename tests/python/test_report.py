@@ -179,6 +179,21 @@ def test_bad_inputs_one_line_exit_2(results, tmp_path):
     p = run(["report", results["dirs"][0], "--out", tmp_path / "r", "--format", "pdf"], check=False)
     assert p.returncode == 2 and "--format" in p.stderr
     assert not (tmp_path / "r.html").exists()
+    # A result file without one of the columns that place its rows (layer, role, head; compare's
+    # base) is malformed, not a file whose rows lack those values.
+    for name, dropped in (("compare.csv", "layer"), ("compare.csv", "role"), ("compare.csv", "base"),
+                          ("metrics.csv", "head")):
+        source = results["root"] / ("cmp" if name == "compare.csv" else "an") / name
+        with open(source) as f:
+            rows = list(csv.reader(f))
+        i = rows[0].index(dropped)
+        cut = tmp_path / f"cut-{dropped}"
+        cut.mkdir(exist_ok=True)
+        with open(cut / name, "w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows([r[:i] + r[i + 1:] for r in rows])
+        p = run(["report", cut, "--out", tmp_path / "r.html"], check=False)
+        assert p.returncode == 2 and f"missing column '{dropped}'" in p.stderr, p.stderr
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_flagged_fits_are_left_out_and_counted(results, tmp_path):
