@@ -34,6 +34,9 @@ enum class Kind : std::uint8_t {
     global,  // a callable or type from the allow-list: text = "module.name"
     storage,
     tensor,
+    // A storage, tensor or dtype diffract does not read (complex, quantized): text = why. It is refused
+    // where it gets its name in a dict, so that the message names the tensor.
+    refused,
 };
 
 struct Value {
@@ -161,6 +164,25 @@ private:
     };
     std::map<std::uint32_t, std::set<std::uint32_t, ByText>> dict_keys_;
 
+    std::optional<std::string> first_refusal_;
+
+    // A value as a message may quote it: an integer or a string as itself, anything else by kind.
+    std::string describe(std::uint32_t v) {
+        const auto& x = at(v);
+        switch (x.kind) {
+            case Kind::integer:
+                return fmt::format("the integer {}", x.i);
+            case Kind::string:
+                return "'" + x.text + "'";
+            case Kind::none:
+                return "None";
+            case Kind::tuple:
+                return "a tuple";
+            default:
+                return "a non-string value";
+        }
+    }
+
     [[noreturn]] void fail(const std::string& what, const std::string& tensor = "") const {
         throw_input_error(label_, tensor, what);
     }
@@ -235,6 +257,10 @@ private:
         if (kv.size() % 2) fail("pickle SETITEMS with an odd number of items");
         for (std::size_t i = 0; i < kv.size(); i += 2) {
             const auto& key = at(kv[i]);
+            if (at(kv[i + 1]).kind == Kind::refused) {
+                if (key.kind == Kind::string) fail(at(kv[i + 1]).text, key.text);
+                fail(fmt::format("{} (under the key {})", at(kv[i + 1]).text, describe(kv[i])));
+            }
             if (key.kind == Kind::string &&
                 !dict_keys_.try_emplace(dict, ByText{&arena_}).first->second.insert(kv[i]).second)
                 fail("duplicate key in a pickled dict", key.text);
@@ -270,6 +296,7 @@ private:
             at(p.items[0]).text != "storage")
             fail("persistent id is not ('storage', type, key, location, numel)");
         const auto& type = at(p.items[1]);
+        if (type.kind == Kind::refused) return p.items[1];
         if (type.kind != Kind::global) fail("persistent id's storage type is not a storage class");
         Storage s;
         const auto name = std::string_view(type.text).substr(type.text.rfind('.') + 1);
@@ -310,6 +337,8 @@ private:
         const char* fn = v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2";
         if (a.size() < (v3 ? 7u : 6u) || a.size() > (v3 ? 8u : 7u))
             fail(fmt::format("{} called with {} arguments", fn, a.size()));
+        if (at(a[0]).kind == Kind::refused) return a[0];
+        if (v3 && at(a[6]).kind == Kind::refused) return a[6];
         if (at(a[0]).kind != Kind::storage) fail(fmt::format("{}: first argument is not a storage", fn));
         Tensor t;
         t.storage = static_cast<std::uint32_t>(at(a[0]).i);
@@ -340,6 +369,7 @@ private:
 
     // A REDUCE (or NEWOBJ) of an allow-listed global.
     std::uint32_t call(std::uint32_t callable, std::uint32_t args) {
+        if (at(callable).kind == Kind::refused) fail(at(callable).text);
         if (at(callable).kind != Kind::global) fail("pickle REDUCE of a value that is not an allowed global");
         const std::string fn = at(callable).text;
         const auto a = args_of(args, fn);
@@ -350,7 +380,8 @@ private:
         if (fn == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(a, false);
         if (fn == "torch._utils._rebuild_tensor_v3") return rebuild_tensor(a, true);
         if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
-            if (a.size() != (fn.ends_with("state") ? 4u : 3u) || at(a[0]).kind != Kind::tensor)
+            if (a.size() != (fn.ends_with("state") ? 4u : 3u) ||
+                (at(a[0]).kind != Kind::tensor && at(a[0]).kind != Kind::refused))
                 fail(fmt::format("{} called with other arguments than (tensor, requires_grad, hooks)", fn));
             return a[0];
         }
@@ -362,7 +393,7 @@ private:
             if (!at(a[0]).text.starts_with("torch._utils._rebuild_tensor_v"))
                 fail(fmt::format("{}: rebuild function '{}' is not supported", fn, at(a[0]).text));
             const auto inner = call(a[0], a[2]);
-            if (at(inner).kind != Kind::tensor)
+            if (at(inner).kind != Kind::tensor && at(inner).kind != Kind::refused)
                 fail(fmt::format("{}: the rebuilt value is not a tensor", fn));
             return inner;
         }
@@ -378,7 +409,7 @@ private:
     // tensor's (a Parameter's) are dropped; nothing else takes state.
     void build(std::uint32_t obj, std::uint32_t state) {
         const auto k = at(obj).kind;
-        if (k != Kind::dict && k != Kind::tensor)
+        if (k != Kind::dict && k != Kind::tensor && k != Kind::refused)
             fail(fmt::format("pickle BUILD on a value that is not a dict or tensor (at byte {})", pos_ - 1));
         if (at(state).kind != Kind::dict && at(state).kind != Kind::none && at(state).kind != Kind::tuple)
             fail(fmt::format("pickle BUILD with a state that is not a dict (at byte {})", pos_ - 1));
@@ -571,11 +602,15 @@ private:
         if (module == "torch" &&
             (name.ends_with("Storage") || name.starts_with("complex") || name.starts_with("qint") ||
              name.starts_with("quint")) &&
-            !allowed_global(module, name))
-            fail(fmt::format(
+            !allowed_global(module, name)) {
+            auto why = fmt::format(
                 "torch.{} is not a supported dtype (diffract reads real floating, integer and bool "
                 "tensors; complex and quantized ones are not)",
-                name));
+                name);
+            if (!first_refusal_) first_refusal_ = why;
+            stack_.push_back(make(Kind::refused, 0, std::move(why)));
+            return;
+        }
         if (!allowed_global(module, name))
             fail(
                 fmt::format("refusing pickle global '{}.{}': only tensors and state-dict containers are read "
@@ -593,6 +628,7 @@ private:
     }
 
     std::vector<PickledTensor> state_dict(std::uint32_t root) {
+        if (first_refusal_) fail(*first_refusal_);  // one that never got a name in a dict
         if (at(root).kind == Kind::tensor)
             fail("data.pkl holds a single tensor, not a state dict (save a dict of named tensors)");
         if (at(root).kind != Kind::dict) fail("data.pkl holds no dict of tensors (not a state dict)");
@@ -627,7 +663,8 @@ private:
         const auto& items = at(chosen).items;
         for (std::size_t j = 0; j < items.size(); j += 2) {
             if (at(items[j + 1]).kind != Kind::tensor) continue;  // non-tensor entries are not weights
-            if (at(items[j]).kind != Kind::string) fail("a tensor's key in the state dict is not a string");
+            if (at(items[j]).kind != Kind::string)
+                fail(fmt::format("a tensor's key in the state dict is {}, not a string", describe(items[j])));
             const auto& t = tensors_[at(items[j + 1]).i];
             const auto& s = storages_[t.storage];
             PickledTensor p;

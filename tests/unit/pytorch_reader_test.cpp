@@ -225,7 +225,20 @@ TEST(TorchPickle, AllowListAndStateDictRule) {
     EXPECT_HAS(pickle_error(dict_of({{"w", tensor("../0", 12, 0, {3, 4}, {4, 1})}})),
                "not a plain entry name");
     EXPECT_HAS(pickle_error("\x80\x02" + w12 + "."), "single tensor");
-    EXPECT_HAS(pickle_error(dict_of({{"w", tensor("0", 12, 0, {3, 4}, {4, 1}, "ComplexFloatStorage")}})),
+    // A complex or quantized tensor is refused under its name: where it gets its key in the dict.
+    const auto complex_w = tensor("0", 12, 0, {3, 4}, {4, 1}, "ComplexFloatStorage");
+    EXPECT_HAS(pickle_error(dict_of({{"ok", w12}, {"w", complex_w}})), "tensor 'w'");
+    EXPECT_HAS(pickle_error(dict_of({{"w", complex_w}})),
+               "torch.ComplexFloatStorage is not a supported dtype");
+    const auto complex_v3 = global("torch._utils", "_rebuild_tensor_v3") + "((" + str("storage") +
+                            global("torch", "UntypedStorage") + str("1") + str("cpu") + num(8) + "tQ" +
+                            num(0) + tuple({1}) + tuple({1}) + "\x89" + "}" + global("torch", "complex64") +
+                            "tR";
+    EXPECT_HAS(pickle_error(dict_of({{"c", complex_v3}})), "tensor 'c'");
+    EXPECT_HAS(pickle_error("\x80\x02}(" + num(1) + complex_w + "u."), "the integer 1");
+    EXPECT_HAS(pickle_error("\x80\x02}(" + num(7) + w12 + "u."), "the integer 7, not a string");
+    // One that never gets a name (in a list) is still refused.
+    EXPECT_HAS(pickle_error("\x80\x02}(" + str("w") + w12 + str("l") + "](" + complex_w + "eu."),
                "not a supported dtype");
     EXPECT_HAS(pickle_error(dict_of({{"w", w12}, {"v", tensor("0", 6, 0, {6}, {1})}})), "described twice");
     // Nested: the top dict holds no tensor, "state_dict" is preferred; two unnamed candidates are refused.
