@@ -137,13 +137,16 @@ void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint
     if (!model.schema.heads)
         throw_input_error(model.path, "", "head geometry unknown (config.json): cannot rewind heads");
     const int n_heads = model.schema.heads->n_heads;
-    // The layers whose attention projections the edit can touch.
+    // The layers whose attention projections the edit can touch, and which of Q, K, V, O each layer's
+    // recognised tensors split into heads (fused ones included).
     std::set<int> layers, selected;
+    std::map<int, std::set<model::Role>> split;
     for (const auto& t : model.tensors) {
         const auto r = model::classify_tensor(t.name);
         if (!r.layer || !model::role_is_attention(r.role) || t.shape.size() != 2) continue;
         layers.insert(*r.layer);
         if (selection.selects(t.name, r)) selected.insert(*r.layer);
+        for (const auto& hb : model::head_blocks(model.schema, t, r.role)) split[*r.layer].insert(hb.proj);
     }
     auto where = [&](const RewindHead& h) {
         return h.line > 0 ? std::pair(h.source, fmt::format("line {}: ", h.line))
@@ -166,6 +169,20 @@ void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint
             throw_input_error(source, "",
                               fmt::format("{}head {} of layer {} does not exist (expected 0..{}, found {})",
                                           prefix, h.head, h.layer, n_heads - 1, h.head));
+        // A head is rewound whole or not at all: a projection whose layout is not recognised (a fused
+        // QKV of an unknown arrangement is role 'other') would be left at the fine-tune's values while
+        // rewound_heads.csv called the head rewound.
+        std::string missing;
+        for (const auto p :
+             {model::Role::attn_q, model::Role::attn_k, model::Role::attn_v, model::Role::attn_o})
+            if (!split[h.layer].count(p))
+                missing += (missing.empty() ? "" : ", ") + std::string(model::role_name(p));
+        if (!missing.empty())
+            throw_input_error(
+                model.path, "",
+                fmt::format("layer {}: no recognised {} projection split into heads (an attention "
+                            "layout diffract does not know): cannot rewind its heads whole",
+                            h.layer, missing));
     }
 }
 

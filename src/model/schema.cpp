@@ -63,23 +63,37 @@ Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
         has(c, "Wqkv"))
         return Role::attn_qkv;
     if (has(c, "gate_up_proj")) return Role::mlp_gate_up;
+    // T5: the feed-forward's wi/wo (wo is not an attention output there), and attention's bare q/k/v/o.
+    if (has(c, "DenseReluDense")) {
+        if (has(c, "wi_0")) return Role::mlp_gate;
+        if (has(c, "wi") || has(c, "wi_1")) return Role::mlp_up;
+        if (has(c, "wo")) return Role::mlp_down;
+    }
+    if (has(c, "SelfAttention") || has(c, "EncDecAttention")) {
+        if (has(c, "q")) return Role::attn_q;
+        if (has(c, "k")) return Role::attn_k;
+        if (has(c, "v")) return Role::attn_v;
+        if (has(c, "o")) return Role::attn_o;
+    }
     if (has(c, "q_proj") || has(c, "query") || has(c, "attn_q") || has(c, "wq")) return Role::attn_q;
     if (has(c, "k_proj") || has(c, "key") || has(c, "attn_k") || has(c, "wk")) return Role::attn_k;
     if (has(c, "v_proj") || has(c, "value") || has(c, "attn_v") || has(c, "wv")) return Role::attn_v;
     if (has(c, "o_proj") || has(c, "attn_output") || has(c, "out_proj") || has(c, "wo") ||
         has_pair(c, "attn", "c_proj") || has_pair(c, "attention", "dense") ||
-        (has(c, "attention") && has_pair(c, "output", "dense")))
+        has_pair(c, "self_attention", "dense") || (has(c, "attention") && has_pair(c, "output", "dense")))
         return Role::attn_o;
     if (has(c, "gate_proj") || has(c, "ffn_gate") || has(c, "w1")) return Role::mlp_gate;
     if (has(c, "up_proj") || has(c, "ffn_up") || has(c, "c_fc") || has(c, "dense_h_to_4h") || has(c, "w3") ||
-        has_pair(c, "intermediate", "dense"))
+        has(c, "fc1") || has_pair(c, "intermediate", "dense"))
         return Role::mlp_up;
     if (has(c, "down_proj") || has(c, "ffn_down") || has(c, "dense_4h_to_h") || has(c, "w2") ||
-        has_pair(c, "mlp", "c_proj") || (in_layer && has_pair(c, "output", "dense")))
+        has(c, "fc2") || has_pair(c, "mlp", "c_proj") || (in_layer && has_pair(c, "output", "dense")))
         return Role::mlp_down;
     if (has(c, "embed_tokens") || has(c, "wte") || has(c, "wpe") || has(c, "embed_in") ||
         has(c, "word_embeddings") || has(c, "position_embeddings") || has(c, "token_type_embeddings") ||
-        has(c, "token_embd") || has(c, "tok_embeddings") || has(c, "position_embd") || has(c, "token_types"))
+        has(c, "token_embd") || has(c, "tok_embeddings") || has(c, "position_embd") ||
+        has(c, "token_types") || has(c, "embed_positions") ||
+        (!in_layer && c.size() == 2 && c[0] == "shared"))
         return Role::embed;
     if (has(c, "lm_head") || has(c, "embed_out") || (!in_layer && c.size() == 2 && c[0] == "output"))
         return Role::lm_head;
@@ -182,11 +196,20 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         s.architecture = model_type;
     const std::string mt = lower(model_type.empty() ? s.architecture : model_type);
 
-    static constexpr std::array<std::string_view, 14> kLlamaLike{
-        "llama", "mistral", "mixtral", "qwen2",   "qwen3",    "olmo",      "olmo2",
-        "gemma", "gemma2",  "gemma3",  "granite", "stablelm", "internlm2", "deepseek"};
-    if (std::find(kLlamaLike.begin(), kLlamaLike.end(), mt) != kLlamaLike.end() || mt.starts_with("olmo") ||
-        mt.starts_with("qwen") || mt.starts_with("llama") || mt.starts_with("gemma"))
+    // Separate q/k/v/o projections whose rows are heads × head_dim, by exact model type: a prefix would
+    // take in variants of other layouts (qwen3_next's gated q_proj has twice the rows), which are then
+    // unknown (heads not split).
+    static constexpr std::array<std::string_view, 25> kLlamaLike{
+        // Hugging Face model_type
+        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "olmo", "olmo2", "olmo3",
+        "olmoe", "gemma", "gemma2", "gemma3", "gemma3_text", "granite", "granitemoe", "stablelm", "deepseek",
+        "llama4_text",
+        // GGUF general.architecture where it is spelled differently
+        "qwen2moe", "qwen3moe", "qwen2vl", "llama4",
+        // Hugging Face's internlm2 fuses q/k/v into wqkv, grouped by KV head: not split (role 'other'), so
+        // only its wo is; its GGUF conversion has separate q/k/v.
+        "internlm2"};
+    if (std::find(kLlamaLike.begin(), kLlamaLike.end(), mt) != kLlamaLike.end())
         s.family = "llama";
     else if (mt == "phi3")
         s.family = "phi3", s.qkv_layout = QkvLayout::concatenated;

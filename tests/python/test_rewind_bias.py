@@ -105,3 +105,29 @@ def test_o_bias_value_is_validated(tmp_path):
     p = run(["edit", "rewind", "--base", tmp_path / "m", "--model", tmp_path / "m", "--heads", heads,
              "--o-bias", "half", "--out", tmp_path / "out"], check=False)
     assert p.returncode == 2 and "--o-bias" in p.stderr
+
+
+def test_a_layout_it_does_not_split_is_never_half_rewound(tmp_path):
+    # InternLM2 fuses q/k/v into wqkv grouped by KV head, a layout diffract does not split: rewinding a
+    # head would copy only its wo block while rewound_heads.csv called the head rewound. Refused instead.
+    config = {"architectures": ["InternLM2ForCausalLM"], "model_type": "internlm2", "hidden_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 1,
+              "intermediate_size": 128}
+    for name, seed in (("base", 0), ("tuned", 1)):
+        rng = np.random.default_rng(seed)
+        shapes = {
+            "model.tok_embeddings.weight": (32, 64),
+            "model.layers.0.attention.wqkv.weight": (128, 64),
+            "model.layers.0.attention.wo.weight": (64, 64),
+            "model.layers.0.feed_forward.w1.weight": (128, 64),
+            "model.layers.0.feed_forward.w3.weight": (128, 64),
+            "model.layers.0.feed_forward.w2.weight": (64, 128),
+            "output.weight": (32, 64)}
+        write_model(tmp_path / name, config,
+                    {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()})
+    (tmp_path / "heads.csv").write_text("layer,head\n0,1\n")
+    p = run(["edit", "rewind", "--base", tmp_path / "base", "--model", tmp_path / "tuned", "--heads",
+             tmp_path / "heads.csv", "--out", tmp_path / "out", "--store", tmp_path / "s.sqlite"], check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "layer 0" in p.stderr and "attn_q, attn_k, attn_v" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()

@@ -64,6 +64,45 @@ TEST(Schema, ClassifiesHfAndGgufNames) {
     EXPECT_EQ(role_of("some.unrelated.tensor"), Role::other);
 }
 
+TEST(Schema, ClassifiesT5FalconBloomAndOptNames) {
+    // T5: the feed-forward's wo is its down projection, never an attention output; bare q/k/v/o are
+    // attention inside SelfAttention/EncDecAttention only.
+    EXPECT_EQ(role_of("encoder.block.0.layer.1.DenseReluDense.wo.weight"), Role::mlp_down);
+    EXPECT_EQ(role_of("encoder.block.0.layer.1.DenseReluDense.wi.weight"), Role::mlp_up);
+    EXPECT_EQ(role_of("decoder.block.1.layer.2.DenseReluDense.wi_0.weight"), Role::mlp_gate);
+    EXPECT_EQ(role_of("decoder.block.1.layer.2.DenseReluDense.wi_1.weight"), Role::mlp_up);
+    EXPECT_EQ(role_of("encoder.block.0.layer.0.SelfAttention.q.weight"), Role::attn_q);
+    EXPECT_EQ(role_of("decoder.block.0.layer.1.EncDecAttention.k.weight"), Role::attn_k);
+    EXPECT_EQ(role_of("decoder.block.0.layer.1.EncDecAttention.v.weight"), Role::attn_v);
+    EXPECT_EQ(role_of("encoder.block.0.layer.0.SelfAttention.o.weight"), Role::attn_o);
+    EXPECT_EQ(role_of("shared.weight"), Role::embed);
+    EXPECT_EQ(role_of("model.layers.2.attention.wo.weight"), Role::attn_o);  // Llama-style wo stays
+    // Falcon/BLOOM attention output, OPT's MLP and learned positions.
+    EXPECT_EQ(role_of("transformer.h.0.self_attention.dense.weight"), Role::attn_o);
+    EXPECT_EQ(role_of("model.decoder.layers.0.fc1.weight"), Role::mlp_up);
+    EXPECT_EQ(role_of("model.decoder.layers.0.fc2.weight"), Role::mlp_down);
+    EXPECT_EQ(role_of("model.decoder.embed_positions.weight"), Role::embed);
+}
+
+TEST(Schema, OnlyKnownModelTypesSplitHeadsTheLlamaWay) {
+    // A variant with another q_proj layout (qwen3_next's gated queries have twice the rows) is not
+    // taken for Llama by its prefix: heads unknown with a warning, never a refused checkpoint.
+    const nlohmann::json geometry = {
+        {"hidden_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+    for (const char* type : {"qwen3_next", "qwen2_audio", "gemma3n", "llamafied"}) {
+        auto cfg = geometry;
+        cfg["model_type"] = type;
+        const auto s = schema_from_config(cfg);
+        EXPECT_NE(s.family, "llama") << type;
+        EXPECT_FALSE(s.heads.has_value()) << type;
+    }
+    for (const char* type : {"qwen2", "qwen3_moe", "qwen3moe", "gemma3_text", "olmo2", "llama"}) {
+        auto cfg = geometry;
+        cfg["model_type"] = type;
+        EXPECT_EQ(schema_from_config(cfg).family, "llama") << type;
+    }
+}
+
 TEST(Schema, ReadsHeadGeometryFromConfig) {
     const auto s = schema_from_config({{"architectures", {"Olmo2ForCausalLM"}},
                                        {"model_type", "olmo2"},
