@@ -78,6 +78,7 @@ formats::Checkpoint test_model(const std::string& name, std::uint64_t seed, DTyp
         {memory_tensor("model.embed_tokens.weight", 96, 64, seed + 1, dtype),
          memory_tensor(kQ, 64, 64, seed + 2, dtype, bad(kQ)),
          memory_tensor(kK, 32, 64, seed + 3, dtype, bad(kK)),
+         memory_tensor("model.layers.0.self_attn.v_proj.weight", 32, 64, seed + 6, dtype),
          memory_tensor("model.layers.0.self_attn.o_proj.weight", 64, 64, seed + 4, dtype),
          memory_tensor(kUp, 160, 64, seed + 5, dtype, bad(kUp))},
         kConfig);
