@@ -218,7 +218,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     result.convention = o.convention;
     for (std::size_t i = 0; i < units.size(); ++i) {
         const auto& j = units[i];
-        if (o.convention == Convention::weightwatcher && !j.unit.head) {
+        if (o.convention == Convention::weightwatcher && !j.unit.head &&
+            weightwatcher_analyses(j.unit.block.logical_rows(), j.unit.block.logical_cols())) {
             // numpy's matrix_rank threshold uses the eps of the array it decomposes: WeightWatcher
             // casts the weights to f64 (W.astype(float)), as our default precision does.
             const double eps =

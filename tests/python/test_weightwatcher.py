@@ -105,3 +105,20 @@ def test_convention_is_validated_and_default_writes_no_weightwatcher_csv(tmp_pat
     assert p.returncode == 2 and "--convention" in p.stderr and "'ww'" in p.stderr
     run(["analyze", d, "--out", tmp_path / "plain", "--store", tmp_path / "s.sqlite", "--quiet"])
     assert sorted(f.name for f in (tmp_path / "plain").iterdir()) == ["aggregates.csv", "metrics.csv"]
+
+
+def test_writes_the_layers_weightwatcher_analyses(tmp_path):
+    """WeightWatcher 0.7.7's defaults skip layers with fewer than 8 eigenvalues or a longer side over
+    50000; weightwatcher.csv writes the same layers (so its means are get_summary's), metrics.csv all."""
+    rng = np.random.default_rng(3)
+    shapes = {"few.weight": (7, 64), "eight.weight": (8, 64), "wide.weight": (8, 50001), "dense.weight": (64, 64)}
+    d = tmp_path / "model"
+    d.mkdir()
+    st.save_file({k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}, str(d / "model.safetensors"))
+    out = tmp_path / "out"
+    run(["analyze", d, "--out", out, "--store", tmp_path / "s.sqlite", "--quiet", "--no-heads", "--convention",
+         "weightwatcher", "--metrics", "pl_alpha"])
+    written = [r["name"] for r in csv.DictReader(open(out / "weightwatcher.csv"))]
+    assert sorted(written) == ["dense", "eight"]
+    assert [int(r["layer_id"]) for r in csv.DictReader(open(out / "weightwatcher.csv"))] == [0, 1]
+    assert {r["tensor"] for r in csv.DictReader(open(out / "metrics.csv"))} == set(shapes)

@@ -3,6 +3,7 @@
 // 1/N). docs/weightwatcher.md maps every column to ours.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -21,6 +22,17 @@ struct WeightWatcherRow {
     std::vector<std::pair<std::string, double>> values;  // columns in weightwatcher_columns() order
     std::string status, warning;
 };
+
+// The layers WeightWatcher 0.7.7 analyses with its defaults (layer_supported): at least min_evals = 8
+// and at most max_evals = 15000 eigenvalues (M, the shorter side), and N (the longer side) at most
+// max_N = 50000, so a 128k-token embedding is not a WeightWatcher layer. weightwatcher.csv writes
+// those only, so that its means are get_summary's; metrics.csv has every matrix.
+inline constexpr std::int64_t kWeightWatcherMinEvals = 8, kWeightWatcherMaxEvals = 15000,
+                              kWeightWatcherMaxN = 50000;
+inline bool weightwatcher_analyses(std::int64_t rows, std::int64_t cols) {
+    const auto m = std::min(rows, cols), n = std::max(rows, cols);
+    return m >= kWeightWatcherMinEvals && m <= kWeightWatcherMaxEvals && n <= kWeightWatcherMaxN;
+}
 
 // The numeric columns, in the order weightwatcher.csv writes them (after layer_id and name).
 const std::vector<std::string>& weightwatcher_columns();
