@@ -85,7 +85,9 @@ void add_compare(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--order", a->order, "Head ranking: importance, agreement, pl_ks or random")
         ->capture_default_str();
-    sub->add_option("--seed", a->seed, "Seed of --order random")->capture_default_str();
+    sub->add_option("--seed", a->seed, "Seed of --order random")
+        ->capture_default_str()
+        ->check(unsigned_seed());
     sub->add_option("--precision", a->precision, "f32 or f64 SVD")->capture_default_str();
     sub->add_option("--svd-route", a->svd_route, "Singular values of the delta: auto, gesdd or gram")
         ->capture_default_str();

@@ -238,7 +238,9 @@ void add_edit(CLI::App& app) {
             ->capture_default_str();
         sub->add_option("--scale-scope", a->scale_scope, "Importance scaling: global, layer or projection")
             ->capture_default_str();
-        sub->add_option("--seed", a->seed, "Seed of --order random")->capture_default_str();
+        sub->add_option("--seed", a->seed, "Seed of --order random")
+            ->capture_default_str()
+            ->check(unsigned_seed());
         sub->add_option(
                "--kv-policy", a->kv_policy,
                "GQA: rewind a shared K/V block when all (default) or any of its query heads are rewound")
@@ -288,7 +290,9 @@ void add_edit(CLI::App& app) {
         auto a = std::make_shared<EditArgs>();
         auto* sub = add_edit_sub(edit, "permute", "Permute each matrix's singular values (ablation)", *a);
         sub->add_option("--model", a->model, "The checkpoint")->required();
-        sub->add_option("--seed", a->seed, "Seed of the permutations")->capture_default_str();
+        sub->add_option("--seed", a->seed, "Seed of the permutations")
+            ->capture_default_str()
+            ->check(unsigned_seed());
         add_per_head(sub, *a);
         on_run(sub, [a] { return run_permute(*a); });
     }
@@ -321,7 +325,9 @@ void add_edit(CLI::App& app) {
         sub->add_flag("--normalize", a->normalize,
                       "Divide by the sum of the (agreeing) weights (ties default)");
         sub->add_flag("--no-normalize", a->no_normalize, "Do not divide by the weights");
-        sub->add_option("--seed", a->seed, "Seed of DARE's random drop")->capture_default_str();
+        sub->add_option("--seed", a->seed, "Seed of DARE's random drop")
+            ->capture_default_str()
+            ->check(unsigned_seed());
         on_run(sub, [a] { return run_merge(*a); });
     }
 }

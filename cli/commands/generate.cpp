@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands/commands.hpp"
+#include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/synth/synthetic_family.hpp"
 
@@ -74,7 +75,7 @@ void add_generate(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--dtype", a->dtype, "Storage dtype: BF16, F16 or F32")->capture_default_str();
     sub->add_option("--shard-mb", a->shard_mb, "Shard size in MB (0: one file per model)");
-    sub->add_option("--seed", a->o.seed, "Seed")->capture_default_str();
+    sub->add_option("--seed", a->o.seed, "Seed")->capture_default_str()->check(unsigned_seed());
     sub->add_option("--models", a->o.only, "Write only these models (e.g. pretrained,math); default all")
         ->delimiter(',');
     on_run(sub, [a, shape_flags] {

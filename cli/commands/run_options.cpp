@@ -1,5 +1,8 @@
 #include "commands/run_options.hpp"
 
+#include <charconv>
+#include <cstdint>
+
 namespace diffract::cli {
 
 void add_selection_options(CLI::App* sub, run::RunOptionText& a) {
@@ -19,6 +22,18 @@ void add_run_options(CLI::App* sub, run::RunOptionText& a) {
     sub->add_option("--device", a.device, "cpu or cuda")->capture_default_str();
     sub->add_flag("--quiet", a.quiet, "No progress display");
     add_selection_options(sub, a);
+}
+
+CLI::Validator unsigned_seed() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            std::uint64_t v = 0;
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+                return "expected an integer in 0..2^64-1, found '" + text + "'";
+            return "";
+        },
+        "UINT");
 }
 
 }  // namespace diffract::cli

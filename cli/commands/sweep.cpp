@@ -74,7 +74,9 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         sub->add_option("--seeds", a->seeds, "Random orderings (seeds SEED .. SEED+N-1)")
             ->capture_default_str();
-        sub->add_option("--seed", a->seed, "First seed of the random orderings")->capture_default_str();
+        sub->add_option("--seed", a->seed, "First seed of the random orderings")
+            ->capture_default_str()
+            ->check(unsigned_seed());
         sub->add_option("--fractions", a->fractions, "Fractions of heads rewound: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {

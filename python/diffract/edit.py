@@ -96,6 +96,8 @@ def merge(*, base, models: Sequence, out, method: str = "task_arithmetic", weigh
           **common) -> dict:
     """`edit merge`: mergekit's task arithmetic, ties, dare_linear or dare_ties over the models' deltas
     from base. normalize None: the method's default (--normalize / --no-normalize: True / False)."""
+    if isinstance(models, (str, bytes, os.PathLike)):  # one path would be iterated as its characters
+        raise TypeError("merge: models is a list of models (paths or opened checkpoints), not one string")
     with _common(**common) as c:
         return _core.edit_merge(os.fspath(out), _model(base), [_model(m) for m in models], method,
                                 [float(w) for w in weights], float(density), float(lambda_), normalize, seed, c)

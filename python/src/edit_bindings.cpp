@@ -66,6 +66,8 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
             list = edit::read_heads_file(*file);
         else
             for (const auto& [layer, head] : std::get<HeadList>(*heads)) list.push_back({layer, head, {}});
+        // As a heads file: at least one head (duplicates are refused by the edit itself).
+        if (list.empty()) throw InputError("heads: lists no heads (expected (layer, head) pairs)");
     } else {
         ranking.order = analysis::parse_head_order(order);
         ranking.scope = analysis::parse_scale_scope(scale_scope);

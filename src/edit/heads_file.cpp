@@ -136,6 +136,13 @@ void check_heads(const std::vector<RewindHead>& heads, const formats::Checkpoint
                  const analysis::Selection& selection) {
     if (!model.schema.heads)
         throw_input_error(model.path, "", "head geometry unknown (config.json): cannot rewind heads");
+    // The heads file's rule for every caller (a Python list too): no head twice. (No heads at all is
+    // --fraction 0, the model itself: a rewind sweep's first point.)
+    std::set<std::pair<int, int>> seen;
+    for (const auto& h : heads)
+        if (!seen.insert({h.layer, h.head}).second)
+            throw_input_error(model.path, "",
+                              fmt::format("head {} of layer {} is listed twice", h.head, h.layer));
     const int n_heads = model.schema.heads->n_heads;
     // The layers whose attention projections the edit can touch, and which of Q, K, V, O each layer's
     // recognised tensors split into heads (fused ones included).

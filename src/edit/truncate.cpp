@@ -20,7 +20,7 @@ int TruncateRule::k_for(const std::vector<double>& s) const {
         case Kind::energy: {
             double total = 0;
             for (double x : s) total += x * x;
-            if (total == 0) return 0;
+            if (total == 0 || value <= 0) return 0;  // E = 0: the smallest k is 0
             double acc = 0;
             for (int k = 1; k <= n; ++k) {
                 const double x = s[static_cast<std::size_t>(n - k)];

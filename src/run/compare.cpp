@@ -119,7 +119,9 @@ CompareResult compare(const CompareOptions& o) {
     // Every model must match the base: refuse on the first mismatch, or skip and record it.
     auto mismatch = [&](const formats::Checkpoint& ck, const std::string& source, const std::string& tensor,
                         const std::string& block, const std::string& what) {
-        if (!o.allow_partial) throw_input_error(source, tensor, what + " (use --allow-partial to skip it)");
+        if (!o.allow_partial)
+            throw_input_error(source, tensor,
+                              o.suggest_allow_partial ? what + " (use --allow-partial to skip it)" : what);
         result.skipped.push_back({ck.name, tensor, block, error_context(source, tensor, what)});
     };
     for (auto& tj : jobs) tj.in_model.assign(n_models, nullptr), tj.heads_ok.assign(n_models, 0);

@@ -12,6 +12,7 @@ std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, cons
     o.models = {tuned};
     if (reference) o.reference = *reference;
     o.heads = true;
+    o.suggest_allow_partial = false;  // rewind ranks heads of models that must match the base
     run.selection.roles = {model::Role::attn_q, model::Role::attn_k, model::Role::attn_v, model::Role::attn_o,
                            model::Role::attn_qkv};
     o.run = std::move(run);

@@ -494,6 +494,15 @@ def test_rewind_heads_and_fraction(family_f32, tmp_path):
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
     with pytest.raises(diffract.InputError, match="give exactly one of --fraction and --heads"):
         diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r2")
+    # A heads list follows the heads file's rules: at least one head, none twice.
+    with pytest.raises(diffract.InputError, match="lists no heads"):
+        diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r3", heads=[])
+    with pytest.raises(diffract.InputError, match="listed twice"):
+        diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r4", heads=[(0, 1), (0, 1)])
+    assert not (tmp_path / "r3").exists() and not (tmp_path / "r4").exists()
+    # merge's models is a list: one string would have been read as its characters.
+    with pytest.raises(TypeError, match="list of models"):
+        diffract.edit.merge(base=f / "pretrained", models=f"{f / 'math'},{f / 'code'}", out=tmp_path / "m")
 
 
 def test_rewind_by_fraction_ranks_in_memory_models(family_f32, tmp_path):

@@ -278,3 +278,33 @@ def test_edits_refuse_options_they_would_ignore(tmp_path, edit, option):
     # (interpolate's two positionals take the option's value: CLI11 then says it got 3 models)
     assert option[0] in p.stderr or (edit == "interpolate" and "received 3" in p.stderr), p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_energy_zero_keeps_no_component_and_seeds_are_validated(family_f32, tmp_path):
+    fam = family_f32
+    # --energy 0: the smallest k whose top-k energy reaches 0 is k = 0, i.e. every matrix is the base's.
+    out = tmp_path / "e0"
+    run(["edit", "truncate", "--base", fam / "pretrained", "--model", fam / "math", "--energy", "0", "--out", out,
+         "--quiet"])
+    base, got, cpt = load_dir(fam / "pretrained"), load_dir(out), load_dir(fam / "math")
+    for name, w in cpt.items():
+        want = base[name] if w.ndim == 2 else w
+        np.testing.assert_allclose(got[name], want, rtol=0, atol=1e-6 * max(1.0, float(np.abs(w).max())), err_msg=name)
+    # An unsigned --seed is an integer in 0..2^64-1: -1 and 2^64 no longer wrap or saturate to 2^64-1.
+    for seed in ("-1", "18446744073709551616", "1.5", ""):
+        p = run(["edit", "permute", "--model", fam / "math", "--seed", seed, "--out", tmp_path / "p"], check=False)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--seed" in p.stderr, p.stderr
+    assert not (tmp_path / "p").exists()
+    run(["edit", "permute", "--model", fam / "math", "--seed", "18446744073709551615", "--out", tmp_path / "p",
+         "--quiet"])
+
+
+def test_rewind_mismatch_does_not_suggest_a_flag_rewind_lacks(family_f32, tmp_path):
+    fam = family_f32
+    other = tmp_path / "other"
+    run(["generate", "--out", other, "--dtype", "F32", "--layers", "2", "--hidden", "64", "--heads", "4",
+         "--intermediate", "128", "--vocab", "128", "--models", "math", "--domains", "math"])
+    p = run(["edit", "rewind", "--base", fam / "pretrained", "--model", other / "math", "--fraction", "0.5",
+             "--out", tmp_path / "r", "--store", tmp_path / "s.sqlite"], check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "--allow-partial" not in p.stderr, p.stderr

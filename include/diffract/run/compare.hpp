@@ -28,6 +28,9 @@ struct CompareOptions : analysis::CompareSettings {
     std::optional<formats::Checkpoint> reference;
     bool heads = true;
     bool allow_partial = false;
+    // Whether a mismatch's message suggests --allow-partial (false where the caller has no such flag:
+    // rewind's head ranking).
+    bool suggest_allow_partial = true;
     analysis::HeadRankOptions ranking;
     RunOptions run;
 };
