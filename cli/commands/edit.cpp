@@ -27,17 +27,19 @@ struct EditArgs {
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
                                                     kv_policy = "all", o_bias = "keep";
-    double fraction = std::nan("");
+    // Optional, not NaN/-1 sentinels: "--omega nan" or "--rank -1" is a bad value to name, not an
+    // absent option.
+    std::optional<double> fraction;
     std::uint64_t seed = 42;
     // truncate
-    double keep = std::nan(""), energy = std::nan("");
-    int rank = -1;
+    std::optional<double> keep, energy;
+    std::optional<int> rank;
     bool as_lora = false;
     // merge-lora
     std::string adapter;
     // interpolate
     std::vector<std::string> pair;
-    double omega = std::nan("");
+    std::optional<double> omega;
     std::string grid;
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;
     // merge
@@ -98,7 +100,7 @@ void add_per_head(CLI::App* sub, EditArgs& a) {
 }
 
 int run_rewind(const EditArgs& a) {
-    edit::check_rewind_heads_choice(!std::isnan(a.fraction), !a.heads_file.empty());
+    edit::check_rewind_heads_choice(a.fraction.has_value(), !a.heads_file.empty());
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     std::vector<edit::RewindHead> heads;
@@ -115,7 +117,7 @@ int run_rewind(const EditArgs& a) {
         const auto reference =
             a.reference.empty() ? std::nullopt : std::optional(formats::open_checkpoint(a.reference));
         heads = edit::lowest_heads(run::head_scores(base, model, reference ? &*reference : nullptr, run),
-                                   ranking, a.fraction);
+                                   ranking, *a.fraction);
     }
     const auto s = (a.as_lora ? edit::rewind_adapter : edit::rewind)(
         a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
@@ -131,20 +133,18 @@ int run_rewind(const EditArgs& a) {
 }
 
 int run_truncate(const EditArgs& a) {
-    const auto rule = edit::truncate_rule(std::isnan(a.keep) ? std::nullopt : std::optional(a.keep),
-                                          a.rank < 0 ? std::nullopt : std::optional(a.rank),
-                                          std::isnan(a.energy) ? std::nullopt : std::optional(a.energy));
+    const auto rule = edit::truncate_rule(a.keep, a.rank, a.energy);
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     if (a.as_lora) {
-        if (a.rank < 0) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
+        if (!a.rank) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
         if (a.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
-        const auto s = edit::truncate_as_lora(a.out, base, model, a.rank, common_of(a));
+        const auto s = edit::truncate_as_lora(a.out, base, model, *a.rank, common_of(a));
         if (!a.run.quiet)
             fmt::print(
                 stderr,
                 "edit truncate: rank-{} LoRA adapter of {} matrices ({} other tensors not in it) -> {}\n",
-                a.rank, s.modules, s.not_in_adapter.size(), a.out);
+                *a.rank, s.modules, s.not_in_adapter.size(), a.out);
         return 0;
     }
     report(a, "truncate", edit::truncate(a.out, base, model, rule, common_of(a)), a.out);
@@ -177,13 +177,13 @@ std::string omega_dir(double w) {
 }
 
 int run_interpolate(const EditArgs& a) {
-    if (std::isnan(a.omega) == a.grid.empty())
+    if (a.omega.has_value() != a.grid.empty())
         throw InputError("edit interpolate: give exactly one of --omega and --grid");
     const auto ca = formats::open_checkpoint(a.pair[0]);
     const auto cb = formats::open_checkpoint(a.pair[1]);
     const auto common = common_of(a);
     if (a.grid.empty()) {
-        report(a, "interpolate", edit::interpolate(a.out, ca, cb, a.omega, common), a.out);
+        report(a, "interpolate", edit::interpolate(a.out, ca, cb, *a.omega, common), a.out);
         return 0;
     }
     const auto omegas = edit::parse_grid(a.grid, "--grid", edit::check_max_candidates(a.max_candidates));

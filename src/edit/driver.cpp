@@ -92,7 +92,11 @@ nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
         {"tensors_copied", summary.copied},
         {"only_in_primary", summary.only_in_primary},
         {"only_in_other", summary.only_in_other}};
-    const auto dir = job.primary->directory();
+    // The primary's own provenance: in its directory, or beside it when it is a single file (an edit of
+    // a GGUF writes DIR/NAME.gguf with DIR/diffract_edit.json).
+    auto dir = job.primary->directory();
+    if (dir.empty() && !job.primary->path.empty())
+        dir = std::filesystem::path(job.primary->path).parent_path().string();
     if (!dir.empty()) {
         std::ifstream in(std::filesystem::path(dir) / formats::kProvenanceFile);
         if (in) {

@@ -186,6 +186,9 @@ std::string Checkpoint::directory() const {
 
 Checkpoint open_checkpoint(std::string_view spec) {
     auto [name, location] = split_model_name(spec);
+    if (location.empty())
+        throw InputError(
+            fmt::format("an empty model path{}", spec.empty() ? "" : fmt::format(" in '{}'", spec)));
     Checkpoint ck;
     fs::path p = location;
     std::error_code ec;

@@ -308,3 +308,19 @@ def test_rewind_mismatch_does_not_suggest_a_flag_rewind_lacks(family_f32, tmp_pa
              "--out", tmp_path / "r", "--store", tmp_path / "s.sqlite"], check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "--allow-partial" not in p.stderr, p.stderr
+
+
+def test_bad_edit_values_are_named_not_taken_for_absent(family_f32, tmp_path):
+    fam = family_f32
+    P, M = fam / "pretrained", fam / "math"
+    for args, needle in ((["interpolate", P, M, "--omega", "nan"], "nan"),
+                         (["truncate", "--base", P, "--model", M, "--rank", "-1"], "-1"),
+                         (["truncate", "--base", P, "--model", M, "--keep", "nan"], "nan"),
+                         (["truncate", "--base", P, "--model", M, "--energy", "nan"], "nan"),
+                         (["rewind", "--base", P, "--model", M, "--fraction", "nan", "--store", tmp_path / "s.sqlite"],
+                          "nan"),
+                         (["merge", "--base", P, "--models", ""], "empty model path")):
+        p = run(["edit", *args, "--out", tmp_path / "o"], check=False)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+        assert needle in p.stderr and "give exactly one" not in p.stderr, (args, p.stderr)
+    assert not (tmp_path / "o").exists()

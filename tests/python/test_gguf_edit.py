@@ -226,3 +226,16 @@ def test_an_edited_gguf_loads_in_transformers(llama, tmp_path):
     with torch.no_grad():
         logits = model(torch.tensor([[1, 2, 3, 4]])).logits
     assert torch.isfinite(logits).all()
+
+
+def test_editing_an_edited_gguf_file_records_its_provenance(llama, tmp_path):
+    # The primary given as the .gguf file itself (not its directory): its diffract_edit.json beside it.
+    first = tmp_path / "first"
+    run(["edit", "truncate", "--base", llama["base"], "--model", llama["ft"], "--rank", "2", "--out", first,
+         "--quiet"])
+    second = tmp_path / "second"
+    run(["edit", "truncate", "--base", llama["base"], "--model", first / "ft.gguf", "--rank", "1", "--out", second,
+         "--quiet"])
+    record = json.loads((second / "diffract_edit.json").read_text())
+    assert record["input_provenance"]["edit"] == "truncate"
+    assert record["input_provenance"]["parameters"] == {"rank": 2}
