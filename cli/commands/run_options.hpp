@@ -9,10 +9,10 @@
 namespace diffract::cli {
 
 void add_run_options(CLI::App* sub, run::RunOptionText& args);
+void add_selection_options(CLI::App* sub, run::RunOptionText& args);
 
 // Checks a --seed that is stored unsigned: a decimal integer in 0..2^64-1 (CLI11 itself would wrap
 // "-1" and saturate larger values, so two different seeds on the command line gave the same output).
 CLI::Validator unsigned_seed();
-void add_selection_options(CLI::App* sub, run::RunOptionText& args);
 
 }  // namespace diffract::cli

@@ -102,7 +102,7 @@ void remove_stale_temporaries(const std::string& target_path) {
 void write_file_atomically(const std::string& path, const std::string& contents) {
     const fs::path target = physical_path(path);
     make_parent(target, path);
-    remove_stale_temporaries(path);
+    remove_stale_temporaries(target.string());
     const fs::path tmp = temporary_for(target);
     std::error_code ec;
     try {

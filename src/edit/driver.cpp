@@ -121,15 +121,25 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         for (const auto& t : ck->tensors)
             if (!formats::counterpart(primary, *ck, t))
                 summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
-    if (std::none_of(primary.tensors.begin(), primary.tensors.end(), [&](const TensorInfo& t) {
-            const auto role = model::classify_tensor(t.name);
-            return job.common.selection.selects(t.name, role) &&
-                   is_editable(t, role, primary.schema, Editable::any_float);
-        }))
+    // Each tensor's role and whether the selection takes it (a regex search), once for the check and
+    // the plan below.
+    const std::size_t n = primary.tensors.size();
+    std::vector<model::TensorRole> roles(n);
+    std::vector<char> chosen(n);
+    bool any_selected = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& t = primary.tensors[i];
+        roles[i] = model::classify_tensor(t.name);
+        chosen[i] = job.common.selection.selects(t.name, roles[i]);
+        any_selected =
+            any_selected || (chosen[i] && is_editable(t, roles[i], primary.schema, Editable::any_float));
+    }
+    if (!any_selected)
         analysis::throw_nothing_selected(primary.path, job.common.selection,
                                          "no floating-point tensor to edit");
-    for (const auto& t : primary.tensors) {
-        const auto role = model::classify_tensor(t.name);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& t = primary.tensors[i];
+        const auto& role = roles[i];
         // Its pair in each aligned input (looked up once). A tensor not in every input is carried
         // from the primary as it is (EditSummary's rule).
         std::vector<const TensorInfo*> pairs;
@@ -137,7 +147,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         const bool in_all =
             std::all_of(pairs.begin(), pairs.end(), [](const auto* p) { return p != nullptr; });
         if (!in_all) summary.only_in_primary.push_back(t.name);
-        const bool selected = job.common.selection.selects(t.name, role);
+        const bool selected = chosen[i];
         const bool edited =
             in_all && job.edit && selected && is_editable(t, role, primary.schema, job.editable);
         // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
