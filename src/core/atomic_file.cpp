@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/core/output_path.hpp"
 
 namespace fs = std::filesystem;
@@ -111,6 +112,12 @@ void write_file_atomically(const std::string& path, const std::string& contents)
         fs::remove(tmp, ec);
         throw_input_error(path, "", "write failed (disk full?)");
     }
+    try {
+        check_mapped_inputs_intact();  // written from bytes read as zeros: never put in place
+    } catch (...) {
+        fs::remove(tmp, ec);
+        throw;
+    }
     fs::rename(tmp, target, ec);
     if (ec) {
         fs::remove(tmp, ec);
@@ -145,6 +152,7 @@ void write_directory_atomically(const std::string& out_dir,
     if (ec) throw_input_error(tmp.string(), "", "cannot create temporary directory: " + ec.message());
     try {
         fill(tmp.string());
+        check_mapped_inputs_intact();  // written from bytes read as zeros: never put in place
         // RENAME_NOREPLACE: a directory another run created meanwhile is never silently replaced.
         if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
             const int err = errno;

@@ -5,8 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "diffract/core/error.hpp"
 
@@ -20,6 +26,77 @@ void advise(const std::byte* base, std::size_t size, std::size_t offset, std::si
     const std::size_t start = offset / page * page;
     const std::size_t end = std::min(size, offset + length);
     madvise(const_cast<std::byte*>(base) + start, end - start, advice);
+}
+
+// The SIGBUS guard (see the header). The handler may only touch lock-free state: each slot is one
+// mapping's address range, claimed with a CAS and cleared when the mapping goes away.
+struct GuardSlot {
+    std::atomic<bool> claimed{false};
+    std::atomic<std::uintptr_t> begin{0}, end{0};
+    std::atomic<bool> faulted{false};
+};
+constexpr int kGuardSlots = 8192;  // mappings alive at once; beyond that a file is mapped unguarded
+std::array<GuardSlot, kGuardSlots> g_guard;
+std::uintptr_t g_page_size = 4096;
+std::mutex g_guard_paths_mutex;  // the paths are for messages only: the handler never reads them
+std::array<std::string, kGuardSlots> g_guard_paths;
+std::string g_unreported_fault;  // the path of a faulted mapping destroyed before its check
+
+// A fault is reported once: a long-lived process (Python) goes on with its next call.
+[[noreturn]] void throw_changed_while_read(const std::string& path) {
+    throw_input_error(path, "",
+                      "the file changed while being read (truncated or re-saved in place: a read went past "
+                      "its new end); nothing computed from it was kept");
+}
+struct sigaction g_previous_bus_action {};
+
+extern "C" void on_bus_error(int sig, siginfo_t* info, void* context) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    for (auto& slot : g_guard) {
+        const auto b = slot.begin.load(std::memory_order_acquire);
+        if (b == 0 || addr < b || addr >= slot.end.load(std::memory_order_acquire)) continue;
+        // Zeros in place of the page that is no longer backed by the file: the read completes.
+        void* page = reinterpret_cast<void*>(addr & ~(g_page_size - 1));
+        if (mmap(page, g_page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
+            MAP_FAILED) {
+            slot.faulted.store(true, std::memory_order_release);
+            return;
+        }
+        break;
+    }
+    // Not a read of one of our mappings: whatever was installed before us handles it.
+    if (g_previous_bus_action.sa_flags & SA_SIGINFO) {
+        if (g_previous_bus_action.sa_sigaction) return g_previous_bus_action.sa_sigaction(sig, info, context);
+    } else if (g_previous_bus_action.sa_handler != SIG_DFL && g_previous_bus_action.sa_handler != SIG_IGN) {
+        return g_previous_bus_action.sa_handler(sig);
+    }
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+}
+
+int guard_mapping(const std::string& path, const std::byte* data, std::size_t size) {
+    static std::once_flag installed;
+    std::call_once(installed, [] {
+        g_page_size = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+        struct sigaction sa {};
+        sa.sa_sigaction = on_bus_error;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, &g_previous_bus_action);
+    });
+    for (int i = 0; i < kGuardSlots; ++i) {
+        bool expected = false;
+        if (!g_guard[i].claimed.compare_exchange_strong(expected, true)) continue;
+        g_guard[i].faulted.store(false);
+        {
+            std::lock_guard lock(g_guard_paths_mutex);
+            g_guard_paths[static_cast<std::size_t>(i)] = path;
+        }
+        g_guard[i].end.store(reinterpret_cast<std::uintptr_t>(data) + size, std::memory_order_release);
+        g_guard[i].begin.store(reinterpret_cast<std::uintptr_t>(data), std::memory_order_release);
+        return i;
+    }
+    return -1;
 }
 
 FileIdentity identity_of(const struct stat& st) {
@@ -40,7 +117,34 @@ MappedFile::MappedFile(std::string path, const std::byte* data, std::size_t size
     : path_(std::move(path)), data_(data), size_(size) {}
 
 MappedFile::~MappedFile() {
+    if (guard_slot_ >= 0) {
+        auto& slot = g_guard[static_cast<std::size_t>(guard_slot_)];
+        slot.begin.store(0, std::memory_order_release);
+        slot.end.store(0, std::memory_order_release);
+        {
+            // A fault nobody has reported yet outlives the mapping: the next check still sees it.
+            std::lock_guard lock(g_guard_paths_mutex);
+            if (slot.faulted.exchange(false) && g_unreported_fault.empty()) g_unreported_fault = path_;
+        }
+        slot.claimed.store(false, std::memory_order_release);
+    }
     if (!owner_ && data_ != nullptr && size_ > 0) munmap(const_cast<std::byte*>(data_), size_);
+}
+
+void MappedFile::check_intact() const {
+    if (guard_slot_ >= 0 && g_guard[static_cast<std::size_t>(guard_slot_)].faulted.exchange(false))
+        throw_changed_while_read(path_);
+}
+
+void check_mapped_inputs_intact() {
+    std::string path;
+    {
+        std::lock_guard lock(g_guard_paths_mutex);
+        path = std::exchange(g_unreported_fault, std::string());
+        for (std::size_t i = 0; i < kGuardSlots && path.empty(); ++i)
+            if (g_guard[i].faulted.exchange(false)) path = g_guard_paths[i];
+    }
+    if (!path.empty()) throw_changed_while_read(path);
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
@@ -71,6 +175,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     ::close(fd);  // the mapping keeps the file referenced
     auto f = std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
     f->identity_ = identity_of(st);
+    if (size > 0) f->guard_slot_ = guard_mapping(path, data, size);
     return f;
 }
 

@@ -66,8 +66,10 @@ std::vector<Task> make_tasks(const std::vector<PlannedUnit>& units, const Job& j
         if (fresh) tasks.emplace_back();
         tasks[it->second].slots.push_back(i);
     }
-    for (auto& t : tasks)
+    for (auto& t : tasks) {
         t.cost = task_cost(units, t.slots, f64), t.progress_steps = t.slots.size() * (1 + draws);
+        t.reads = {units[t.slots.front()].unit.tensor};
+    }
     return tasks;
 }
 

@@ -233,6 +233,13 @@ CompareResult compare(const CompareOptions& o) {
                 job_bytes(jobs[j], f64, o.route, o.delta_only, budget)},
                1};
         for (std::size_t i = first_slot[j]; i < first_slot[j + 1]; ++i) t.slots.push_back(i);
+        t.reads.push_back(jobs[j].tensor);
+        for (std::size_t m = 0; m < n_models; ++m)
+            for (std::size_t u = 0; u < jobs[j].units.size(); ++u)
+                if (job.pending(slot(j, m, u))) {
+                    t.reads.push_back(jobs[j].in_model[m]);
+                    break;
+                }
         tasks.push_back(std::move(t));
     }
     job.run(tasks, [&](const Task& task, const Job::Done& done, const Job::Advance&) {

@@ -3,10 +3,14 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "diffract/core/error.hpp"
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/scheduler.hpp"
@@ -47,10 +51,40 @@ std::string content_id(const TensorInfo& t, const std::string& byte_hash) {
     return fmt::format("{}/{}/{}{}", dtype_name(t.dtype), shape, byte_hash, layout);
 }
 
+std::string merged_id(const TensorInfo& t, const std::string& base, const std::string& b,
+                      const std::string& a) {
+    const auto& u = *t.low_rank;
+    const auto recipe = fmt::format("{}+{:a}*{}*{}{}", base, u.scale, b, a, u.transposed ? "/T" : "");
+    const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
+    return content_id(t, fmt::format("{}{:016x}{:016x}", kMergedPrefix, h.high64, h.low64));
+}
+
 }  // namespace
+
+std::string content_id_now(const TensorInfo& t) {
+    if (!t.low_rank) return content_id(t, hash_bytes(t));
+    const auto& u = *t.low_rank;
+    return merged_id(t, content_id_now(u.base), content_id_now(u.b), content_id_now(u.a));
+}
+
+void check_unchanged(const TensorInfo& t, const std::string& id) {
+    check_mapped_inputs_intact();
+    if (content_id_now(t) != id)
+        throw_input_error(t.path(), t.name,
+                          "the tensor changed while being read (its bytes no longer hash to the content id "
+                          "taken when the run started: the file was rewritten in place); nothing computed "
+                          "from it was stored");
+}
 
 ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Store* cache, int threads,
                        bool progress) {
+    // A file's stat is no proof of its bytes: writes through a shared mapping can leave size, mtime and
+    // ctime as they were (tmpfs always, ext4 on a dirty page). Cached hashes are only written (for the
+    // opt-in below) and read when DIFFRACT_REUSE_FILE_HASHES=1 says the files are never written that way.
+    static const bool reuse_file_hashes = [] {
+        const char* v = std::getenv("DIFFRACT_REUSE_FILE_HASHES");
+        return v && std::string_view(v) == "1";
+    }();
     // A LoRA-merged tensor is identified by what its bytes are computed from (see the header): its
     // base tensor and factors are hashed instead of it.
     std::vector<const TensorInfo*> unique, merged;
@@ -69,7 +103,7 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
     std::vector<const TensorInfo*> to_hash;
     for (const auto* t : unique) {
         const auto& identity = t->file->identity();
-        if (cache && identity)
+        if (cache && reuse_file_hashes && identity)
             if (auto h = cache->cached_hash(*identity, t->offset, t->nbytes)) {
                 ids[t] = content_id(*t, *h);
                 continue;
@@ -91,13 +125,11 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
             cache->cache_hash(*t->file->identity(), t->offset, t->nbytes, hashes[i]);
         ids[t] = content_id(*t, hashes[i]);
     }
-    for (const auto* t : merged) {
-        const auto& u = *t->low_rank;
-        const auto recipe = fmt::format("{}+{:a}*{}*{}{}", ids.at(&u.base), u.scale, ids.at(&u.b),
-                                        ids.at(&u.a), u.transposed ? "/T" : "");
-        const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
-        ids[t] = content_id(*t, fmt::format("{}{:016x}{:016x}", kMergedPrefix, h.high64, h.low64));
-    }
+    for (const auto* t : merged)
+        ids[t] = merged_id(*t, ids.at(&t->low_rank->base), ids.at(&t->low_rank->b), ids.at(&t->low_rank->a));
+    // A file truncated while it was hashed was read as zeros (core/mapped_file.hpp): no id of it is
+    // recorded.
+    check_mapped_inputs_intact();
     // Only the tensors asked for: a merged tensor's base and factors were hashed for its id, and
     // identify_model must not record them as the model's (the base shares the merged tensor's name).
     ContentIds asked;

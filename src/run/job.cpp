@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/distributed.hpp"
@@ -23,7 +24,9 @@ bool Job::is_root() const { return distributed().is_root(); }
 
 ContentIds Job::identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors) {
     if (!store_) return {};
-    return identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
+    auto ids = identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
+    for (const auto& [t, id] : ids) ids_[t] = id;
+    return ids;
 }
 
 void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
@@ -70,9 +73,16 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
     // on the thread or rank count (a threaded BLAS may sum in a different order).
     linalg::set_blas_threads(1);
     Progress progress(label_, my_steps, run_.progress && is_root(), run_.progress_sink);
-    const Done done = [this](std::size_t slot, FieldValues v) { store_result(slot, std::move(v)); };
+    double my_cost = 0;
+    for (const auto& c : my_costs) my_cost += c.cost;
+    progress.weigh(my_cost);
     run_tasks(my_costs, run_.resolved_threads(), run_.resolved_max_memory(), [&](std::size_t t) {
         const std::size_t steps = tasks[mine[t]].progress_steps;
+        // Results wait for the check of what they were computed from.
+        std::vector<std::pair<std::size_t, FieldValues>> computed;
+        const Done done = [&computed](std::size_t slot, FieldValues v) {
+            computed.emplace_back(slot, std::move(v));
+        };
         std::size_t advanced = 0;
         const Advance advance = [&](std::size_t n) {
             n = std::min(n, steps - advanced);
@@ -80,7 +90,11 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
             progress.advance(n);
         };
         compute(tasks[mine[t]], done, advance);
-        progress.advance(steps - advanced);
+        check_mapped_inputs_intact();
+        for (const auto* read : tasks[mine[t]].reads)
+            if (const auto id = ids_.find(read); id != ids_.end()) check_unchanged(*read, id->second);
+        for (auto& [slot, v] : computed) store_result(slot, std::move(v));
+        progress.advance(steps - advanced, my_costs[t].cost);
     });
     progress.finish();
 

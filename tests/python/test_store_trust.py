@@ -105,13 +105,15 @@ def test_same_size_same_mtime_rewrite_is_rehashed(model_copy, tmp_path):
 
 
 def test_unchanged_rerun_reads_cached_hashes(model_copy, tmp_path):
+    """The opt-in stat-keyed hash cache (DIFFRACT_REUSE_FILE_HASHES=1; off by default: docs/store.md)."""
     store = tmp_path / "s.sqlite"
-    run(["analyze", model_copy, "--out", tmp_path / "a1", "--store", store, "--no-heads"])
+    env = {**os.environ, "DIFFRACT_REUSE_FILE_HASHES": "1"}
+    run(["analyze", model_copy, "--out", tmp_path / "a1", "--store", store, "--no-heads"], env=env)
     with sqlite3.connect(store) as db:
         hashes = db.execute("SELECT COUNT(*) FROM file_hashes").fetchone()[0]
         # One cached hash per analysed (2-D) tensor.
         assert hashes == db.execute("SELECT COUNT(*) FROM model_tensors").fetchone()[0] > 0
-    p = run(["analyze", model_copy, "--out", tmp_path / "a2", "--store", store, "--no-heads"])
+    p = run(["analyze", model_copy, "--out", tmp_path / "a2", "--store", store, "--no-heads"], env=env)
     assert summary_counts(p.stderr)[0] == 0
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM file_hashes").fetchone()[0] == hashes

@@ -65,6 +65,11 @@ public:
     // default readahead for the sequential reads of tensors.
     void expect_random_access(std::size_t offset, std::size_t length, bool random) const;
 
+    // Throws InputError naming the file when a read of its mapping went past the file's end (it was
+    // truncated or rewritten while mapped): such a read does not kill the process (SIGBUS) but is
+    // served zeros, and whatever was computed from it must be thrown away. See below.
+    void check_intact() const;
+
 private:
     MappedFile(std::string path, const std::byte* data, std::size_t size);
     void materialise() const;
@@ -76,6 +81,15 @@ private:
     Generator fill_;                          // set for generated files
     mutable std::once_flag materialised_;     // guards the one materialisation of `storage_`
     mutable std::vector<std::byte> storage_;  // a generated file's bytes once materialised
+    int guard_slot_ = -1;                     // this mapping's entry in the SIGBUS guard, if any
 };
+
+// A file truncated (or re-saved through O_TRUNC) while it is mapped turns reads past its new end into
+// SIGBUS. Every mapping is registered with a guard whose handler maps a page of zeros over the faulting
+// page and marks the file, so the read goes on and the process survives; the code that consumes the
+// bytes then calls this (a task before its results are stored, a writer before it renames its output
+// into place, content hashing before it records ids) and the run ends as bad input, exit 2, one line
+// naming the file, with nothing stored or half-written.
+void check_mapped_inputs_intact();
 
 }  // namespace diffract

@@ -8,8 +8,8 @@
 //      reused, never recomputed; every rank learns what is left;
 //   4. give this rank its share of the pending tasks (longest first, distributed.hpp) and run it on
 //      the threads under the memory budget (scheduler.hpp), one BLAS thread per worker, with progress;
-//      each result is put in the store as soon as it is computed (a killed run loses only the tasks in
-//      flight);
+//      each task's results are put in the store as soon as it is computed and its inputs are found
+//      unchanged (check_unchanged: a killed run loses only the tasks in flight);
 //   5. gather the other ranks' results at rank 0 and store them.
 //
 // The computation itself (what a slot is, how a task computes its slots) is the caller's: the
@@ -39,10 +39,13 @@ namespace diffract::run {
 // Result slots computed together: one matrix, one tensor with its head blocks, or one base tensor
 // against every model. `progress_steps`: how far the progress line moves for the task, by the end of
 // it: what the computation advanced itself (resampling draws within a matrix), then the rest.
+// `reads`: the tensors the task's computation reads; its results are stored only if these still hold
+// the bytes the run identified (a file rewritten in place during the run is bad input, not a result).
 struct Task {
     std::vector<std::size_t> slots;
     TaskCost cost;
     std::size_t progress_steps = 1;
+    std::vector<const TensorInfo*> reads = {};
 };
 
 class Job {
@@ -87,6 +90,7 @@ private:
     std::optional<store::Store> store_;
     std::function<store::ResultKey(std::size_t)> key_;
     std::vector<std::string> vector_fields_;
+    ContentIds ids_;  // every identified tensor's id when the run started: what results are checked against
     std::string state_;  // per slot: kInactive, kPending or kReused (sent between ranks as bytes)
     std::vector<std::optional<FieldValues>> values_;
     std::mutex mu_;  // values_ and the counts, from the worker threads
