@@ -18,14 +18,6 @@ int parse_layer(const std::string& s) {
     return v;
 }
 
-std::regex compile(const std::string& flag, const std::string& pattern) {
-    try {
-        return std::regex(pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-        throw InputError(fmt::format("{}: invalid regular expression '{}' ({})", flag, pattern, e.what()));
-    }
-}
-
 }  // namespace
 
 bool Selection::selects(const std::string& name, const model::TensorRole& r) const {
@@ -37,8 +29,8 @@ bool Selection::selects(const std::string& name, const model::TensorRole& r) con
                                  roles.count(model::Role::attn_v));
         if (!fused_part) return false;
     }
-    if (match && !std::regex_search(name, *match)) return false;
-    if (exclude && std::regex_search(name, *exclude)) return false;
+    if (match && !match->search(name)) return false;
+    if (exclude && exclude->search(name)) return false;
     return true;
 }
 
@@ -73,8 +65,8 @@ Selection make_selection(const SelectionText& text) {
             for (int l = a; l <= b; ++l) s.layers.insert(l);
         }
     }
-    if (!match.empty()) s.match = compile("--match", match);
-    if (!exclude.empty()) s.exclude = compile("--exclude", exclude);
+    if (!match.empty()) s.match.emplace(match, "--match");
+    if (!exclude.empty()) s.exclude.emplace(exclude, "--exclude");
     return s;
 }
 

@@ -1,10 +1,10 @@
 #include "diffract/formats/lora_adapter.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <span>
 
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include "diffract/core/low_rank.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/pattern.hpp"
 #include "diffract/formats/hf_cache.hpp"
 
 namespace fs = std::filesystem;
@@ -22,6 +23,7 @@ namespace {
 
 constexpr std::string_view kPrefix = "base_model.model.";
 constexpr const char* kConfigFile = "adapter_config.json";
+constexpr std::size_t kMaxAdapterStack = 16;
 
 bool ends_with_component(std::string_view name, std::string_view suffix) {
     return name == suffix || (name.size() > suffix.size() && name.ends_with(suffix) &&
@@ -68,12 +70,8 @@ const nlohmann::ordered_json* pattern_value(const nlohmann::ordered_json& config
     if (!patterns) return nullptr;
     if (!patterns->is_object()) throw_input_error(label, "", fmt::format("'{}' is not an object", key));
     for (const auto& [k, v] : patterns->items()) {
-        try {
-            if (std::regex_match(module, std::regex("(.*\\.)?(" + k + ")"))) return &v;
-        } catch (const std::regex_error&) {
-            throw_input_error(label, "",
-                              fmt::format("'{}' key '{}' is not a valid regular expression", key, k));
-        }
+        const Pattern pattern("(.*\\.)?(" + k + ")", fmt::format("{}: '{}' key '{}'", label, key, k));
+        if (pattern.full_match(module)) return &v;
     }
     return nullptr;
 }
@@ -86,12 +84,7 @@ bool targeted(const nlohmann::ordered_json& config, const std::string& module, c
     if (t->is_string()) {
         const auto s = t->get<std::string>();
         if (s == "all-linear") return true;
-        try {
-            return std::regex_match(module, std::regex(s));
-        } catch (const std::regex_error&) {
-            throw_input_error(label, "",
-                              fmt::format("target_modules '{}' is not a valid regular expression", s));
-        }
+        return Pattern(s, fmt::format("{}: target_modules", label)).full_match(module);
     }
     if (!t->is_array()) throw_input_error(label, "", "target_modules is neither a list nor a string");
     for (const auto& e : *t)
@@ -161,6 +154,25 @@ Checkpoint open_lora_model(std::string name, std::string base_spec, const std::s
                             "model as BASE+ADAPTER",
                             base_spec));
     }
+    // An adapter whose base is (through other adapters) itself would be opened without end: the
+    // adapters being opened on this thread, by physical path, and a bound on honest stacks.
+    thread_local std::vector<std::string> opening;
+    std::error_code ec;
+    const auto self = fs::weakly_canonical(fs::absolute(adapter_dir, ec), ec).string();
+    const std::string label = (fs::path(adapter_dir) / kConfigFile).string();
+    if (std::find(opening.begin(), opening.end(), self) != opening.end())
+        throw_input_error(label, "",
+                          fmt::format("base_model_name_or_path '{}' leads back to this adapter (an adapter "
+                                      "cannot be its own base): give the model as BASE+ADAPTER",
+                                      base_spec));
+    if (opening.size() >= kMaxAdapterStack)
+        throw_input_error(
+            label, "",
+            fmt::format("more than {} adapters stacked through base_model_name_or_path", kMaxAdapterStack));
+    opening.push_back(self);
+    struct Pop {
+        ~Pop() { opening.pop_back(); }
+    } pop;
     const auto base = open_checkpoint(base_spec);
     const auto adapter = open_lora_adapter(adapter_dir, base);
     if (name.empty()) {

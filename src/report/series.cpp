@@ -1,8 +1,11 @@
 #include "diffract/report/series.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
-#include <regex>
+#include <vector>
+
+#include "diffract/core/pattern.hpp"
 
 namespace diffract::report {
 namespace {
@@ -32,16 +35,16 @@ double unit_scale(const std::string& suffix) {
 }  // namespace
 
 std::optional<StepKey> parse_step(std::string_view name) {
-    const std::string s(name);
-    static const std::regex step(R"((?:step|checkpoint|ckpt|iter)[-_]?(\d+))", std::regex::icase);
-    static const std::regex tokens(
-        R"((?:tokens?[-_]?(\d+(?:\.\d+)?)([kmbtg])?)|(?:(\d+(?:\.\d+)?)([kmbtg])(?:[-_]?tok(?:ens?)?)?(?![a-z])))",
-        std::regex::icase);
-    std::smatch m;
-    if (std::regex_search(s, m, step)) return StepKey{std::stod(m[1].str()), "step"};
-    if (std::regex_search(s, m, tokens)) {
-        if (m[1].matched) return StepKey{std::stod(m[1].str()) * unit_scale(m[2].str()), "tokens"};
-        return StepKey{std::stod(m[3].str()) * unit_scale(m[4].str()), "tokens"};
+    // RE2 has no lookahead: "not followed by a letter" is a following non-letter or the end.
+    static const Pattern step(R"((?:step|checkpoint|ckpt|iter)[-_]?(\d+))", "step key", true);
+    static const Pattern tokens(
+        R"((?:tokens?[-_]?(\d+(?:\.\d+)?)([kmbtg])?)|(?:(\d+(?:\.\d+)?)([kmbtg])(?:[-_]?tok(?:ens?)?)?(?:[^a-z]|$)))",
+        "token key", true);
+    std::vector<std::string> m;
+    if (step.search(name, m)) return StepKey{std::strtod(m[0].c_str(), nullptr), "step"};
+    if (tokens.search(name, m)) {
+        if (!m[0].empty()) return StepKey{std::strtod(m[0].c_str(), nullptr) * unit_scale(m[1]), "tokens"};
+        return StepKey{std::strtod(m[2].c_str(), nullptr) * unit_scale(m[3]), "tokens"};
     }
     return std::nullopt;
 }

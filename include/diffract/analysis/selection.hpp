@@ -1,15 +1,16 @@
 // Which tensors a command works on: one selection grammar for every command.
 //   --roles attn_q,mlp_down      roles (see model::Role)
 //   --layers 0-3,7               layer indices and inclusive ranges
-//   --match REGEX / --exclude REGEX on tensor names (ECMAScript, searched anywhere in the name)
+//   --match REGEX / --exclude REGEX on tensor names (RE2 syntax, core/pattern.hpp; searched anywhere in
+//                                the name)
 #pragma once
 
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
 
+#include "diffract/core/pattern.hpp"
 #include "diffract/model/schema.hpp"
 
 namespace diffract::analysis {
@@ -17,7 +18,7 @@ namespace diffract::analysis {
 struct Selection {
     std::set<model::Role> roles;  // empty: all
     std::set<int> layers;         // empty: all (tensors without a layer are kept only when empty)
-    std::optional<std::regex> match, exclude;
+    std::optional<Pattern> match, exclude;
 
     bool selects(const std::string& tensor_name, const model::TensorRole& role) const;
     // A block's role (e.g. attn_q for the query slice of a fused qkv) also counts as selected.
