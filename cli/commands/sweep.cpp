@@ -30,6 +30,9 @@ CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::str
                     "Evaluation reported at the x the select evaluation picked");
     sub->add_option("--score-key", a.score_key,
                     "Read the score from this JSON field of stdout (dotted path)");
+    sub->add_option("--eval-timeout", a.eval_timeout,
+                    "Seconds an evaluation may run before it and its children are ended (0: no limit)")
+        ->capture_default_str();
     sub->add_flag("--keep", a.keep, "Keep the candidates (in DIR/candidates/)");
     sub->add_option("--max-candidates", a.max_candidates, "Refuse a sweep of more candidates than this")
         ->capture_default_str();

@@ -4,7 +4,7 @@ summarised as curves and areas under them (see docs/edit.md).
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
 summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult of what
 it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
-eval, select_eval, report_eval, score_key, keep, max_shard_size ("5G"), threads, max_memory, store,
+eval, select_eval, report_eval, score_key, eval_timeout (seconds, 6 h; 0: none), keep, max_shard_size ("5G"), threads, max_memory, store,
 device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
 Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
 (fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
@@ -106,7 +106,8 @@ def _evaluation(value: Evaluation):
 
 
 def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
-          report_eval: Evaluation = None, score_key: Optional[str] = None, keep: bool = False,
+          report_eval: Evaluation = None, score_key: Optional[str] = None,
+          eval_timeout: float = 6 * 3600, keep: bool = False,
           max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
           store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
           match: Optional[str] = None, exclude: Optional[str] = None, per_head: bool = False) -> "_core.SweepArgs":
@@ -121,6 +122,7 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
         if fn is not None:  # the binding's callables default to None (the command runs)
             setattr(a, name + "_fn", fn)
     a.score_key = score_key or ""
+    a.eval_timeout = float(eval_timeout)
     a.keep = bool(keep)
     a.max_shard_size = str(max_shard_size)
     a.threads = int(threads)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -60,6 +61,14 @@ private:
     ProgressSink sink_;
 };
 
+// Removes a candidate or scratch directory; one that cannot be removed is an error naming it, never
+// a sweep that ends with a whole checkpoint left behind.
+void remove_checked(const fs::path& dir) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot remove the candidate: {}", dir.string(), ec.message()));
+}
+
 // Every evaluation the configuration asks for, on one model, its output in a fresh log.
 Scores evaluate_all(const SweepConfig& c, const std::string& model_path, const fs::path& log) {
     std::error_code ec;
@@ -94,7 +103,7 @@ Reference evaluate_reference(const SweepConfig& c, const ReferenceInput& in, con
         fs::remove_all(scratch, ec);
         throw;
     }
-    fs::remove_all(scratch, ec);
+    remove_checked(scratch);
     fs::remove(scratch.parent_path(), ec);  // only when empty
     return r;
 }
@@ -124,6 +133,41 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     for (const auto& ref : references) pending_references += journal.reference(ref.role) ? 0 : 1;
     Progress progress(pending + pending_references, c.quiet, c.progress);
 
+    // Every input is checked before the first evaluation: the first candidate to evaluate is built now
+    // (an edit checks its inputs as it builds: shapes, dtypes, non-finite weights), so a mismatch stops
+    // the sweep before any evaluation of the references, which can take hours with a real benchmark.
+    const fs::path work = out / (c.keep ? "candidates" : ".candidates");
+    std::optional<std::string> prebuilt;  // the content of the candidate built here
+    for (const auto& cand : candidates) {
+        if (journal.content(cand.content)) continue;
+        std::error_code ec;
+        fs::remove_all(work / cand.label, ec);  // a candidate left by an interrupted run
+        fs::create_directories(work);
+        try {
+            cand.build((work / cand.label).string());
+        } catch (...) {
+            fs::remove_all(work / cand.label, ec);
+            throw;
+        }
+        prebuilt = cand.content;
+        break;
+    }
+    // Removed if the references' evaluation fails: no candidate is left behind.
+    std::optional<fs::path> prebuilt_dir;
+    if (prebuilt && !c.keep)
+        for (const auto& cand : candidates)
+            if (cand.content == *prebuilt) {
+                prebuilt_dir = work / cand.label;
+                break;
+            }
+    struct RemoveOnFailure {
+        std::optional<fs::path>& dir;
+        ~RemoveOnFailure() {
+            std::error_code ec;
+            if (dir) fs::remove_all(*dir, ec);
+        }
+    } remove_on_failure{prebuilt_dir};
+
     SweepRun run;
     for (const auto& ref : references) {
         throw_if_cancelled();
@@ -139,7 +183,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         run.references.push_back(std::move(r));
     }
 
-    const fs::path work = out / (c.keep ? "candidates" : ".candidates");
+    prebuilt_dir.reset();  // the loop below owns the prebuilt candidate now
     std::size_t evaluated = 0, reused = 0;
     for (const auto& cand : candidates) {
         Record r{cand.order, cand.seed, cand.x, cand.content, {}};
@@ -151,16 +195,20 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             const auto start = Clock::now();
             const fs::path dir = work / cand.label;
             std::error_code ec;
-            fs::remove_all(dir, ec);  // a candidate left by an interrupted run
-            fs::create_directories(work);
-            cand.build(dir.string());
+            if (prebuilt && cand.content == *prebuilt) {
+                prebuilt.reset();  // built before the references were evaluated
+            } else {
+                fs::remove_all(dir, ec);  // a candidate left by an interrupted run
+                fs::create_directories(work);
+                cand.build(dir.string());
+            }
             try {
                 r.scores = evaluate_all(c, dir.string(), logs / (cand.label + ".log"));
             } catch (...) {
                 if (!c.keep) fs::remove_all(dir, ec);
                 throw;
             }
-            if (!c.keep) fs::remove_all(dir, ec);
+            if (!c.keep) remove_checked(dir);
             ++evaluated;
             progress.evaluated(fmt::format("{} seed {} x={}", cand.order, cand.seed, format_value(cand.x)),
                                r.scores, seconds_since(start));
@@ -170,7 +218,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     }
     std::error_code ec;
     if (!c.keep) fs::remove(work, ec);  // only when empty
-    if (!c.quiet)
+    if (c.quiet < 2)
         fmt::print(stderr, "sweep: {} candidates evaluated, {} reused; evaluator output in {}\n", evaluated,
                    reused, logs.string());
     return run;

@@ -1,6 +1,7 @@
 #include "diffract/sweep/sweep_options.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -42,9 +43,13 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     check_output_path(o.out, inputs);
     SweepConfig c;
     c.out_dir = o.out;
-    c.eval = {o.eval, o.score_key};
-    c.select_eval = {o.select_eval, o.score_key};
-    c.report_eval = {o.report_eval, o.score_key};
+    if (!(o.eval_timeout >= 0) || !std::isfinite(o.eval_timeout))
+        throw InputError(
+            fmt::format("--eval-timeout: expected seconds >= 0 (0: no limit), found {}", o.eval_timeout));
+    // The timeout is not part of the journal's fingerprint: a sweep may resume with another.
+    c.eval = {o.eval, o.score_key, o.eval_timeout};
+    c.select_eval = {o.select_eval, o.score_key, o.eval_timeout};
+    c.report_eval = {o.report_eval, o.score_key, o.eval_timeout};
     c.keep = o.keep;
     c.quiet = o.run.quiet;
     c.max_candidates = edit::check_max_candidates(o.max_candidates);

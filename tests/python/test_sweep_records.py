@@ -152,7 +152,7 @@ def test_a_failing_evaluator_names_its_log(family_f32, tmp_path):
     script.write_text("print('no score here')\n")
     p = run(["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,1", "--eval",
              f"{sys.executable} {script} {{model}}", "--out", tmp_path / "bad2", "--quiet"], check=False)
-    assert_input_error(p, "printed no number", str(tmp_path / "bad2" / "logs" / "reference-a.log"))
+    assert_input_error(p, "holds no number", "diffract-score:", str(tmp_path / "bad2" / "logs" / "reference-a.log"))
     # A number beyond a double's range (and JSON's) is refused the same way, never an internal error.
     for i, (text, needle) in enumerate([("result: 1e999", "not a finite number"),
                                         ('{"score": -1e999}', "numeric field 'score'")]):

@@ -75,6 +75,19 @@ TEST(EditSweep, ParsesScoresAndAreas) {
     EXPECT_TRUE(std::isinf(sweep::parse_score("result: 1e999", "", "--eval")));
     EXPECT_EQ(sweep::parse_score("loss 1e-400", "", "--eval"), 0.0);
     EXPECT_THROW(sweep::parse_score("{\"a\": 1}", "b", "--eval"), InputError);
+    // The documented rule (docs/evaluators.md, "The score"): a marked line wins; else the last non-blank
+    // line, a JSON object's last member or a line holding exactly one number; anything else is refused.
+    EXPECT_DOUBLE_EQ(sweep::parse_score("diffract-score: 2.5\nloss 7 after 3 steps\n", "", "--eval"), 2.5);
+    EXPECT_DOUBLE_EQ(sweep::parse_score("x\n{\"loss\": 3, \"ppl\": 20.5}\n\n", "", "--eval"), 20.5);
+    EXPECT_THROW(sweep::parse_score("{\"ppl\": 20.5, \"task\": \"t\"}", "", "--eval"), InputError);
+    EXPECT_THROW(sweep::parse_score("loss nan after 3 steps", "", "--eval"), InputError);
+    EXPECT_THROW(sweep::parse_score("epoch 3 loss 2.5", "", "--eval"), InputError);
+    EXPECT_THROW(sweep::parse_score("diffract-score: 2.5 or 3", "", "--eval"), InputError);
+    EXPECT_THROW(sweep::parse_score("", "", "--eval"), InputError);
+    EXPECT_TRUE(std::isnan(sweep::parse_score("diffract-score: nan", "", "--eval")));
+    EXPECT_TRUE(std::isinf(sweep::parse_score("loss: -inf", "", "--eval")));
+    EXPECT_DOUBLE_EQ(sweep::parse_score("model v2 scored 0.75", "", "--eval"), 0.75);
+    EXPECT_TRUE(std::isinf(sweep::parse_score(std::string(30000, '9'), "", "--eval")));
     EXPECT_DOUBLE_EQ(sweep::trapezoid_auc({{1, 1}, {0, 0}, {0.5, 1}}), 0.25 + 0.5);
 }
 

@@ -30,9 +30,16 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // A shell command with `{model}` standing for the candidate's path (inserted single-quoted). Its
 // score: the last number printed on stdout, or with `score_key` the field (dotted path) of the last
 // stdout line that is a JSON object holding it.
+// --eval-timeout's default: 6 hours, well above a perplexity evaluation of a 7B model on a held-out
+// set, and a bound on a command that never ends.
+constexpr double kDefaultEvalTimeout = 6 * 3600;
+
 struct EvalCommand {
     std::string command;  // the shell command; with `in_process`, its description (journal, messages)
     std::string score_key;
+    // A command running longer is ended with every process it started (its process group) and the
+    // sweep stops as bad input; 0: no limit.
+    double timeout_seconds = kDefaultEvalTimeout;
     // An evaluator run in this process instead of the shell (the Python bindings' callables): it
     // receives the candidate's path and returns the score; what it prints is not logged.
     std::function<double(const std::string& model_path)> in_process;
@@ -51,7 +58,7 @@ struct SweepConfig {
     EvalCommand eval;  // the curve's score (may be empty when select and report are given)
     EvalCommand select_eval, report_eval;  // pick x on one evaluation, report on another
     bool keep = false;                     // keep candidates in DIR/candidates/
-    bool quiet = false;
+    int quiet = 0;                         // 1: no progress lines; 2: no summary lines either
     // When set, the progress (evaluations done of this run's total) goes to it, labelled "sweep",
     // instead of the stderr lines: Python's progress=True bar.
     ProgressSink progress;

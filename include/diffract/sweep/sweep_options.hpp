@@ -14,6 +14,7 @@ namespace diffract::sweep {
 
 struct SweepOptions {
     std::string out, eval, select_eval, report_eval, score_key;
+    double eval_timeout = kDefaultEvalTimeout;  // seconds per evaluation; 0: no limit
     bool keep = false;
     std::string max_shard_size = "5G";
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // refuse larger grids and sweeps
