@@ -30,6 +30,8 @@ int run_export(const StoreArgs& a) {
         throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
     if (!a.out.empty() && a.out != "-") check_output_path(a.out, {a.store});
     store::Store db(a.store, store::StoreMode::read_only);
+    // Nor over a checkpoint the store has read (exporting next to a model is fine; over it is not).
+    if (!a.out.empty() && a.out != "-") check_output_path(a.out, db.input_paths());
     std::string out = a.format == "csv" ? "model,other,tensor,block,field,config,value,vector\n" : "";
     db.for_each_result([&](const store::ResultRow& r) {
         if (a.format == "csv") {

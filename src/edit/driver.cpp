@@ -179,7 +179,8 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     if (gguf) w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
-    for (const auto* ck : all) w.inputs.push_back(ck->path);
+    for (const auto* ck : all)
+        for (auto& p : ck->input_paths()) w.inputs.push_back(p);
     w.provenance = provenance(job, summary);
     if (!w.copy_files_from.empty()) {
         // The primary's weight files and its index are replaced by the output's, not left behind.

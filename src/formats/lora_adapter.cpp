@@ -121,8 +121,10 @@ std::int64_t dim(const TensorInfo& t, std::size_t i) { return t.shape.size() > i
 }  // namespace
 
 bool is_lora_adapter(const std::string& path) {
+    // adapter_config.json in any form (a directory, a FIFO, a link to /dev/zero) makes the directory an
+    // adapter, whose config is then refused by name: its factors are never read as a model.
     std::error_code ec;
-    return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kConfigFile, ec);
+    return fs::is_directory(path, ec) && fs::exists(fs::symlink_status(fs::path(path) / kConfigFile, ec));
 }
 
 std::pair<std::string, std::string> split_lora_spec(std::string_view location) {

@@ -13,6 +13,7 @@
 #include "diffract/core/output_path.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/options.hpp"
+#include "diffract/run/stored_results.hpp"
 
 namespace diffract::report {
 namespace fs = std::filesystem;
@@ -107,6 +108,19 @@ ReportSummary write_report(const ReportOptions& o) {
         std::vector<std::string> inputs = o.inputs;
         inputs.push_back(run::resolved_store_path(o.store));
         check_output_path(o.out, inputs);
+        // Nor a checkpoint any store among the inputs has read.
+        std::vector<std::string> stores{run::resolved_store_path(o.store)};
+        for (const auto& in : o.inputs)
+            if (std::error_code ec; std::filesystem::is_regular_file(in, ec)) stores.push_back(in);
+        for (const auto& s : stores) {
+            std::vector<std::string> seen;
+            try {
+                seen = run::stored_input_paths(s);
+            } catch (const InputError&) {
+                continue;  // not a store: load_inputs says what it is
+            }
+            check_output_path(o.out, seen);
+        }
     }
     const auto data = load_inputs(o);
     FigureContext ctx(data, o.config);

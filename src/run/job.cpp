@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/distributed.hpp"
@@ -18,6 +19,8 @@ Job::Job(std::string label, const RunOptions& run, const std::vector<const forma
     if (!is_root()) return;
     check_run_output(run, inputs);
     store_.emplace(run.resolved_store());
+    // Nor over or inside any input an earlier run recorded in this store.
+    if (!run.out.empty()) check_output_path(run.out, store_->input_paths());
 }
 
 bool Job::is_root() const { return distributed().is_root(); }

@@ -176,6 +176,10 @@ Store::Store(const std::string& path, StoreMode mode) : path_(path) {
     }
     if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
         throw_input_error(path, "", "the results store is not a regular file");
+    // SQLite would make an existing empty file a database: it is someone's file, not a store.
+    if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 0 && !ec)
+        throw_input_error(path, "",
+                          "an empty file, not a diffract results store; give a new path or a store");
     auto open = [&](const std::string& name, int flags) {
         sqlite3_close(db_);
         db_ = nullptr;
@@ -408,6 +412,14 @@ std::vector<ModelEntry> Store::models() {
       FROM models m ORDER BY m.id)sql");
     std::vector<ModelEntry> out;
     while (st.step()) out.push_back({st.text(0), st.text(1), st.int64(2), st.int64(3)});
+    return out;
+}
+
+std::vector<std::string> Store::input_paths() {
+    std::lock_guard lock(mu_);
+    Statement st(db_, path_, "SELECT path FROM models UNION SELECT DISTINCT file FROM model_tensors");
+    std::vector<std::string> out;
+    while (st.step()) out.push_back(st.text(0));
     return out;
 }
 

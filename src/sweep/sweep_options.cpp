@@ -9,6 +9,7 @@
 #include "diffract/core/output_path.hpp"
 #include "diffract/core/split_list.hpp"
 #include "diffract/formats/checkpoint.hpp"
+#include "diffract/formats/lora_adapter.hpp"
 #include "diffract/run/options.hpp"
 
 namespace diffract::sweep {
@@ -38,8 +39,14 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
     // Before anything is written (candidates are built inside --out).
     std::vector<std::string> inputs{run::resolved_store_path(o.run.store)};
-    for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b})
-        if (!spec->empty()) inputs.push_back(formats::split_model_name(*spec).second);
+    for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b}) {
+        if (spec->empty()) continue;
+        const auto location = formats::split_model_name(*spec).second;
+        inputs.push_back(location);
+        // BASE+ADAPTER: both directories are inputs.
+        if (auto [base, adapter] = formats::split_lora_spec(location); !adapter.empty())
+            inputs.insert(inputs.end(), {base, adapter});
+    }
     check_output_path(o.out, inputs);
     SweepConfig c;
     c.out_dir = o.out;

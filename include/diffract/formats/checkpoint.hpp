@@ -39,6 +39,9 @@ struct Checkpoint {
     const TensorInfo* find(std::string_view tensor_name) const;
     // Directory holding config/tokenizer files to copy into edited checkpoints ("" for a lone file).
     std::string directory() const;
+    // The paths this model was read from (its file or directory, and its LoRA adapter's directory):
+    // what an output must never replace or sit inside.
+    std::vector<std::string> input_paths() const;
 };
 
 // Opens a checkpoint. The path (and every file the opener reads) must be a regular file or a

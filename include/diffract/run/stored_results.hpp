@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "diffract/store/store.hpp"
 
@@ -14,5 +15,9 @@ using StoredResult = store::ResultRow;
 // Visits every result of the store at `path`, opened read-only (StoreMode::read_only). Throws
 // InputError naming the path when it is not a diffract store of this schema.
 void for_each_stored_result(const std::string& path, const std::function<void(const StoredResult&)>& visit);
+
+// Every path the store at `path` has recorded as an input (store::Store::input_paths); empty when
+// there is no store there.
+std::vector<std::string> stored_input_paths(const std::string& path);
 
 }  // namespace diffract::run

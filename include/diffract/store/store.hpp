@@ -99,6 +99,9 @@ public:
                     const std::string& hash);
 
     std::vector<ModelEntry> models();
+    // Every path the store has recorded as an input (the models' paths and their tensors' files): an
+    // output never replaces or sits inside one of them, whichever command read it.
+    std::vector<std::string> input_paths();
     std::map<std::string, std::int64_t> field_counts();
     // Erases the model called exactly `name`, the results of the contents no other name holds, and the
     // comparisons no recorded pair reaches any more. Returns results erased. Throws InputError when no model
