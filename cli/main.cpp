@@ -13,6 +13,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/linalg/blas_info.hpp"
 #include "diffract/run/distributed.hpp"
+#include "usage_errors.hpp"
 
 namespace {
 
@@ -36,13 +37,21 @@ int run(int argc, char** argv) {
         return fmt::format("diffract {}\nBLAS: {}", DIFFRACT_VERSION, diffract::linalg::blas_description());
     });
     diffract::cli::register_commands(app);
+    app.get_subcommand("analyze")->alias("analyse");
     try {
+        if (const auto mistyped = diffract::cli::unknown_command(app, argc, argv)) {
+            std::fprintf(stderr, "diffract: error: %s\n", diffract::one_line(*mistyped).c_str());
+            return 2;
+        }
         app.parse(argc, argv);
         return diffract::cli::run_selected(app);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all, --version
-        // A bad option is bad input: one line, like every other (CLI11's own message is two).
-        std::fprintf(stderr, "diffract: error: %s (see --help)\n", diffract::one_line(e.what()).c_str());
+        // A bad option is bad input: one line, like every other (CLI11's own message is two). An option
+        // the command does not have is named as such (CLI11 reports what it did with the tokens).
+        const auto foreign = diffract::cli::foreign_option(app, argc, argv);
+        std::fprintf(stderr, "diffract: error: %s (see --help)\n",
+                     diffract::one_line(foreign ? *foreign : std::string(e.what())).c_str());
         return 2;
     } catch (const diffract::Cancelled&) {
         std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");

@@ -49,9 +49,13 @@ int run_analyze(const AnalyzeArgs& a) {
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
     for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", one_line(w));
     run::write_analyze_csvs(result, a.out);
-    if (!a.run.quiet)
-        fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}) -> {}/metrics.csv\n",
-                   result.rows.size(), result.computed, result.reused, o.run.resolved_store(), a.out);
+    if (a.run.quiet < 2)
+        fmt::print(stderr, "analyze: {} matrices ({} computed, {} reused from {}{}) -> {}/metrics.csv\n",
+                   result.rows.size(), result.computed, result.reused, o.run.resolved_store(),
+                   result.computed == 0 && result.reused > 0
+                       ? fmt::format(": all {} results reused from the store", result.reused)
+                       : "",
+                   a.out);
     return 0;
 }
 

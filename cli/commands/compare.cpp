@@ -52,15 +52,19 @@ int run_compare(const CompareArgs& a) {
         fmt::print(stderr, "diffract: warning: skipped: {}\n", one_line(s.reason));
     for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", one_line(w));
     run::write_compare_csvs(result, a.out);
-    if (!a.run.quiet)
+    if (a.run.quiet < 2)
         fmt::print(stderr,
-                   "compare: {} rows ({} computed{}, {} reused from {}), {} heads{} -> {}/compare.csv, "
+                   "compare: {} rows ({} computed{}, {} reused from {}{}), {} heads{} -> {}/compare.csv, "
                    "{}/heads.csv\n",
                    result.rows.size(), result.computed,
                    o.route == linalg::SvdRoute::auto_route && result.computed > 0
                        ? fmt::format(", {} on the whole-matrix fallback", result.whole_route)
                        : "",
-                   result.reused, o.run.resolved_store(), result.heads.size(),
+                   result.reused, o.run.resolved_store(),
+                   result.computed == 0 && result.reused > 0
+                       ? fmt::format(": all {} results reused from the store", result.reused)
+                       : "",
+                   result.heads.size(),
                    result.skipped.empty() ? "" : fmt::format(", {} skipped", result.skipped.size()), a.out,
                    a.out);
     return 0;

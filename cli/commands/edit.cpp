@@ -57,8 +57,9 @@ edit::EditCommon common_of(const EditArgs& a) {
 }
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
-    if (a.run.quiet) return;
+    if (a.run.quiet >= 2) return;
     fmt::print(stderr, "edit {}: {} tensors edited, {} copied -> {}\n", what, s.edited, s.copied, out);
+    if (a.run.quiet) return;
     auto list = [](const std::vector<std::string>& v) {
         std::string text;
         for (std::size_t i = 0; i < v.size() && i < 5; ++i) text += (i ? ", " : "") + v[i];
@@ -85,7 +86,7 @@ CLI::App* add_edit_sub(CLI::App* edit, const std::string& name, const std::strin
         add_run_options(sub, a.run);
     } else {
         sub->add_option("--device", a.run.device, "cpu or cuda")->capture_default_str();
-        sub->add_flag("--quiet", a.run.quiet, "No progress display");
+        sub->add_flag("--quiet", a.run.quiet, "No notes (twice: no summary line either)");
         add_selection_options(sub, a.run);
     }
     sub->add_flag("--allow-nonfinite", a.allow_nonfinite,
@@ -123,7 +124,7 @@ int run_rewind(const EditArgs& a) {
         a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
         edit::parse_o_bias(a.o_bias));
     report(a, "rewind", s, a.out);
-    if (!a.run.quiet) {
+    if (a.run.quiet < 2) {
         std::string list;
         for (const auto& h : heads) list += fmt::format(" {}:{}", h.layer, h.head);
         fmt::print(stderr, "rewound {} heads (layer:head):{}\n", heads.size(), list);
@@ -140,7 +141,7 @@ int run_truncate(const EditArgs& a) {
         if (!a.rank) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
         if (a.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
         const auto s = edit::truncate_as_lora(a.out, base, model, *a.rank, common_of(a));
-        if (!a.run.quiet)
+        if (a.run.quiet < 2)
             fmt::print(
                 stderr,
                 "edit truncate: rank-{} LoRA adapter of {} matrices ({} other tensors not in it) -> {}\n",
@@ -189,11 +190,13 @@ int run_interpolate(const EditArgs& a) {
     const auto omegas = edit::parse_grid(a.grid, "--grid", edit::check_max_candidates(a.max_candidates));
     edit::check_free_space(a.out, omegas.size() * edit::checkpoint_bytes(ca),
                            fmt::format("{} interpolated checkpoints", omegas.size()));
-    formats::write_directory_atomically(a.out, {ca.path, cb.path}, [&](const std::string& tmp) {
+    auto inputs = ca.input_paths();
+    for (auto& p : cb.input_paths()) inputs.push_back(p);
+    formats::write_directory_atomically(a.out, inputs, [&](const std::string& tmp) {
         for (double w : omegas)
             edit::interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), ca, cb, w, common);
     });
-    if (!a.run.quiet)
+    if (a.run.quiet < 2)
         fmt::print(stderr, "edit interpolate: {} checkpoints -> {}/omega_*\n", omegas.size(), a.out);
     return 0;
 }

@@ -15,7 +15,7 @@ struct ReportArgs {
     std::vector<std::string> inputs;
     std::string out, format = "html", store, config_file;
     std::string metrics, roles, layers, models, colours, scatter, esd_tensor, heatmap_role, reference, title;
-    bool evolution = false, no_evolution = false, quiet = false;
+    bool evolution = false, no_evolution = false, quiet = false, verbose = false;
 };
 
 // Flags override the config file's keys.
@@ -51,12 +51,20 @@ int run_report(const ReportArgs& a) {
     o.format = report::parse_output_format(a.format);
     o.config = make_config(a);
     const auto summary = report::write_report(o);
-    for (const auto& n : summary.notes) fmt::print(stderr, "diffract: note: {}\n", one_line(n));
+    // The notes say which panels were not drawn and why; they need no action, so they are listed in
+    // the report's "Not shown" section and printed only with --verbose.
+    if (a.verbose)
+        for (const auto& n : summary.notes) fmt::print(stderr, "diffract: note: {}\n", one_line(n));
     if (!a.quiet)
-        fmt::print(stderr, "report: {} figures -> {}\n", summary.figures,
-                   o.format == report::OutputFormat::html
-                       ? a.out
-                       : fmt::format("{} ({} files)", a.out, summary.written.size()));
+        fmt::print(
+            stderr, "report: {} figures{} -> {}\n", summary.figures,
+            summary.notes.empty() || a.verbose
+                ? std::string()
+                : fmt::format(" ({} panels not drawn: the report's \"Not shown\" section, or --verbose)",
+                              summary.notes.size()),
+            o.format == report::OutputFormat::html
+                ? a.out
+                : fmt::format("{} ({} files)", a.out, summary.written.size()));
     return 0;
 }
 
@@ -97,6 +105,7 @@ void add_report(CLI::App& app) {
                   "Treat the models as a training series (ordered by the step in their names)");
     sub->add_flag("--no-evolution", a->no_evolution, "No evolution figures even when names carry steps");
     sub->add_flag("--quiet", a->quiet, "No summary line");
+    sub->add_flag("--verbose", a->verbose, "Print a note for each panel not drawn, and why");
     on_run(sub, [a] { return run_report(*a); });
 }
 

@@ -20,7 +20,7 @@ void add_run_options(CLI::App* sub, run::RunOptionText& a) {
     sub->add_option("--max-memory", a.max_memory, "Working-memory budget, e.g. 8G (default: half of RAM)");
     sub->add_option("--store", a.store, "Results store (default .diffract/results.sqlite)");
     sub->add_option("--device", a.device, "cpu or cuda")->capture_default_str();
-    sub->add_flag("--quiet", a.quiet, "No progress display");
+    sub->add_flag("--quiet", a.quiet, "No progress display (twice: no summary line either)");
     add_selection_options(sub, a);
 }
 

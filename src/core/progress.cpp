@@ -2,14 +2,33 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace diffract {
+namespace {
+
+constexpr auto kTerminalEvery = std::chrono::milliseconds(200);
+constexpr auto kLogEvery = std::chrono::seconds(10);
+
+std::string duration_text(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    const auto t = static_cast<long long>(std::llround(s));
+    if (t < 60) return std::to_string(t) + "s";
+    if (t < 3600)
+        return std::to_string(t / 60) + "m" + (t % 60 < 10 ? "0" : "") + std::to_string(t % 60) + "s";
+    return std::to_string(t / 3600) + "h" + (t % 3600 / 60 < 10 ? "0" : "") + std::to_string(t % 3600 / 60) +
+           "m";
+}
+
+}  // namespace
 
 Progress::Progress(std::string label, std::size_t total, bool enabled, ProgressSink sink)
     : label_(std::move(label)),
       total_(total),
-      enabled_(enabled && (sink || isatty(STDERR_FILENO))),
+      enabled_(enabled && (sink || total > 0)),  // a front end's own display shows an empty run too
+      terminal_(isatty(STDERR_FILENO) != 0),
       sink_(std::move(sink)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
@@ -18,12 +37,21 @@ Progress::Progress(std::string label, std::size_t total, bool enabled, ProgressS
 
 Progress::~Progress() { finish(); }
 
-void Progress::advance(std::size_t n) {
-    done_ += n;
-    if (!enabled_) return;
+void Progress::weigh(double total_cost) {
     std::lock_guard lock(mu_);
+    total_cost_ = total_cost;
+}
+
+void Progress::advance(std::size_t n, double cost) {
+    done_ += n;
+    std::lock_guard lock(mu_);
+    done_cost_ += cost;
+    if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_draw_ < std::chrono::milliseconds(200)) return;
+    if (now - last_draw_ < (sink_ || terminal_
+                                ? std::chrono::duration_cast<std::chrono::milliseconds>(kTerminalEvery)
+                                : std::chrono::duration_cast<std::chrono::milliseconds>(kLogEvery)))
+        return;
     last_draw_ = now;
     draw(false);
 }
@@ -35,6 +63,12 @@ void Progress::finish() {
     draw(true);
 }
 
+double Progress::remaining_seconds(double elapsed) const {
+    if (total_cost_ > 0 && done_cost_ > 0) return elapsed * (total_cost_ - done_cost_) / done_cost_;
+    const std::size_t done = done_;
+    return done > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(done) : NAN;
+}
+
 void Progress::draw(bool final) {
     if (sink_) {
         sink_(done_, total_, label_);
@@ -42,10 +76,19 @@ void Progress::draw(bool final) {
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const std::size_t done = done_;
-    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
-    std::fprintf(stderr, "\r%s: %zu/%zu matrices, %.1f/s, %s %.0fs   %s", label_.c_str(), done, total_, rate,
-                 final ? "took" : "ETA", final ? elapsed : eta, final ? "\n" : "");
+    if (terminal_) {
+        const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+        std::fprintf(stderr, "\r%s: %zu/%zu matrices, %.1f/s, %s %s   %s", label_.c_str(), done, total_, rate,
+                     final ? "took" : "ETA",
+                     duration_text(final ? elapsed : remaining_seconds(elapsed)).c_str(), final ? "\n" : "");
+    } else if (!final) {
+        printed_ = true;
+        std::fprintf(stderr, "%s: %zu/%zu matrices, %s elapsed, ETA %s\n", label_.c_str(), done, total_,
+                     duration_text(elapsed).c_str(), duration_text(remaining_seconds(elapsed)).c_str());
+    } else if (printed_) {
+        std::fprintf(stderr, "%s: %zu/%zu matrices in %s\n", label_.c_str(), done, total_,
+                     duration_text(elapsed).c_str());
+    }
     std::fflush(stderr);
 }
 

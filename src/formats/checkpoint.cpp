@@ -10,6 +10,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/spelling.hpp"
 #include "diffract/formats/file_kind.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/hf_cache.hpp"
@@ -179,10 +180,33 @@ const TensorInfo* Checkpoint::find(std::string_view tensor_name) const {
     return nullptr;
 }
 
+std::vector<std::string> Checkpoint::input_paths() const {
+    std::vector<std::string> out{path};
+    if (!adapter.empty()) out.push_back(adapter);
+    return out;
+}
+
 std::string Checkpoint::directory() const {
     std::error_code ec;
     return fs::is_directory(path, ec) ? path : std::string();
 }
+
+namespace {
+
+// "no such file or directory", with the closest entry of its directory when one is a likely typo.
+std::string no_such_path(const fs::path& p) {
+    std::vector<std::string> siblings;
+    std::error_code ec;
+    const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    std::size_t seen = 0;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && seen < 10000; it.increment(ec), ++seen)
+        siblings.push_back(it->path().filename().string());
+    const auto best = closest_spelling(p.filename().string(), siblings);
+    if (best.empty()) return "no such file or directory";
+    return fmt::format("no such file or directory (did you mean '{}'?)", (p.parent_path() / best).string());
+}
+
+}  // namespace
 
 Checkpoint open_checkpoint(std::string_view spec) {
     auto [name, location] = split_model_name(spec);
@@ -198,7 +222,7 @@ Checkpoint open_checkpoint(std::string_view spec) {
         if (auto [base_spec, adapter_dir] = split_lora_spec(location); !adapter_dir.empty())
             return open_lora_model(name, base_spec, adapter_dir);
     if (!fs::exists(p, ec) && looks_like_model_id(location)) p = resolve_hf_cache(location);
-    if (!fs::exists(p, ec)) throw_input_error(location, "", "no such file or directory");
+    if (!fs::exists(p, ec)) throw_input_error(location, "", no_such_path(p));
     require_file_or_directory(p, true);
     ck.path = p.string();
     fs::path base = p;

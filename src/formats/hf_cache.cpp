@@ -26,7 +26,13 @@ bool looks_like_model_id(std::string_view spec) {
     const auto slash = id.find('/');
     if (slash == std::string_view::npos || id.find('/', slash + 1) != std::string_view::npos) return false;
     std::error_code ec;
-    return !fs::exists(fs::path(std::string(spec)), ec);
+    if (fs::exists(fs::path(std::string(spec)), ec)) return false;
+    // A path that looks local is one: its first component is a directory here ("fam/pretrainde"), or it
+    // names a weight file ("org/model.safetensors"). Its absence is "no such file", not a cache miss.
+    if (fs::is_directory(fs::path(std::string(id.substr(0, slash))), ec)) return false;
+    for (const std::string_view ext : {".safetensors", ".gguf", ".bin", ".pt", ".pth", ".json"})
+        if (id.ends_with(ext)) return false;
+    return true;
 }
 
 std::string resolve_hf_cache(std::string_view model_id) {

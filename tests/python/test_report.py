@@ -45,7 +45,8 @@ def test_html_report_has_every_figure(page):
         assert "<text" in f  # axis labels, titles
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert html.count('class="cell"') > 0 and "layer 0, head 0" in html  # heatmap hover text
-    assert "evolution figures: off" in page["stderr"]
+    assert "evolution figures: off" in html  # a note: in "Not shown", and on stderr with --verbose
+    assert "diffract: note:" not in page["stderr"] and "panels not drawn" in page["stderr"]
     # Every model keeps one colour across figures: math's box in the agreement figure is its line's colour.
     layers = figs["layers-stable_rank"]
     math_colour = re.search(r'stroke="(#[0-9A-Fa-f]{6})"[^>]*><title>math mean<', layers)[1]

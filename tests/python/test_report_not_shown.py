@@ -1,4 +1,4 @@
-"""Every panel a figure cannot draw is listed under "Not shown" (and as a `diffract: note:` line),
+"""Every panel a figure cannot draw is listed under "Not shown" (and, with --verbose, as a `diffract: note:` line),
 naming the figure, the panel (model / role) and why: per figure, inputs with one panel's data removed."""
 import csv
 import json
@@ -28,12 +28,17 @@ def filtered_copy(src_dir, dst_dir, name, drop):
 
 
 def report(inputs, out, *extra):
-    p = run(["report", *inputs, "--out", out, "--no-evolution", *extra])
+    p = run(["report", *inputs, "--out", out, "--no-evolution", "--verbose", *extra])
     html = out.read_text()
     notes = not_shown(html)
     stderr_notes = [line.removeprefix("diffract: note: ") for line in p.stderr.splitlines()
                     if line.startswith("diffract: note: ")]
     assert notes == stderr_notes
+    # Without --verbose the notes are counted on the summary line, not printed.
+    quiet = run(["report", *inputs, "--out", out, "--no-evolution", *extra])
+    assert "diffract: note:" not in quiet.stderr
+    if notes:
+        assert f"({len(notes)} panels not drawn" in quiet.stderr
     return html, notes
 
 
@@ -124,7 +129,7 @@ def test_roles_asked_for_but_absent(results, tmp_path):
 def test_evolution_checkpoint_missing_a_role(results, tmp_path):
     d = tmp_path / "an"
     filtered_copy(results["root"] / "an", d, "metrics.csv", lambda r: r["model"] == "code" and r["role"] == "mlp_down")
-    p = run(["report", d, "--out", tmp_path / "r.html", "--evolution", "--metric", "stable_rank"])
+    p = run(["report", d, "--out", tmp_path / "r.html", "--evolution", "--metric", "stable_rank", "--verbose"])
     notes = not_shown((tmp_path / "r.html").read_text())
     assert_noted(notes, "evolution-stable_rank", "panel 'mlp_down', model 'code'")
     assert_noted(notes, "evolution-boxes-stable_rank", "panel 'mlp_down', model 'code'")

@@ -1,6 +1,12 @@
-// A one-line progress display on stderr (items done, throughput, ETA), redrawn at most 5 times a
-// second; silent when stderr is not a terminal or when disabled (--quiet). A front end with a display
-// of its own (the Python bindings' tqdm bars) gives a sink instead.
+// Progress of a long run on stderr (items done, elapsed, ETA). On a terminal: one line redrawn at most
+// 5 times a second. Elsewhere (batch jobs, nohup, CI logs): a plain line every 10 seconds, and a last
+// one when the run took long enough to have printed any. Nothing when disabled (--quiet) or when there
+// is nothing to do. A front end with a display of its own (the Python bindings' tqdm bars) gives a
+// sink instead.
+//
+// The ETA comes from the work's cost when the caller weighs it (weigh(): the SVDs' flops, the bytes to
+// hash), not from item counts: the first items of a run are often its largest (tasks run longest
+// first), so counts alone overstate what is left (491 s predicted for a 20 s run).
 #pragma once
 
 #include <atomic>
@@ -21,19 +27,24 @@ class Progress {
 public:
     Progress(std::string label, std::size_t total, bool enabled, ProgressSink sink = {});
     ~Progress();
-    void advance(std::size_t n = 1);
+    // The total cost of the work (any unit); advance() then says how much of it an item did.
+    void weigh(double total_cost);
+    void advance(std::size_t n = 1, double cost = 0);
     void finish();
 
 private:
     void draw(bool final);
+    double remaining_seconds(double elapsed) const;
     std::string label_;
     std::size_t total_;
     bool enabled_;
+    bool terminal_;
     ProgressSink sink_;
     std::atomic<std::size_t> done_{0};
+    double total_cost_ = 0, done_cost_ = 0;  // guarded by mu_
     std::mutex mu_;
     std::chrono::steady_clock::time_point start_, last_draw_;
-    bool finished_ = false;
+    bool finished_ = false, printed_ = false;
 };
 
 }  // namespace diffract

@@ -48,7 +48,7 @@ void check_model_names(const std::vector<const formats::Checkpoint*>& models,
 struct RunOptionText : analysis::SelectionText {
     int threads = 0;
     std::string max_memory, store, device = "cpu";
-    bool quiet = false;
+    int quiet = 0;  // 1 (--quiet): no progress display; 2 (--quiet --quiet): no summary line either
 };
 RunOptions parse_run_options(const RunOptionText& text);
 
