@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-import diffract
+import diffract_spectral as diffract
 
 work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="diffract-"))
 store = work / "results.sqlite"  # every result is kept here; re-running a cell recomputes nothing

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
-#   1. dependencies (scripts/setup_debian.sh)
-#   2. Release build + every CTest test (GoogleTest units and the pytest suite)
+#   1. dependencies (scripts/setup_debian.sh: Debian packages, and the project's Python environment
+#      .venv made from Debian's own python3, which PEP 668 keeps us from installing into)
+#   2. Release build + every CTest test (GoogleTest units and the pytest suite, in .venv); the Python
+#      package installed the way a user installs it: `pip install .` with build isolation
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build, unit tests under it
 #   4. each libFuzzer target for a bounded time (FUZZ_SECONDS, default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_debian.sh
 
+py=${DIFFRACT_VENV:-$PWD/.venv}/bin/python
+
 echo "== release build and tests"
 bash scripts/build.sh
-python3 -m pip install --quiet --no-build-isolation .
+"$py" -m pip install --quiet --disable-pip-version-check .
 ctest --test-dir build --output-on-failure -j1
 
 echo "== sanitizer build (ASan + UBSan) and unit tests"

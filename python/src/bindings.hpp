@@ -1,4 +1,4 @@
-// Shared declarations of the diffract._core extension: each bindings file registers one part of the
+// Shared declarations of the diffract_spectral._core extension: each bindings file registers one part of the
 // module. The binding layer only converts arguments and results; every computation is a library call.
 #pragma once
 

@@ -1,4 +1,5 @@
-// diffract._core: the extension module of the `diffract` Python package (see docs/python.md).
+// diffract_spectral._core: the extension module of the `diffract_spectral` Python package (`import
+// diffract_spectral as diffract`) (see docs/python.md).
 #include <Python.h>
 
 #include "bindings.hpp"

@@ -156,7 +156,7 @@ SweepOutputs write_outputs(const SweepConfig& c, const std::string& kind, const 
     const fs::path dir(c.out_dir);
     write_file_atomically((dir / "curve.csv").string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
-    if (!c.quiet)
+    if (c.quiet < 2)
         fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, run.records.size(),
                    c.out_dir, c.out_dir);
     return out;

@@ -136,7 +136,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     const std::filesystem::path dir(config.out_dir);
     write_file_atomically((dir / "heads_effect.csv").string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
-    if (!config.quiet)
+    if (config.quiet < 2)
         fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
                    config.out_dir);
     return out;

@@ -1,4 +1,4 @@
-"""The Python bindings (`import diffract`) against numpy, safetensors and the CLI.
+"""The Python bindings (`import diffract_spectral as diffract`) against numpy, safetensors and the CLI.
 
 The module must be importable: scripts/test.sh runs `pip install .` before the suite.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from safetensors.numpy import load_file
 
-import diffract
+import diffract_spectral as diffract
 from conftest import ROOT, binary, run
 
 SPECTRAL = "frob_norm,l2_norm,nuclear_norm,stable_rank,max_weights_sval,min_weights_sval,esd_max,hard_rank"
@@ -544,7 +544,7 @@ def public_api():
     for name in diffract.__all__:
         obj = getattr(diffract, name)
         yield name, obj
-        if inspect.isclass(obj) and obj.__module__ == "diffract":
+        if inspect.isclass(obj) and obj.__module__ == "diffract_spectral":
             for attr, member in vars(obj).items():
                 if not attr.startswith("_") or attr in ("__init__", "__getitem__", "__iter__", "__len__"):
                     if callable(member) or isinstance(member, property):

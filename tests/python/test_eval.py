@@ -1,4 +1,4 @@
-"""The shipped evaluators (`python -m diffract.eval ...`) without torch: reading lm-evaluation-harness's
+"""The shipped evaluators (`python -m diffract_spectral.eval ...`) without torch: reading lm-evaluation-harness's
 results JSON (hand-made files in its layout), the `lm-eval` runner with a stand-in `lm_eval` script on
 PATH inside a real `diffract sweep`, and the one-line message when transformers is missing.
 The model evaluators themselves are tested on tiny transformers models in test_eval_models.py.
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import assert_input_error, run
 
-pytest.importorskip("diffract")
+pytest.importorskip("diffract_spectral")
 
 # Two tasks as lm-eval 0.4 writes them: metrics keyed "NAME,FILTER", stderr beside them ("N/A" when none).
 RESULTS = {
@@ -33,7 +33,7 @@ RESULTS = {
 
 
 def diffract_eval(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "diffract.eval", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "diffract_spectral.eval", *map(str, args)], capture_output=True,
                           text=True, env=env)
 
 
@@ -67,7 +67,7 @@ def test_lm_eval_score_reads_the_results_layout(results_dir):
     assert last_json(p.stdout) == {"task": "gsm8k", "metric": "exact_match,strict-match", "stderr": None,
                                    "score": 0.25}
     # What the sweep reads: the last number, or --score-key score.
-    from diffract.eval import lm_eval_score
+    from diffract_spectral.eval import lm_eval_score
     assert lm_eval_score(out, "gsm8k", "exact_match,flexible-extract")["score"] == 0.3
 
 
@@ -123,7 +123,7 @@ def test_lm_eval_runner_in_a_sweep(family_f32, tmp_path):
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     out = tmp_path / "sweep"
     run(["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,0.5,1", "--eval",
-         f"{sys.executable} -m diffract.eval lm-eval {{model}} --tasks toy --metric acc --limit 5",
+         f"{sys.executable} -m diffract_spectral.eval lm-eval {{model}} --tasks toy --metric acc --limit 5",
          "--score-key", "score", "--out", out, "--quiet"], env=env)
     mean = {k: float(np.mean(load_file(str(fam / k / "model.safetensors"))["model.layers.0.self_attn.q_proj.weight"]
                              .astype(np.float64))) for k in ("math", "code")}
@@ -141,7 +141,7 @@ def test_lm_eval_runner_in_a_sweep(family_f32, tmp_path):
 def test_missing_packages_exit_2_with_what_to_install(tmp_path):
     (tmp_path / "text.txt").write_text("hello")
     block = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
-             "from diffract.eval.__main__ import main; sys.exit(main(sys.argv[1:]))")
+             "from diffract_spectral.eval.__main__ import main; sys.exit(main(sys.argv[1:]))")
     for evaluator, extra in (("clm-perplexity", []), ("mlm-loss", ["--seed", "1"]),
                              ("embedding-similarity", ["--reference", tmp_path])):
         p = subprocess.run([sys.executable, "-c", block, evaluator, tmp_path, "--text", tmp_path / "text.txt", *extra],
@@ -149,7 +149,7 @@ def test_missing_packages_exit_2_with_what_to_install(tmp_path):
         assert_input_error(p, f"{evaluator} needs torch and transformers: pip install torch transformers")
     env = dict(os.environ, PATH="/nonexistent")
     no_lm_eval = ("import sys; sys.modules['lm_eval'] = None; "
-                  "from diffract.eval.__main__ import main; sys.exit(main(sys.argv[1:]))")
+                  "from diffract_spectral.eval.__main__ import main; sys.exit(main(sys.argv[1:]))")
     p = subprocess.run([sys.executable, "-c", no_lm_eval, "lm-eval", tmp_path, "--tasks", "x"],
                        capture_output=True, text=True, env=env)
     assert_input_error(p, "lm-eval needs lm-evaluation-harness: pip install lm-eval")

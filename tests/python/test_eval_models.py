@@ -1,7 +1,7 @@
 """The shipped model evaluators on tiny transformers models built from a config here (random weights, no
 download), with tokenizers built offline: causal-LM perplexity and masked-LM loss against the same
 quantities computed directly with torch, and `diffract sweep` over real HF model directories with
-`--eval 'python -m diffract.eval ...'`, whose scores move as the edit grows.
+`--eval 'python -m diffract_spectral.eval ...'`, whose scores move as the edit grows.
 
 Needs torch and transformers (not in CI): run with /opt/torchenv/bin/python -m pytest.
 """
@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from diffract.eval.clm import perplexity, windows  # noqa: E402
-from diffract.eval.mlm import mask_positions, masked_loss  # noqa: E402
+from diffract_spectral.eval.clm import perplexity, windows  # noqa: E402
+from diffract_spectral.eval.mlm import mask_positions, masked_loss  # noqa: E402
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz .,"
 WORDS = ["the", "model", "weights", "rewind", "head", "layer", "delta", "base", "math", "code", "spectrum",
@@ -115,7 +115,7 @@ def test_clm_perplexity_equals_torch(tmp_path):
 def test_clm_perplexity_command_and_tokenizer_rules(tmp_path):
     path, model = gpt2(tmp_path, "a", 0)
     text = text_file(tmp_path, chars=40)
-    p = subprocess.run([sys.executable, "-m", "diffract.eval", "clm-perplexity", path, "--text", text],
+    p = subprocess.run([sys.executable, "-m", "diffract_spectral.eval", "clm-perplexity", path, "--text", text],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     line = p.stdout.strip().splitlines()[-1]
@@ -129,7 +129,7 @@ def test_clm_perplexity_command_and_tokenizer_rules(tmp_path):
     bare.mkdir()
     for f in ("config.json", "model.safetensors"):
         (bare / f).write_bytes((path / f).read_bytes())
-    p = subprocess.run([sys.executable, "-m", "diffract.eval", "clm-perplexity", bare, "--text", text],
+    p = subprocess.run([sys.executable, "-m", "diffract_spectral.eval", "clm-perplexity", bare, "--text", text],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
     assert "no tokenizer files" in p.stderr and "--tokenizer" in p.stderr
@@ -143,7 +143,7 @@ def test_interpolation_sweep_with_the_shipped_perplexity(tmp_path):
     ids = char_tokenizer()(text.read_text())["input_ids"]
     out = tmp_path / "sweep"
     run(["sweep", "interpolate", a, b, "--omegas", "0:1:0.25", "--out", out, "--score-key", "perplexity",
-         "--eval", f"{sys.executable} -m diffract.eval clm-perplexity {{model}} --text {text}"])
+         "--eval", f"{sys.executable} -m diffract_spectral.eval clm-perplexity {{model}} --text {text}"])
     rows = [r.split(",") for r in (out / "curve.csv").read_text().splitlines()[1:]]
     scores = [float(r[3]) for r in rows]
     assert scores[0] == pytest.approx(direct_perplexity(model_a, ids), rel=1e-6)
@@ -188,7 +188,7 @@ def test_truncation_sweep_of_a_bert_with_the_shipped_mlm_loss(tmp_path):
     text = text_file(tmp_path, words=40)
     out = tmp_path / "sweep"
     run(["sweep", "truncate", "--base", base, "--model", model_dir, "--keeps", "0,0.5,1", "--out", out,
-         "--eval", f"{sys.executable} -m diffract.eval mlm-loss {{model}} --text {text} --seed 0", "--quiet"])
+         "--eval", f"{sys.executable} -m diffract_spectral.eval mlm-loss {{model}} --text {text} --seed 0", "--quiet"])
     scores = [float(r.split(",")[3]) for r in (out / "curve.csv").read_text().splitlines()[1:]]
     s = json.loads((out / "summary.json").read_text())
     model_loss = direct_mlm_loss(model, tok, text.read_text(), 0.15, 0)
@@ -198,7 +198,7 @@ def test_truncation_sweep_of_a_bert_with_the_shipped_mlm_loss(tmp_path):
 
 
 def test_rewind_sweep_of_a_bert_with_the_shipped_embedding_similarity(tmp_path):
-    from diffract.eval.embedding import embedding_similarity
+    from diffract_spectral.eval.embedding import embedding_similarity
 
     base, _, _ = bert(tmp_path, "base", 0)
     cpt, _, _ = bert(tmp_path, "cpt", 1)
@@ -221,7 +221,7 @@ def test_rewind_sweep_of_a_bert_with_the_shipped_embedding_similarity(tmp_path):
     out = tmp_path / "sweep"
     run(["sweep", "rewind", "--base", base, "--model", cpt, "--orders", "importance", "--fractions", "0,0.5,1",
          "--store", tmp_path / "s.sqlite", "--out", out, "--quiet", "--eval",
-         f"{sys.executable} -m diffract.eval embedding-similarity {{model}} --text {sentences} --reference {cpt}"])
+         f"{sys.executable} -m diffract_spectral.eval embedding-similarity {{model}} --text {sentences} --reference {cpt}"])
     scores = [float(r.split(",")[3]) for r in (out / "curve.csv").read_text().splitlines()[1:]]
     assert scores[0] == pytest.approx(1.0, abs=1e-9)  # nothing rewound: the model itself
     assert scores[1] < 1 and scores[2] < scores[0] and len(set(scores)) == 3

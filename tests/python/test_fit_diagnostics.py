@@ -205,7 +205,7 @@ def test_report_refuses_an_unknown_status_name(model, tmp_path):
 
 
 def test_python_options_equal_the_cli(model, tmp_path):
-    diffract = pytest.importorskip("diffract")
+    diffract = pytest.importorskip("diffract_spectral")
     d, _ = model
     fields = "pl_alpha,pl_status,pl_n_tail,pl_alpha_ci_low,pl_alpha_ci_high"
     cli = tmp_path / "cli"

@@ -200,7 +200,7 @@ def test_what_quantisation_did_to_each_matrix_and_head(hf, tmp_path, qtype):
 
 
 def test_bindings_read_q_k_in_hf_order(hf, tmp_path):
-    diffract = pytest.importorskip("diffract")
+    diffract = pytest.importorskip("diffract_spectral")
     d, tensors = hf
     g = tmp_path / "tiny.gguf"
     convert(tensors, g, "F16")

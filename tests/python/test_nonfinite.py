@@ -263,7 +263,7 @@ def test_edit_overflowing_the_dtype_is_refused(models, tmp_path):
 
 
 def test_bindings_warn_and_refuse(models, tmp_path):
-    diffract = pytest.importorskip("diffract")
+    diffract = pytest.importorskip("diffract_spectral")
     base, bad, _ = models["BF16"]
     with pytest.warns(RuntimeWarning, match=r"non-finite entries \(NaN/Inf\); its metrics are NaN") as rec:
         res = diffract.analyze(bad, store=tmp_path / "s.sqlite")

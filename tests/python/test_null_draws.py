@@ -77,7 +77,7 @@ def test_many_draws_match_numpys_null(matrix, tmp_path):
 
 
 def test_python_null_draws_equal_the_cli(matrix, tmp_path):
-    diffract = pytest.importorskip("diffract")
+    diffract = pytest.importorskip("diffract_spectral")
     path, _ = matrix
     cli = analyze(path, tmp_path / "cli", "--null-draws", "3")
     res = diffract.analyze(str(path), metrics=METRICS, null_draws=3, store=str(tmp_path / "p.sqlite"))

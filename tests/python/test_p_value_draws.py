@@ -57,7 +57,7 @@ def test_out_of_range_draws_are_refused(matrix, tmp_path, bad):
 
 
 def test_python_takes_the_same_option(matrix, tmp_path):
-    diffract = pytest.importorskip("diffract")
+    diffract = pytest.importorskip("diffract_spectral")
     a = diffract.analyze(str(matrix), metrics=FIELDS, heads=False, p_value_draws=9, store=tmp_path / "s.sqlite")
     rows = a.metrics if isinstance(a.metrics, dict) else a.metrics.to_dict("list")
     finite = [v for f in FIELDS for v in rows[f] if np.isfinite(v)]

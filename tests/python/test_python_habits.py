@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from safetensors.numpy import load_file
 
-import diffract
+import diffract_spectral as diffract
 from conftest import ROOT, run
 
 EDITS = ["rewind", "truncate", "transplant", "permute", "interpolate", "merge"]
@@ -83,7 +83,7 @@ def test_every_table_types_layer_and_head_in_one_place():
     df = diffract._table({"layer": [0, 1], "head": [3, None], "score": [0.5, 0.25]})
     assert [str(df[c].dtype) for c in ["layer", "head", "score"]] == ["Int64", "Int64", "float64"]
     assert df["head"].isna().tolist() == [False, True]
-    src = (ROOT / "python" / "diffract" / "sweep.py").read_text()
+    src = (ROOT / "python" / "diffract_spectral" / "sweep.py").read_text()
     assert "_table" in src and "DataFrame(" not in src
 
 
@@ -193,7 +193,7 @@ NOTEBOOK = r'''
 import sys
 from pathlib import Path
 import numpy as np
-import diffract
+import diffract_spectral as diffract
 
 work = Path(sys.argv[1])
 fam = Path(diffract.generate(out=work / "fam", dtype="F32", layers=2, hidden=64, heads=4, intermediate=96,
@@ -253,7 +253,7 @@ def test_notebook_session_reports_no_leaks(tmp_path):
 def test_cli_and_package_versions_agree():
     cmake = re.search(r"project\(diffract VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
     assert diffract.__version__ == cmake
-    assert importlib.metadata.version("diffract") == cmake  # pyproject's metadata reads the same line
+    assert importlib.metadata.version("diffract-spectral") == cmake  # pyproject's metadata reads the same line
     p = run(["--version"])
     first, blas = p.stdout.strip().split("\n")
     assert first == f"diffract {cmake}"

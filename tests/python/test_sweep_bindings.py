@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-import diffract
+import diffract_spectral as diffract
 from conftest import run
 
 pytest.importorskip("safetensors.numpy")

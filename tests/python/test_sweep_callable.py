@@ -12,7 +12,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-import diffract
+import diffract_spectral as diffract
 from conftest import run
 
 pytest.importorskip("safetensors.numpy")

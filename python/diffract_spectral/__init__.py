@@ -3,7 +3,7 @@
 A thin binding of the C++ engine (see docs/python.md). Everything computes in C++; this package only
 converts arguments and results:
 
-    import diffract
+    import diffract_spectral as diffract
     ck = diffract.open("org/model")              # path, HF cache id, .gguf, or NAME=PATH
     w = ck["model.layers.0.self_attn.q_proj.weight"]   # zero-copy, read-only numpy view
     res = diffract.analyze([ck], metrics="default")
@@ -78,7 +78,7 @@ class Checkpoint:
     """
 
     def __init__(self, core: "_core.Checkpoint"):
-        """Wraps an opened diffract._core.Checkpoint (use diffract.open or diffract.from_arrays)."""
+        """Wraps an opened diffract_spectral._core.Checkpoint (use diffract.open or diffract.from_arrays)."""
         self._core = core
 
     @property

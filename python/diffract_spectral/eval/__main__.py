@@ -1,4 +1,4 @@
-"""`python -m diffract.eval EVALUATOR ...`: the shipped evaluators as commands for `diffract sweep --eval`.
+"""`python -m diffract_spectral.eval EVALUATOR ...`: the shipped evaluators as commands for `diffract sweep --eval`.
 Each prints its result as one JSON line last (its score the line's last number); problems print one line
 `diffract.eval: error: ...` on stderr and exit 2."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _common_model_options(p: argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m diffract.eval", description=__doc__)
+    top = argparse.ArgumentParser(prog="python -m diffract_spectral.eval", description=__doc__)
     sub = top.add_subparsers(dest="evaluator", required=True)
     clm = sub.add_parser("clm-perplexity", help="causal-LM perplexity on a text file")
     _common_model_options(clm)

@@ -1,11 +1,11 @@
 """Evaluators that ship with diffract, for `diffract sweep ... --eval` (docs/evaluators.md):
 
-    python -m diffract.eval clm-perplexity MODEL --text FILE     causal-LM perplexity on a text file
-    python -m diffract.eval mlm-loss MODEL --text FILE           masked-LM loss (encoders), seeded masks
-    python -m diffract.eval embedding-similarity MODEL --text FILE --reference DIR
+    python -m diffract_spectral.eval clm-perplexity MODEL --text FILE     causal-LM perplexity on a text file
+    python -m diffract_spectral.eval mlm-loss MODEL --text FILE           masked-LM loss (encoders), seeded masks
+    python -m diffract_spectral.eval embedding-similarity MODEL --text FILE --reference DIR
                                                                  sentence-embedding agreement (encoders)
-    python -m diffract.eval lm-eval MODEL --tasks T              runs lm-evaluation-harness, prints a metric
-    python -m diffract.eval lm-eval-score RESULTS --task T       a metric of lm-eval's results JSON
+    python -m diffract_spectral.eval lm-eval MODEL --tasks T              runs lm-evaluation-harness, prints a metric
+    python -m diffract_spectral.eval lm-eval-score RESULTS --task T       a metric of lm-eval's results JSON
 
 Each prints one JSON line last, whose last number is its score (so both the sweep's last-number rule
 and --score-key work). The model evaluators need torch and transformers; without them they exit 2 with
