@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -59,6 +60,16 @@ int run(int argc, char** argv) {
     } catch (const diffract::InputError& e) {
         std::fprintf(stderr, "diffract: error: %s\n", diffract::one_line(e.what()).c_str());
         return 2;
+    } catch (const std::system_error& e) {
+        // A failure the machine or the user's paths cause (a full disk or quota, too many open files, a
+        // path through a file, no permission, a closed stderr) is bad input, not a bug: exit 2 with the
+        // path(s) the library's message names.
+        if (diffract::is_environment_error(e.code())) {
+            std::fprintf(stderr, "diffract: error: %s\n", diffract::one_line(e.what()).c_str());
+            return 2;
+        }
+        std::fprintf(stderr, "diffract: internal error: %s\n", diffract::one_line(e.what()).c_str());
+        return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "diffract: internal error: %s\n", diffract::one_line(e.what()).c_str());
         return 1;

@@ -13,7 +13,7 @@ DEBIAN_PACKAGES=(
   libopenblas-dev liblapack-dev libopenmpi-dev openmpi-bin libelpa-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev libre2-dev
   libgtest-dev libgmock-dev
-  python3 python3-pip python3-venv chromium librsvg2-bin
+  python3 python3-pip python3-venv chromium librsvg2-bin strace
 )
 
 missing=()

@@ -2,6 +2,8 @@
 // diffract_spectral as diffract`) (see docs/python.md).
 #include <Python.h>
 
+#include <system_error>
+
 #include "bindings.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
@@ -40,6 +42,14 @@ void bind_errors(nb::module_& m) {
             std::rethrow_exception(p);
         } catch (const Cancelled&) {
             PyErr_SetNone(PyExc_KeyboardInterrupt);
+        } catch (const std::system_error& e) {
+            // A full disk, too many open files, a missing path: OSError (FileNotFoundError, ...) with
+            // its errno, as Python's own I/O raises; anything else goes on to nanobind's translation.
+            if (!is_environment_error(e.code())) throw;
+            if (PyObject* args = Py_BuildValue("(is)", e.code().value(), e.what())) {
+                PyErr_SetObject(PyExc_OSError, args);
+                Py_DECREF(args);
+            }
         }
     });
 }

@@ -1,6 +1,7 @@
 #include "diffract/analysis/matrix_plan.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -63,6 +64,25 @@ std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selec
         }
     }
     return out;
+}
+
+std::vector<std::string> unread_matrices(const formats::Checkpoint& ck, const Selection& selection) {
+    std::vector<std::string> names;
+    std::map<std::string, std::size_t> by_type;
+    for (const auto& t : ck.tensors) {
+        if (t.shape.size() < 2 || !selection.selects(t.name, model::classify_tensor(t.name))) continue;
+        const auto u = ck.unsupported_types.find(t.name);
+        if (u == ck.unsupported_types.end() && dtype_is_float(t.dtype)) continue;
+        ++by_type[u != ck.unsupported_types.end() ? "ggml type " + u->second
+                                                  : "dtype " + std::string(dtype_name(t.dtype))];
+        names.push_back(t.name);
+    }
+    if (names.empty()) return {};
+    std::string types;
+    for (const auto& [type, n] : by_type)
+        types += fmt::format("{}{} ({})", types.empty() ? "" : ", ", type, n);
+    return {fmt::format("{}: {} selected matri{} not analysed, of a type that is not decoded: {}; e.g. '{}'",
+                        ck.path, names.size(), names.size() == 1 ? "x" : "ces", types, names.front())};
 }
 
 }  // namespace diffract::analysis

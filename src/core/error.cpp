@@ -1,5 +1,7 @@
 #include "diffract/core/error.hpp"
 
+#include <cerrno>
+
 #include <fmt/format.h>
 
 namespace diffract {
@@ -33,6 +35,37 @@ std::string one_line(std::string_view text) {
 
 void throw_input_error(std::string_view source, std::string_view tensor, std::string_view what) {
     throw InputError(error_context(source, tensor, what));
+}
+
+bool is_environment_error(const std::error_code& code) {
+    if (code.category() != std::generic_category() && code.category() != std::system_category()) return false;
+    switch (code.value()) {
+        case ENOSPC:
+        case EDQUOT:
+        case EFBIG:
+        case EIO:
+        case EMFILE:
+        case ENFILE:
+        case ENOENT:
+        case ENOTDIR:
+        case EISDIR:
+        case EEXIST:
+        case ENOTEMPTY:
+        case EACCES:
+        case EPERM:
+        case EROFS:
+        case ENAMETOOLONG:
+        case ELOOP:
+        case EPIPE:
+        case EBADF:
+        case EXDEV:
+        case EBUSY:
+        case ETXTBSY:
+        case ENOMEM:
+            return true;
+        default:
+            return false;
+    }
 }
 
 }  // namespace diffract

@@ -127,6 +127,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     std::vector<model::TensorRole> roles(n);
     std::vector<char> chosen(n);
     bool any_selected = false;
+    std::size_t shared = 0;  // selected floating tensors that every input holds
     for (std::size_t i = 0; i < n; ++i) {
         const auto& t = primary.tensors[i];
         roles[i] = model::classify_tensor(t.name);
@@ -148,6 +149,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
             std::all_of(pairs.begin(), pairs.end(), [](const auto* p) { return p != nullptr; });
         if (!in_all) summary.only_in_primary.push_back(t.name);
         const bool selected = chosen[i];
+        if (selected && in_all && is_editable(t, role, primary.schema, Editable::any_float)) ++shared;
         const bool edited =
             in_all && job.edit && selected && is_editable(t, role, primary.schema, job.editable);
         // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
@@ -172,6 +174,26 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         plan.emplace_back(std::move(e));
         ++summary.edited;
     }
+    // An edit that edits nothing is refused, never an unedited copy reported as a success (an
+    // interpolation or merge with a model whose header is empty lost the other model's changes).
+    if (!job.aligned.empty() && shared == 0)
+        throw_input_error(
+            primary.path, "",
+            fmt::format("no selected floating-point tensor is in every input ({} holds none of "
+                        "this model's, e.g. '{}'): nothing would be edited",
+                        job.aligned.front()->path,
+                        summary.only_in_primary.empty() ? "" : summary.only_in_primary.front()));
+    if (job.edit && job.editable != Editable::none && summary.edited == 0)
+        throw_input_error(primary.path, "", fmt::format("nothing to edit: no selected tensor is {}", [&] {
+                              switch (job.editable) {
+                                  case Editable::matrices:
+                                      return "a floating-point matrix (two or more dimensions)";
+                                  case Editable::attention_heads:
+                                      return "an attention projection whose heads are known";
+                                  default:
+                                      return "a floating-point tensor in every input";
+                              }
+                          }()));
 
     formats::WriteOptions w;
     w.max_shard_bytes = job.common.max_shard_bytes;

@@ -10,6 +10,7 @@
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "diffract/formats/lora_adapter.hpp"
+#include "nonfinite_guard_impl.hpp"
 #include "rewind_impl.hpp"
 
 namespace diffract::edit {
@@ -54,6 +55,11 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
         const TensorInfo* w = model.find(m.target);
         const auto role = model::classify_tensor(m.target);
         if (!w || !role.layer || !model::role_is_attention(role.role)) continue;
+        // As the full rewind: NaN/Inf in the factors, or a merge that overflows (a huge lora_alpha),
+        // is refused unless --allow-nonfinite; the merged tensor is what a loader would compute.
+        nonfinite_mask(m.a, {}, common.allow_nonfinite);
+        nonfinite_mask(m.b, {}, common.allow_nonfinite);
+        nonfinite_mask(*w, {}, common.allow_nonfinite);
         Zeroing z;
         for (const auto& hb : model::head_blocks(model.schema, *w, role.role)) {
             if (!common.selection.selects_role(hb.proj) || !set.rewinds(*role.layer, hb)) continue;

@@ -30,20 +30,6 @@ bool ends_with_component(std::string_view name, std::string_view suffix) {
                               name[name.size() - suffix.size() - 1] == '.');
 }
 
-// adapter_config.json, key order kept: PEFT takes the first pattern key that matches a module.
-nlohmann::ordered_json read_adapter_config(const fs::path& dir) {
-    const fs::path p = dir / kConfigFile;
-    const auto file = MappedFile::open(p.string());
-    const auto bytes = file->bytes();
-    auto j =
-        nlohmann::ordered_json::parse(reinterpret_cast<const char*>(bytes.data()),
-                                      reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr,
-                                      /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-        throw_input_error(p.string(), "", "not a JSON object (expected PEFT's adapter_config.json)");
-    return j;
-}
-
 const nlohmann::ordered_json* member(const nlohmann::ordered_json& j, const char* key) {
     const auto it = j.find(key);
     return it == j.end() || it->is_null() ? nullptr : &*it;
@@ -57,7 +43,7 @@ bool config_bool(const nlohmann::ordered_json& j, const char* key, const std::st
     return v->get<bool>();
 }
 
-double config_number(const nlohmann::ordered_json& v, const std::string& key, const std::string& label) {
+double config_number(const nlohmann::ordered_json& v, std::string_view key, const std::string& label) {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
         throw_input_error(label, "", fmt::format("'{}' is not a positive number (found {})", key, v.dump()));
     return v.get<double>();
@@ -118,7 +104,68 @@ struct Factors {
 
 std::int64_t dim(const TensorInfo& t, std::size_t i) { return t.shape.size() > i ? t.shape[i] : -1; }
 
+// The adapter directory's config, parsed and validated.
+LoraConfig read_adapter_config(const fs::path& dir) {
+    const fs::path p = dir / kConfigFile;
+    const auto file = MappedFile::open(p.string());
+    return parse_lora_config(file->bytes(), p.string());
+}
+
 }  // namespace
+
+LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string& label) {
+    LoraConfig c;
+    c.label = label;
+    // Key order kept: PEFT takes the first pattern key that matches a module.
+    c.json =
+        nlohmann::ordered_json::parse(reinterpret_cast<const char*>(bytes.data()),
+                                      reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr,
+                                      /*allow_exceptions=*/false);
+    if (c.json.is_discarded() || !c.json.is_object())
+        throw_input_error(label, "", "not a JSON object (expected PEFT's adapter_config.json)");
+    const auto& config = c.json;
+    if (const auto* t = member(config, "peft_type");
+        t && (!t->is_string() || t->get<std::string>() != "LORA"))
+        throw_input_error(label, "",
+                          fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", t->dump()));
+    if (config_bool(config, "use_dora", label))
+        throw_input_error(label, "",
+                          "DoRA adapters (use_dora) are not supported: their merge rescales each column");
+    if (const auto* b = member(config, "base_model_name_or_path"); b && b->is_string())
+        c.base_model = b->get<std::string>();
+    c.rslora = config_bool(config, "use_rslora", label);
+    c.fan_in_fan_out = config_bool(config, "fan_in_fan_out", label);
+    const auto* r_default = member(config, "r");
+    const auto* alpha_default = member(config, "lora_alpha");
+    if (!r_default || !r_default->is_number_integer() || r_default->get<std::int64_t>() <= 0)
+        throw_input_error(label, "", "'r' is missing or not a positive integer");
+    if (!alpha_default) throw_input_error(label, "", "'lora_alpha' is missing");
+    c.r = r_default->get<std::int64_t>();
+    c.alpha = config_number(*alpha_default, "lora_alpha", label);
+    // The shapes of the rules PEFT reads per module, checked once here rather than per module.
+    if (const auto* t = member(config, "target_modules"); t && !t->is_string() && !t->is_array())
+        throw_input_error(label, "", "target_modules is neither a list nor a string");
+    for (const char* key : {"rank_pattern", "alpha_pattern"})
+        if (const auto* v = member(config, key); v && !v->is_object())
+            throw_input_error(label, "", fmt::format("'{}' is not an object", key));
+    return c;
+}
+
+bool LoraConfig::targets(const std::string& module) const { return targeted(json, module, label); }
+
+std::optional<std::int64_t> LoraConfig::rank_for(const std::string& module) const {
+    const auto* v = pattern_value(json, "rank_pattern", module, label);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
+        throw_input_error(label, module,
+                          fmt::format("rank_pattern gives r = {}, not a positive integer", v->dump()));
+    return v->get<std::int64_t>();
+}
+
+double LoraConfig::alpha_for(const std::string& module) const {
+    const auto* v = pattern_value(json, "alpha_pattern", module, label);
+    return v ? config_number(*v, "alpha_pattern", label) : alpha;
+}
 
 bool is_lora_adapter(const std::string& path) {
     // adapter_config.json in any form (a directory, a FIFO, a link to /dev/zero) makes the directory an
@@ -140,9 +187,7 @@ std::pair<std::string, std::string> split_lora_spec(std::string_view location) {
 }
 
 std::string lora_base_model(const std::string& adapter_dir) {
-    const auto config = read_adapter_config(adapter_dir);
-    const auto* b = member(config, "base_model_name_or_path");
-    return b && b->is_string() ? b->get<std::string>() : std::string();
+    return read_adapter_config(adapter_dir).base_model;
 }
 
 Checkpoint open_lora_model(std::string name, std::string base_spec, const std::string& adapter_dir) {
@@ -190,24 +235,8 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
     ad.path = path;
     const std::string label = (fs::path(path) / kConfigFile).string();
     const auto config = read_adapter_config(path);
-    ad.config = nlohmann::json::parse(config.dump());
-    if (const auto* t = member(config, "peft_type");
-        t && (!t->is_string() || t->get<std::string>() != "LORA"))
-        throw_input_error(label, "",
-                          fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", t->dump()));
-    if (config_bool(config, "use_dora", label))
-        throw_input_error(label, "",
-                          "DoRA adapters (use_dora) are not supported: their merge rescales each column");
-    if (const auto* b = member(config, "base_model_name_or_path"); b && b->is_string())
-        ad.base_model = b->get<std::string>();
-    const bool rslora = config_bool(config, "use_rslora", label);
-    const bool fan_in_fan_out = config_bool(config, "fan_in_fan_out", label);
-    const auto* r_default = member(config, "r");
-    const auto* alpha_default = member(config, "lora_alpha");
-    if (!r_default || !r_default->is_number_integer() || r_default->get<std::int64_t>() <= 0)
-        throw_input_error(label, "", "'r' is missing or not a positive integer");
-    if (!alpha_default) throw_input_error(label, "", "'lora_alpha' is missing");
-    config_number(*alpha_default, "lora_alpha", label);
+    ad.config = nlohmann::json::parse(config.json.dump());
+    ad.base_model = config.base_model;
 
     // The weights: adapter_model.safetensors (or any single weight file the readers know).
     fs::path weights = fs::path(path) / "adapter_model.safetensors";
@@ -259,7 +288,7 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
         if (!f.a || !f.b)
             throw_input_error(weights_label, module,
                               fmt::format("LoRA module without its {} factor", f.a ? "B" : "A"));
-        if (!targeted(config, module, label))
+        if (!config.targets(module))
             throw_input_error(weights_label, module,
                               "the module has LoRA factors but target_modules does not name it");
         LoraModule m;
@@ -268,7 +297,7 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
         m.b = *f.b;
         const auto& target = match_base_tensor(base, module + ".weight", weights_label);
         m.target = target.name;
-        m.transposed = f.embedding || fan_in_fan_out;
+        m.transposed = f.embedding || config.fan_in_fan_out;
         const std::int64_t r = dim(m.a, 0);
         if (m.a.shape.size() != 2 || m.b.shape.size() != 2 || dim(m.b, 1) != r || r <= 0)
             throw_input_error(
@@ -288,20 +317,20 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
                             target.name, shape_string(target.shape), rows, cols,
                             m.transposed ? ", stored transposed" : ""));
         m.rank = static_cast<int>(r);
-        if (const auto* pr = pattern_value(config, "rank_pattern", module, label)) {
-            if (!pr->is_number_integer() || pr->get<std::int64_t>() != r)
+        if (const auto pr = config.rank_for(module)) {
+            if (*pr != r)
                 throw_input_error(
                     weights_label, module,
-                    fmt::format("rank_pattern gives r = {} but the factors have rank {}", pr->dump(), r));
-        } else if (r_default->get<std::int64_t>() != r) {
+                    fmt::format("rank_pattern gives r = {} but the factors have rank {}", *pr, r));
+        } else if (config.r != r) {
             throw_input_error(
                 weights_label, module,
-                fmt::format("the factors' rank differs from the config's r (expected {}, found {})",
-                            r_default->get<std::int64_t>(), r));
+                fmt::format("the factors' rank differs from the config's r (expected {}, found {})", config.r,
+                            r));
         }
-        const auto* pa = pattern_value(config, "alpha_pattern", module, label);
-        m.alpha = config_number(pa ? *pa : *alpha_default, pa ? "alpha_pattern" : "lora_alpha", label);
-        m.scale = rslora ? m.alpha / std::sqrt(static_cast<double>(r)) : m.alpha / static_cast<double>(r);
+        m.alpha = config.alpha_for(module);
+        m.scale =
+            config.rslora ? m.alpha / std::sqrt(static_cast<double>(r)) : m.alpha / static_cast<double>(r);
         ad.modules.push_back(std::move(m));
     }
     if (ad.modules.empty() && ad.replacements.empty())

@@ -216,6 +216,8 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         nonfinite_report.add(*units[i].unit.tensor, units[i].unit.block, units[i].unit.head.has_value(),
                              static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
     result.warnings = nonfinite_report.warnings();
+    for (const auto& m : models)
+        for (auto& w : analysis::unread_matrices(m, o.run.selection)) result.warnings.push_back(std::move(w));
     std::vector<std::vector<FieldValues>> whole(models.size());
     result.convention = o.convention;
     for (std::size_t i = 0; i < units.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -125,6 +126,8 @@ CompareResult compare(const CompareOptions& o) {
         result.skipped.push_back({ck.name, tensor, block, error_context(source, tensor, what)});
     };
     for (auto& tj : jobs) tj.in_model.assign(n_models, nullptr), tj.heads_ok.assign(n_models, 0);
+    std::set<const TensorInfo*> planned;  // the base's tensors in the plan
+    for (const auto& tj : jobs) planned.insert(tj.tensor);
     for (std::size_t m = 0; m < n_models; ++m) {
         const auto& ck = *models[m];
         bool heads_ok = true;
@@ -171,10 +174,24 @@ CompareResult compare(const CompareOptions& o) {
         for (const auto& t : ck.tensors) {
             if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name))
                 continue;
-            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name)) ||
-                formats::counterpart(base, ck, t))
-                continue;
-            mismatch(ck, t.path(), t.name, "", "not in the base");
+            if (!o.run.selection.selects(t.name, model::classify_tensor(t.name))) continue;
+            const auto* in_base = formats::counterpart(base, ck, t);
+            if (!in_base) {
+                mismatch(ck, t.path(), t.name, "", "not in the base");
+            } else if (!planned.count(in_base) &&
+                       o.run.selection.selects(in_base->name, model::classify_tensor(in_base->name))) {
+                // The base's tensor is not a matrix this one can be compared with (a vector, another
+                // shape, an integer or undecoded type): without this the model's matrix would be
+                // dropped without a word.
+                mismatch(
+                    ck, t.path(), t.name, "",
+                    in_base->shape != t.shape
+                        ? fmt::format("the base's counterpart '{}' is not a matrix of this shape (expected "
+                                      "{}, found {} in the base)",
+                                      in_base->name, shape_string(t.shape), shape_string(in_base->shape))
+                        : fmt::format("the base's counterpart '{}' has dtype {}, which cannot be compared",
+                                      in_base->name, dtype_name(in_base->dtype)));
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 // sanitizer report) is a bug.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -23,10 +24,12 @@
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/formats/gguf.hpp"
+#include "diffract/formats/lora_adapter.hpp"
 #include "diffract/formats/pytorch.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
 #include "diffract/model/schema.hpp"
+#include "diffract/sweep/sweep.hpp"
 
 namespace diffract::fuzz {
 
@@ -232,6 +235,40 @@ struct Target {
     void (*run)(Bytes);
 };
 
+// adapter_config.json (PEFT): the config's checks, then its per-module rules (target_modules,
+// rank_pattern, alpha_pattern: user regular expressions) over ordinary, long and odd module names.
+// Accepted ranks and alphas are positive and finite.
+inline void lora_config(Bytes bytes) {
+    try {
+        const auto c = formats::parse_lora_config(bytes, "fuzz/adapter_config.json");
+        expect(c.r > 0 && c.alpha > 0 && std::isfinite(c.alpha), "non-positive r or lora_alpha accepted");
+        const std::string long_name = std::string(5000, 'm') + ".q_proj";
+        for (const std::string module : {"base_model.model.layers.0.self_attn.q_proj", "q_proj", "", ".",
+                                         "layers.1.mlp.down_proj", long_name.c_str()}) {
+            try {
+                (void)c.targets(module);
+                if (const auto r = c.rank_for(module)) expect(*r > 0, "non-positive rank_pattern accepted");
+                const double a = c.alpha_for(module);
+                expect(a > 0 && std::isfinite(a), "non-positive alpha_pattern accepted");
+            } catch (const InputError&) {
+            }
+        }
+    } catch (const InputError&) {
+    }
+}
+
+// An evaluator's stdout: the score rule, without and with a --score-key. A score is any double (the
+// non-finite ones are refused by name later) or InputError; nothing else escapes.
+inline void eval_output(Bytes bytes) {
+    const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    for (const char* key : {"", "score", "metrics.score"}) {
+        try {
+            (void)sweep::parse_score(text, key, "--eval");
+        } catch (const InputError&) {
+        }
+    }
+}
+
 inline constexpr Target kTargets[] = {
     {"safetensors_header_fuzz", safetensors_header},
     {"shard_index_fuzz", shard_index},
@@ -240,6 +277,8 @@ inline constexpr Target kTargets[] = {
     {"heads_csv_fuzz", heads_csv},
     {"zip_directory_fuzz", zip_directory},
     {"pickle_fuzz", pickle},
+    {"lora_config_fuzz", lora_config},
+    {"eval_output_fuzz", eval_output},
 };
 
 }  // namespace diffract::fuzz

@@ -32,4 +32,8 @@ struct MatrixUnit {
 // matrix was skipped for its type, throws InputError naming the tensor and its type.
 std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selection& selection, bool heads);
 
+// The selected matrices plan_matrices skips for their type (a GGUF type that is not decoded, an
+// integer dtype), as one warning line (empty when none): a partial result is never silent.
+std::vector<std::string> unread_matrices(const formats::Checkpoint& ck, const Selection& selection);
+
 }  // namespace diffract::analysis

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace diffract {
 
@@ -23,6 +24,11 @@ std::string error_context(std::string_view source, std::string_view tensor, std:
 // `text` with its control characters (a newline in a file or tensor name) shown as \xNN: every error,
 // warning and note the CLI prints quotes names and file contents, and stays one line.
 std::string one_line(std::string_view text);
+
+// Whether a system error comes from the environment rather than from a bug: a full disk or quota
+// (ENOSPC, EDQUOT, EFBIG), I/O errors, too many open files, missing or wrongly typed paths, permissions,
+// a read-only file system, a closed pipe or descriptor. The front ends treat these as bad input.
+bool is_environment_error(const std::error_code& code);
 
 [[noreturn]] void throw_input_error(std::string_view source, std::string_view tensor, std::string_view what);
 

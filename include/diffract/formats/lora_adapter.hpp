@@ -22,6 +22,8 @@
 // result is keyed by the merged bytes.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +59,25 @@ struct LoraAdapter {
     std::vector<LoraModule> modules;
     std::vector<LoraReplacement> replacements;
 };
+
+// adapter_config.json, validated from its bytes: what PEFT reads of it (peft_type LORA, no DoRA, r,
+// lora_alpha, rslora, fan_in_fan_out, base_model_name_or_path) and its per-module rules. Every
+// pattern runs in linear time (core/pattern.hpp). Throws InputError naming `label`.
+struct LoraConfig {
+    nlohmann::ordered_json json;  // key order kept: PEFT takes the first pattern key that matches
+    std::string label;            // the file, for messages
+    std::string base_model;       // base_model_name_or_path ("" if none)
+    bool rslora = false, fan_in_fan_out = false;
+    std::int64_t r = 0;
+    double alpha = 0;
+    // target_modules: a list of names a module equals or ends with as ".name" (suffix match), a
+    // regular expression the whole module name matches (re.fullmatch), or "all-linear"; none: all.
+    bool targets(const std::string& module) const;
+    // rank_pattern / alpha_pattern: the first key K with (.*\.)?(K) matching the whole module name.
+    std::optional<std::int64_t> rank_for(const std::string& module) const;
+    double alpha_for(const std::string& module) const;  // lora_alpha when no alpha_pattern key matches
+};
+LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string& label);
 
 // Whether `path` is a directory holding adapter_config.json.
 bool is_lora_adapter(const std::string& path);

@@ -1,0 +1,11 @@
+// libFuzzer target: a sweep evaluator's stdout (the score rule). The body is shared with the corpus replay
+// unit test (targets_impl.hpp); anything but InputError escaping it is a finding.
+#include <cstddef>
+#include <cstdint>
+
+#include "targets_impl.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    diffract::fuzz::eval_output({reinterpret_cast<const std::byte*>(data), size});
+    return 0;
+}
