@@ -172,6 +172,39 @@ const std::vector<std::string>& compare_fields() {
     return f;
 }
 
+const std::vector<CompareFieldInfo>& compare_field_catalog() {
+    static const std::vector<CompareFieldInfo> f = {
+        {"delta_frob_norm", "‖W − W_base‖_F, summed from the entries in f64"},
+        {"rel_delta_frob_norm", "delta_frob_norm / ‖W_base‖_F (0 when both are 0)"},
+        {"delta_l2_norm", "σ_max(W − W_base)"},
+        {"delta_stable_rank", "(delta_frob_norm / (delta_l2_norm + EPS))², EPS = 1e-16"},
+        {"delta_effective_rank", "exp(−Σ pᵢ ln(pᵢ + EPS)), pᵢ = σᵢ / (Σσ + EPS) over the delta's values"},
+        {"rel_sval_change", "‖σ − σ_base‖₂ / ‖σ_base‖₂, values ascending (spectral invariance)"},
+        {"esd_ks", "two-sample KS distance sup|F − F_base| between the two ESDs (λ = σ²/N)"},
+        {"avg_l_agreement", "mean of diag(O), O = |U_baseᵀ U| over all k components"},
+        {"avg_max_l_agreement", "mean of the row-wise max of O = |U_baseᵀ U|"},
+        {"avg_r_agreement", "mean of diag(|V_baseᵀ V|)"},
+        {"avg_max_r_agreement", "mean of the row-wise max of |V_baseᵀ V|"},
+        {"topk_avg_l_agreement", "avg_l_agreement over the top-k components of both (O's k × k corner)"},
+        {"topk_avg_max_l_agreement", "avg_max_l_agreement over the top-k components of both"},
+        {"topk_avg_r_agreement", "avg_r_agreement over the top-k components of both"},
+        {"topk_avg_max_r_agreement", "avg_max_r_agreement over the top-k components of both"},
+        {"chance_l_agreement", "1/√d_l, d_l = rows: diag(O) for unrelated bases"},
+        {"chance_max_l_agreement", "√(2 ln k / d_l), k = min(rows, cols): the row max for unrelated bases"},
+        {"chance_topk_max_l_agreement", "√(2 ln top_k / d_l): the row max within the top-k corner"},
+        {"chance_r_agreement", "1/√d_r, d_r = cols"},
+        {"chance_max_r_agreement", "√(2 ln k / d_r)"},
+        {"chance_topk_max_r_agreement", "√(2 ln top_k / d_r)"},
+        {"top_k", "the number of components of the topk_ fields: min(--top-k, k)"},
+        {"pl_ks", "the model matrix's power-law KS distance (fit_power_law on its ESD)"},
+        {"l_agreement", "vector: diag(|U_baseᵀ U|), stored, not in the CSV"},
+        {"r_agreement", "vector: diag(|V_baseᵀ V|), stored, not in the CSV"},
+        {"max_l_agreement", "vector: row-wise max of |U_baseᵀ U|, stored"},
+        {"max_r_agreement", "vector: row-wise max of |V_baseᵀ V|, stored"},
+        {"delta_svals", "vector: the delta's singular values, ascending, stored"}};
+    return f;
+}
+
 const std::vector<std::string>& compare_vector_fields() {
     static const std::vector<std::string> f = {"l_agreement", "r_agreement", "max_l_agreement",
                                                "max_r_agreement", "delta_svals"};

@@ -52,6 +52,25 @@ double HeadStats::update_norm() const {
     return any ? std::sqrt(sum) : kNaN;
 }
 
+const std::vector<HeadField>& head_fields() {
+    static const std::vector<HeadField> f = {
+        {"update_norm", "sqrt(q^2 + k^2 + v^2 + o^2) over the head's blocks present"},
+        {"q_update_norm", "delta_frob_norm of the head's Q block"},
+        {"k_update_norm", "delta_frob_norm of the head's K block (GQA: its key/value head's, in full)"},
+        {"v_update_norm", "delta_frob_norm of the head's V block (GQA: its key/value head's, in full)"},
+        {"o_update_norm", "delta_frob_norm of the head's O columns"},
+        {"ref_update_norm", "update_norm of the reference model"},
+        {"ref_q_update_norm", "q_update_norm of the reference model"},
+        {"ref_k_update_norm", "k_update_norm of the reference model"},
+        {"ref_v_update_norm", "v_update_norm of the reference model"},
+        {"ref_o_update_norm", "o_update_norm of the reference model"},
+        {"importance", "scale01(update_norm) - scale01(ref_update_norm) over the scale scope"},
+        {"agreement", "mean over the head's blocks of (avg_l_agreement + avg_r_agreement) / 2"},
+        {"pl_ks", "mean over the head's blocks of the model's pl_ks"},
+        {"rank", "0 = least important = the first head to rewind; ties by (layer, head)"}};
+    return f;
+}
+
 std::string_view scale_scope_name(ScaleScope s) {
     switch (s) {
         case ScaleScope::layer:

@@ -31,6 +31,12 @@ inline constexpr int kDefaultTopK = 10;
 //   chance_r_agreement, chance_max_r_agreement, chance_topk_max_r_agreement,
 //   top_k, pl_ks (the model's matrix: power-law fit of its ESD).
 const std::vector<std::string>& compare_fields();
+// compare.csv's computed columns with their definitions (docs/compare.md), for `diffract metrics
+// --table compare`: compare_fields() in its order (a test ties the two), then the vector fields.
+struct CompareFieldInfo {
+    std::string_view name, formula;
+};
+const std::vector<CompareFieldInfo>& compare_field_catalog();
 // The per-component vectors kept in the store (not in the CSV): l_agreement, r_agreement,
 // max_l_agreement, max_r_agreement, and delta_svals (the singular values of W_model - W_base, ascending).
 const std::vector<std::string>& compare_vector_fields();

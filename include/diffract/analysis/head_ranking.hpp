@@ -30,6 +30,13 @@ enum class ScaleScope { global, layer, projection };
 //   random:     a permutation seeded by `seed` (reproducible across platforms)
 enum class HeadOrder { importance, agreement, pl_ks, random };
 
+// heads.csv's computed columns, for `diffract metrics --table heads` (the identity columns model,
+// reference, layer, head, kv_head, kv_group_size and the ranking's options are not listed).
+struct HeadField {
+    std::string_view name, formula;
+};
+const std::vector<HeadField>& head_fields();
+
 std::string_view scale_scope_name(ScaleScope s);
 std::string_view head_order_name(HeadOrder o);
 // Parse the option values; throw InputError naming the flag.
