@@ -169,3 +169,16 @@ def test_long_model_names_in_a_report_series(tmp_path):
     run(["analyze", f"{name}={base}", "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", "--quiet"])
     p = run(["report", tmp_path / "a", "--out", tmp_path / "r.html"], check=False, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("key", ["(.*.*)*(x|y)", "((a|aa)*)*c", "(.*)*" * 20])
+def test_pathological_pattern_keys_finish(tmp_path, key):
+    """rank_pattern / alpha_pattern keys are regular expressions too (PEFT: (.*\\.)?(KEY)$)."""
+    base = write_base(tmp_path / "base", ["layers.0.q.weight"])
+    ad = write_adapter(tmp_path / "ad", base, ["q"], ["layers.0.q"],
+                       extra={"rank_pattern": {key: 2}, "alpha_pattern": {key: 3}})
+    start = time.monotonic()
+    p = run(["analyze", ad, "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", "--quiet"], check=False,
+            timeout=120)
+    assert time.monotonic() - start < 60
+    assert p.returncode == 0, p.stderr  # no key matches "layers.0.q": r and lora_alpha apply
