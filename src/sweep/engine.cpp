@@ -186,7 +186,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     prebuilt_dir.reset();  // the loop below owns the prebuilt candidate now
     std::size_t evaluated = 0, reused = 0;
     for (const auto& cand : candidates) {
-        Record r{cand.order, cand.seed, cand.x, cand.content, {}};
+        Record r{cand.order, cand.seed, cand.x, cand.content, {}, cand.columns};
         if (const auto* s = journal.content(cand.content)) {
             r.scores = *s;
             ++reused;

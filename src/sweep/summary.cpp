@@ -141,8 +141,13 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
 Table curve_table(const SweepConfig& c, const SweepRun& run) {
     std::vector<Column<Record>> columns{{"order", [](const Record& r) -> Cell { return r.order; }},
                                         {"seed", [](const Record& r) -> Cell { return r.seed; }},
-                                        {"x", [](const Record& r) -> Cell { return r.x; }},
-                                        {"score", [](const Record& r) -> Cell { return r.curve_score(); }}};
+                                        {"x", [](const Record& r) -> Cell { return r.x; }}};
+    if (!run.records.empty())
+        for (std::size_t i = 0; i < run.records.front().columns.size(); ++i)
+            columns.push_back({run.records.front().columns[i].first, [i](const Record& r) -> Cell {
+                                   return i < r.columns.size() ? Cell(r.columns[i].second) : Cell();
+                               }});
+    columns.push_back({"score", [](const Record& r) -> Cell { return r.curve_score(); }});
     if (has_select_report(c)) {
         columns.push_back({"select_score", [](const Record& r) -> Cell { return r.scores.select_score; }});
         columns.push_back({"report_score", [](const Record& r) -> Cell { return r.scores.report_score; }});

@@ -12,6 +12,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/run/head_scores.hpp"
+#include "diffract/core/random.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
@@ -54,6 +55,17 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     const auto& base = w.base;
     const auto& model = w.model;
     const auto scores = head_scores(base, model, w);
+    // Random orderings are matched to the importance ordering when it is swept too: at each x the
+    // random heads fill as many key/value groups with as many query heads as the importance heads do,
+    // so both rewind the same query heads, K/V blocks and weight entries (under GQA a plain random
+    // ordering completes far fewer K/V groups, and the comparison measured the amount rewound).
+    const bool matched = std::find(w.orders.begin(), w.orders.end(), analysis::HeadOrder::importance) !=
+                         w.orders.end();
+    std::map<double, std::vector<edit::RewindHead>> importance_heads;
+    if (matched)
+        for (double x : w.fractions)
+            importance_heads[x] = edit::lowest_heads(scores, {w.scope, analysis::HeadOrder::importance, 0}, x);
+    std::map<double, std::map<std::int64_t, std::string>> amounts;  // x -> parameters -> an ordering
     std::vector<Candidate> candidates;
     for (const auto order : w.orders) {
         const bool random = order == analysis::HeadOrder::random;
@@ -61,8 +73,17 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             analysis::HeadRankOptions ranking{w.scope, order,
                                               random ? w.first_seed + static_cast<std::uint64_t>(i) : 0};
             for (double x : w.fractions) {
-                auto heads = edit::lowest_heads(scores, ranking, x);
+                auto heads = random && matched
+                                 ? edit::matched_random_heads(
+                                       scores, importance_heads.at(x),
+                                       stream_seed(ranking.seed, "matched-random", x_label(x)))
+                                 : edit::lowest_heads(scores, ranking, x);
+                const auto amount = edit::rewound_amount(model, heads, w.kv, w.common.selection);
+                amounts[x].emplace(amount.parameters, std::string(analysis::head_order_name(order)));
                 Candidate c;
+                c.columns = {{"query_heads", amount.query_heads},
+                             {"kv_blocks", amount.kv_blocks},
+                             {"parameters", amount.parameters}};
                 c.order = std::string(analysis::head_order_name(order));
                 c.seed = ranking.seed;
                 c.x = x;
@@ -75,6 +96,17 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             }
         }
     }
+    // Orderings compared at one x that rewind different amounts of weight (agreement, pl_ks, or random
+    // without importance) compare amounts as much as orderings: said, not hidden.
+    for (const auto& [x, by_parameters] : amounts)
+        if (by_parameters.size() > 1) {
+            std::string what;
+            for (const auto& [p, order] : by_parameters) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", order, p);
+            fmt::print(stderr,
+                       "diffract: warning: at x = {} the orderings rewind different amounts of weight ({} "
+                       "weight entries): their scores compare amounts as well as orderings\n",
+                       x_label(x), what);
+        }
     return write_outputs(
         config, "rewind",
         run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));

@@ -91,7 +91,8 @@ def test_rewind_sweep_curve_auc_seed_spread_and_resume(family_f32, bench, tmp_pa
             "--fractions", "0:1:0.25", "--seeds", "3", "--eval", command(), "--out", out, "--store", tmp_path / "s.sqlite"]
     run(args)
     rows = read_csv(out / "curve.csv")
-    assert list(rows[0]) == ["order", "seed", "x", "score", "eval_seconds"]
+    # What each point rewinds comes before its score (random orderings are matched to importance's).
+    assert list(rows[0]) == ["order", "seed", "x", "query_heads", "kv_blocks", "parameters", "score", "eval_seconds"]
     assert len(rows) == 5 * (1 + 3)
     curves = {}
     for r in rows:
@@ -135,7 +136,8 @@ def test_select_and_report_evaluations(family_f32, bench, tmp_path):
          "--report-eval", command(0.5), "--score-key", "metrics.score", "--keep", "--out", out,
          "--store", tmp_path / "s.sqlite", "--quiet"])
     rows = read_csv(out / "curve.csv")
-    assert list(rows[0]) == ["order", "seed", "x", "score", "select_score", "report_score", "eval_seconds"]
+    assert list(rows[0]) == ["order", "seed", "x", "query_heads", "kv_blocks", "parameters", "score",
+                             "select_score", "report_score", "eval_seconds"]
     best = max(rows, key=lambda r: float(r["select_score"]))
     sel = json.loads((out / "summary.json").read_text())["selection"]["importance"]["curves"][0]
     assert sel["x"] == float(best["x"]) and sel["report_score"] == pytest.approx(float(best["report_score"]))

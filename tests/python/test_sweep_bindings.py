@@ -71,7 +71,8 @@ def test_rewind_sweep_equals_cli_and_resumes_it(family_f32, bench, tmp_path):
                                orders=["importance", "random"], fractions="0:1:0.25", seeds=2, seed=3,
                                scale_scope="layer", eval=command, store=store, quiet=True)
     assert isinstance(py.curve, pd.DataFrame) and py.heads_effect is None
-    assert list(py.curve.columns) == ["order", "seed", "x", "score", "eval_seconds"] and len(py.curve) == 5 * 3
+    assert list(py.curve.columns) == ["order", "seed", "x", "query_heads", "kv_blocks", "parameters", "score",
+                                      "eval_seconds"] and len(py.curve) == 5 * 3
     assert set(zip(py.curve["order"], py.curve["seed"])) == {("importance", 0), ("random", 3), ("random", 4)}
     assert py.summary["sweep"] == "rewind" and set(py.summary["orders"]) == {"importance", "random"}
     same_outputs(py, tmp_path / "cli")

@@ -192,6 +192,21 @@ struct RewindHead {
     int line = 0;                 // its line there (0 otherwise)
 };
 
+// What a head rewind puts back: query heads, key/value blocks (under `kv`), and the weight entries of
+// every rewound head block (Q/K/V rows, O columns), counted with the rewind's own head set.
+struct RewoundAmount {
+    std::int64_t query_heads = 0, kv_blocks = 0, parameters = 0;
+};
+RewoundAmount rewound_amount(const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
+                             const analysis::Selection& selection);
+
+// A random head set matched to `like`: as many query heads in each of as many key/value groups (the
+// groups, and the heads within each, drawn with `seed`), so that it rewinds the same number of query
+// heads, K/V blocks (under either K/V policy) and weight entries as `like`. Under MHA (groups of one)
+// it is a random set of the same size. `scores` gives the heads and their groups (compare's rows).
+std::vector<RewindHead> matched_random_heads(const std::vector<analysis::HeadRow>& scores,
+                                             const std::vector<RewindHead>& like, std::uint64_t seed);
+
 // Rewind takes its heads from exactly one of a fraction (ranked by compare) and a heads list; else
 // InputError.
 void check_rewind_heads_choice(bool fraction_given, bool heads_given);

@@ -74,6 +74,8 @@ struct Candidate {
     std::string label;    // directory name (and DIR/logs/LABEL.log)
     std::string content;  // candidates with equal content are evaluated once
     std::function<void(const std::string& dir)> build;
+    // Counts written after x in curve.csv (what a rewind puts back: query_heads, kv_blocks, parameters).
+    std::vector<std::pair<std::string, std::int64_t>> columns = {};
 };
 
 // What the evaluations of one model gave: each evaluation's score (NaN when not run) and the wall
@@ -90,6 +92,7 @@ struct Record {
     double x = 0;
     std::string content;
     Scores scores;  // a candidate whose content was evaluated before reuses that evaluation's
+    std::vector<std::pair<std::string, std::int64_t>> columns = {};  // the candidate's
     double curve_score() const { return scores.curve_score(); }
 };
 
