@@ -177,3 +177,35 @@ def test_truncate_and_interpolate_sweeps(family_f32, bench, tmp_path):
     assert float(ip[2]["score"]) < float(ip[1]["score"]) < 0
     s = json.loads((tmp_path / "ip" / "summary.json").read_text())
     assert s["orders"]["omega"]["auc_mean"] == pytest.approx(trapezoid([float(r["score"]) for r in ip], [0, 0.5, 1]))
+
+
+def test_auc_difference_has_a_bootstrap_interval_and_a_rank_p_value(family_f32, bench, tmp_path):
+    """summary.json's uncertainty (issue 34, item 2) against a brute-force computation from curve.csv:
+    the exact bootstrap over the random orderings (every resample of the n AUCs, n^n of them) and the
+    two-sided rank p-value."""
+    import itertools
+    import math
+
+    fam = family_f32
+    command, _ = bench
+    out = tmp_path / "sweep"
+    run(["sweep", "rewind", "--base", fam / "pretrained", "--model", fam / "math", "--reference", fam / "text",
+         "--fractions", "0:1:0.25", "--seeds", "4", "--eval", command(), "--out", out, "--store", tmp_path / "s.sqlite",
+         "--quiet"])
+    curves = {}
+    for r in read_csv(out / "curve.csv"):
+        curves.setdefault((r["order"], int(r["seed"])), []).append((float(r["x"]), float(r["score"])))
+    aucs = {k: trapezoid([s for _, s in v], [x for x, _ in v]) for k, v in curves.items()}
+    imp = aucs[("importance", 0)]
+    rand = [aucs[("random", s)] for s in range(4)]
+    diffs = sorted(imp - sum(pick) / 4 for pick in itertools.product(rand, repeat=4))
+    last = len(diffs) - 1
+    want_ci = [diffs[math.floor(0.025 * last)], diffs[math.ceil(0.975 * last)]]
+    ge, le = 1 + sum(r >= imp for r in rand), 1 + sum(r <= imp for r in rand)
+    want_p = min(1.0, 2 * min(ge, le) / 5)
+    got = json.loads((out / "summary.json").read_text())["orders"]["importance"]
+    assert got["auc_diff_ci95"] == pytest.approx(want_ci, rel=1e-12, abs=1e-12)
+    assert got["auc_diff_ci95"][0] <= got["auc_diff_vs_random"] <= got["auc_diff_ci95"][1]
+    assert got["p_value_vs_random"] == pytest.approx(want_p)
+    assert got["random_orderings"] == 4
+    assert "cannot go below 0.4" in got["note"]
