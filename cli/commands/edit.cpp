@@ -58,7 +58,8 @@ edit::EditCommon common_of(const EditArgs& a) {
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
     if (a.run.quiet >= 2) return;
-    fmt::print(stderr, "edit {}: {} tensors edited, {} copied -> {}\n", what, s.edited, s.copied, out);
+    fmt::print(stderr, "edit {}: {} tensors edited ({} changed), {} copied -> {}\n", what, s.edited, s.changed,
+               s.copied, out);
     if (a.run.quiet) return;
     auto list = [](const std::vector<std::string>& v) {
         std::string text;

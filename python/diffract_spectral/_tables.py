@@ -2,18 +2,41 @@
 catalog, sweeps), so that every table types its columns alike."""
 from __future__ import annotations
 
+import math
+
 # Integer identity columns that may be empty (a whole matrix has no head, an embedding no layer): pandas'
 # nullable Int64, so that they stay integers instead of becoming floats with NaN for the missing ones.
 NULLABLE_INT_COLUMNS = ("layer", "head")
+# Counts the engine carries as numbers (NaN where a fit was not made): Int64 too, when every value is
+# a whole number or missing, so `df.hard_rank` is an integer column as `diffract metrics` describes it.
+COUNT_COLUMNS = ("rows", "cols", "greater_dim", "lower_dim", "nonfinite_count", "hard_rank", "mp_num_spikes",
+                 "tw_num_spikes", "pl_n_tail", "pl_n_tail_xmin2", "tpl_n_tail", "expon_n_tail", "top_k", "kv_head",
+                 "kv_group_size", "rank", "query_heads", "kv_blocks", "parameters")
+
+
+def _whole_or_missing(values) -> bool:
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if isinstance(v, float) and not math.isnan(v) and not v.is_integer():
+            return False
+    return True
 
 
 def table(columns: dict, pd=None):
     """A pandas DataFrame of the columns (`pd`: the pandas module, None when not importable: then the
-    dict of lists itself). `layer` and `head` are Int64 columns (missing values are <NA>)."""
+    dict of lists itself). `layer` and `head` are Int64 columns (missing values are <NA>), and so are
+    the counts (COUNT_COLUMNS) whose values are whole numbers."""
     if pd is None:
         return columns
     df = pd.DataFrame(columns)
     for name in NULLABLE_INT_COLUMNS:
         if name in df.columns:
             df[name] = pd.array(list(columns[name]), dtype="Int64")
+    for name in COUNT_COLUMNS:
+        if name in df.columns and name not in NULLABLE_INT_COLUMNS and _whole_or_missing(columns[name]):
+            values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in columns[name]]
+            df[name] = pd.array(values, dtype="Int64")
     return df

@@ -1,5 +1,6 @@
 """`diffract edit ...` from Python: each function writes an edited HF model directory `out` (which must
-not exist) and returns {"edited": n, "copied": n} (rewind adds "heads": [(layer, head), ...]).
+not exist) and returns {"edited": n, "copied": n, "changed": n} ("changed": the edited tensors whose bytes
+differ from the input's; rewind adds "heads": [(layer, head), ...]).
 
 Arguments follow the CLI: the positionals of `edit interpolate A B` are positional, every option is a
 keyword of the same name (--out DIR is out=DIR, --omega W omega=W). Models are spec strings,

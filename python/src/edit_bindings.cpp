@@ -40,6 +40,7 @@ nb::dict summary(const edit::EditSummary& s) {
     nb::dict d;
     d["edited"] = s.edited;
     d["copied"] = s.copied;
+    d["changed"] = s.changed;
     d["only_in_primary"] = nb::cast(s.only_in_primary);
     d["only_in_other"] = nb::cast(s.only_in_other);
     return d;

@@ -204,6 +204,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     for (const auto* ck : all)
         for (auto& p : ck->input_paths()) w.inputs.push_back(p);
     w.provenance = provenance(job, summary);
+    w.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
     if (!w.copy_files_from.empty()) {
         // The primary's weight files and its index are replaced by the output's, not left behind.
         std::set<std::string> own{primary.format == "pytorch" ? "pytorch_model.bin.index.json"
@@ -229,6 +230,9 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
             e.nonfinite = mask.empty() ? nullptr : &mask;
             job.edit(e, out);
             finish_output(views.tensor, mask, out);
+            const auto before = views.tensor.bytes();
+            if (before.size() != out.size() || std::memcmp(before.data(), out.data(), out.size()) != 0)
+                ++summary.changed;
         } else {
             const auto bytes = t.bytes();
             std::memcpy(out.data(), bytes.data(), bytes.size());

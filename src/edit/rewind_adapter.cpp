@@ -99,6 +99,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                                         {"o_bias", o_bias == OBias::base ? "base" : "keep"},
                                         {"as_lora", true}};
     options.provenance["inputs"] = inputs;
+    options.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
 
     formats::write_checkpoint(
         out_dir, specs,
@@ -120,6 +121,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                                         static_cast<std::size_t>(count * es));
                 }
                 ++summary.edited;
+                if (std::memcmp(out.data(), t.bytes().data(), out.size()) != 0) ++summary.changed;
                 return;
             }
             if (const auto r = replacement_of.find(t.name); r != replacement_of.end()) {
@@ -138,6 +140,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                         },
                         out);
                     ++summary.edited;
+                    if (std::memcmp(out.data(), t.bytes().data(), out.size()) != 0) ++summary.changed;
                     return;
                 }
             }

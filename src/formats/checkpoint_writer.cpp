@@ -124,17 +124,18 @@ void write_model_directory(const std::string& out_dir, const WriteOptions& optio
         std::vector<std::string> not_carried;
         if (!options.copy_files_from.empty())
             not_carried = carry_files(options.copy_files_from, tmp, options);
-        if (!options.provenance.is_null()) {
-            auto provenance = options.provenance;
-            provenance["not_carried"] = not_carried;
-            write_file_fully((fs::path(tmp) / kProvenanceFile).string(), json_text(provenance, 2) + "\n");
-        }
         if (!options.config.is_null()) {
             write_file_fully((fs::path(tmp) / "config.json").string(), json_text(options.config, 2) + "\n");
         }
         for (const auto& [name, contents] : options.extra_files)
             write_file_fully((fs::path(tmp) / name).string(), contents);
         write_weights(tmp);
+        if (!options.provenance.is_null()) {  // last: it records what the weights turned out to be
+            auto provenance = options.provenance;
+            provenance["not_carried"] = not_carried;
+            if (options.complete_provenance) options.complete_provenance(provenance);
+            write_file_fully((fs::path(tmp) / kProvenanceFile).string(), json_text(provenance, 2) + "\n");
+        }
     });
 }
 

@@ -94,6 +94,10 @@ struct EditJob {
 // input byte for byte.)
 struct EditSummary {
     std::size_t edited = 0, copied = 0;
+    // Of the edited (rewritten) tensors, those whose written bytes differ from the primary's (its plain
+    // view for a quantised GGUF tensor): a rewind of heads whose update is zero rewrites a tensor without
+    // changing it.
+    std::size_t changed = 0;
     std::vector<std::string> only_in_primary;  // carried as is
     std::vector<std::string> only_in_other;    // "tensor (input name)": left out
 };

@@ -47,6 +47,8 @@ struct WriteOptions {
     // Written as diffract_edit.json when not null: which edit made the checkpoint, from what. The
     // writer adds "not_carried": the weight files of copy_files_from that were left out.
     nlohmann::json provenance;
+    // Completes the provenance once every tensor is written (counts only known then).
+    std::function<void(nlohmann::json& provenance)> complete_provenance;
     // Weight files of copy_files_from that the output replaces (relative paths): not listed as
     // "not_carried", which names only weights in other formats (.bin, .onnx, ...) left behind.
     std::vector<std::string> replaced_weight_files;
