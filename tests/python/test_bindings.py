@@ -469,7 +469,7 @@ def test_edits_against_numpy(family_f32, tmp_path):
         np.testing.assert_allclose(w, 0.75 * base[k] + 0.25 * model[k], atol=1e-12)
 
     s = diffract.edit.merge(base=base, models=[model, model], out=tmp_path / "m", weights=[0.5, 0.5])
-    assert s == {"edited": 2, "copied": 0, "only_in_primary": [], "only_in_other": []}
+    assert s == {"edited": 2, "copied": 0, "changed": 2, "only_in_primary": [], "only_in_other": []}
     for k, w in edited(tmp_path / "m").items():
         np.testing.assert_allclose(w, model[k], atol=1e-12)
 
