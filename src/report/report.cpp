@@ -136,7 +136,7 @@ ReportSummary write_report(const ReportOptions& o) {
         if (fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
         std::vector<std::string> inputs = o.inputs;
         if (!o.store.empty()) inputs.push_back(o.store);
-        write_file_atomically(o.out, render_html(figures, ctx.notes, inputs, o.config.title));
+        write_file_atomically(o.out, render_html(figures, ctx.notes, inputs, o.config.title, data.heads));
         summary.written.push_back(o.out);
     } else {
         write_figure_files(figures, o, summary);

@@ -17,12 +17,15 @@ figure { margin: 0 0 12px 0; } figcaption { font-size: 13px; color: #444; max-wi
 svg.figure { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 svg.figure rect.cell:hover, svg.figure circle:hover { stroke: #000; stroke-width: 1.5; }
 .notes { font-size: 13px; color: #555; overflow-wrap: anywhere; } code { font-size: 12px; }
+table.heads { border-collapse: collapse; font-size: 13px; margin: 4px 24px 12px 0; display: inline-table; }
+table.heads th, table.heads td { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
 )css";
 
 }  // namespace
 
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
-                        const std::vector<std::string>& inputs, const std::string& title) {
+                        const std::vector<std::string>& inputs, const std::string& title,
+                        const std::vector<HeadScore>& heads) {
     std::string html = fmt::format(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
         "charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
@@ -32,6 +35,7 @@ std::string render_html(const std::vector<Figure>& figures, const std::vector<st
     for (const auto& in : inputs) html += fmt::format(" <code>{}</code>", xml_escape(in));
     html +=
         fmt::format(". {} figures. Hover a heatmap cell or a point for its values.</p>\n", figures.size());
+    html += heads_table_html(heads);
     html += "<nav><ol>\n";
     for (const auto& f : figures)
         html += fmt::format("<li><a href=\"#{}\">{}</a></li>\n", f.id, xml_escape(f.title));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "diffract/report/config.hpp"
+#include "diffract/report/data.hpp"
 #include "diffract/report/figures.hpp"
 
 namespace diffract::report {
@@ -28,9 +29,16 @@ struct ReportSummary {
     std::vector<std::string> notes;  // figures skipped, and why
 };
 
-// The page: title, table of contents, each figure with its caption, the notes and the inputs.
+// The page: title, the heads that changed most and least (when heads.csv rows are among the inputs),
+// table of contents, each figure with its caption, the notes and the inputs.
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
-                        const std::vector<std::string>& inputs, const std::string& title);
+                        const std::vector<std::string>& inputs, const std::string& title,
+                        const std::vector<HeadScore>& heads = {});
+
+// Per model, the `k` heads with the highest and the lowest importance (what the continued pre-training
+// changed most and least beyond the reference's drift): rank, layer:head, importance, the update
+// norms. An HTML section; empty without heads.
+std::string heads_table_html(const std::vector<HeadScore>& heads, std::size_t k = 5);
 
 ReportSummary write_report(const ReportOptions& options);
 
