@@ -43,7 +43,7 @@ void agreement_figure(FigureContext& ctx, const std::string& field, std::vector<
     Svg svg(layout.width(), layout.height(), "figure", "agreement by layer: " + field);
     const double slot = 0.8 / nm;  // the share of a layer's slot each model's box takes
     for (std::size_t i = 0; i < roles.size(); ++i) {
-        Axis x{"layer", {}, false, {}, false}, y{metric_label(field), {}, false, {}, false};
+        Axis x{"layer", {}, false, {}, false, true}, y{metric_label(field), {}, false, {}, false};
         for (int l : layers) x.categories.push_back(std::to_string(l));
         std::vector<std::map<int, std::vector<double>>> per_model;
         for (const auto& m : models) {

@@ -29,7 +29,7 @@ Figure layer_curves(FigureContext& ctx, const std::string& field, const std::vec
     Svg svg(layout.width(), layout.height(), "figure", "layer-wise " + field);
     for (std::size_t i = 0; i < roles.size(); ++i) {
         std::map<std::string, std::map<int, std::vector<double>>> per_model;
-        Axis x{"layer", {}, false, {}, false}, y{metric_label(field), {}, false, {}, false};
+        Axis x{"layer", {}, false, {}, false, true}, y{metric_label(field), {}, false, {}, false};
         for (const auto& m : models) {
             per_model[m] = values_by_layer(records, m, roles[i], field);
             for (const auto& [layer, vs] : per_model[m]) {

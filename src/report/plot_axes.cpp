@@ -89,7 +89,15 @@ std::vector<Tick> axis_ticks(const Axis& a, const Scale& scale, double length, b
         return fine.size() >= 2 && labels_fit(fine, scale, along_x) ? fine : ticks;
     }
     for (int target = along_x ? std::max(3, static_cast<int>(length / 60)) : 5; target >= 1; --target) {
-        const auto values = nice_ticks(scale.d0, scale.d1, target);
+        auto values = nice_ticks(scale.d0, scale.d1, target);
+        if (a.integer) {
+            // Steps below one become one; positions between whole numbers are dropped.
+            if (values.size() > 1 && values[1] - values[0] < 1) {
+                values.clear();
+                for (double t = std::ceil(scale.d0); t <= scale.d1; t += 1) values.push_back(t);
+            }
+            std::erase_if(values, [](double t) { return t != std::round(t); });
+        }
         const double step = values.size() > 1 ? values[1] - values[0] : scale.d1 - scale.d0;
         ticks.clear();
         for (double t : values) ticks.push_back({t, tick_label(t, step)});

@@ -177,5 +177,25 @@ TEST(ReportCsv, QuotingAndErrors) {
     EXPECT_THROW(parse_csv("a\n\"open\n", "q.csv"), InputError);
 }
 
+TEST(ReportPlot, IntegerAxesHaveNoFractionalTicks) {
+    // One or two layers: a nice-number axis would put ticks at 0.5, 1.5; a layer axis has none.
+    for (const double last : {0.0, 1.0, 2.0}) {
+        Svg svg(400, 300);
+        Axis x{"layer", {}, false, {}, false, true}, y{"v", {}, false, {}, false};
+        x.range.add(0);
+        x.range.add(last);
+        y.range.add(0);
+        y.range.add(1);
+        draw_axes(svg, {60, 20, 300, 200}, "t", x, y);
+        std::size_t below = 0;
+        for (const auto& [px, py, s] : tick_texts(svg.str()))
+            if (py > 225) {
+                ++below;
+                EXPECT_EQ(s.find('.'), std::string::npos) << "x tick '" << s << "' with layers 0.." << last;
+            }
+        EXPECT_GE(below, 1u);
+    }
+}
+
 }  // namespace
 }  // namespace diffract::report

@@ -51,6 +51,7 @@ struct Axis {
     bool log = false;                     // log10 (values ≤ 0 dropped from the range)
     std::vector<std::string> categories;  // categorical: ticks at 0..n-1
     bool include_zero = false;
+    bool integer = false;  // whole-number positions only (layers, heads): no tick at 1.5
 };
 
 struct Frame {
