@@ -1,6 +1,9 @@
 #include "diffract/store/store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -165,12 +168,57 @@ std::string display_block(const std::string& store_block) {
     return store_block.substr(0, store_block.find('@'));
 }
 
+namespace {
+
+// The schema, in WAL mode, written into a database with no table yet.
+void create_schema(sqlite3* db, const std::string& path) {
+    exec_sql(db, path, "PRAGMA journal_mode=WAL");
+    exec_sql(db, path, "PRAGMA synchronous=NORMAL");
+    exec_sql(db, path, "BEGIN IMMEDIATE");
+    exec_sql(db, path, kSchema);
+    exec_sql(db, path, fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+    exec_sql(db, path, "COMMIT");
+}
+
+// A new store appears whole: its schema is written to a temporary sibling that is then renamed into
+// place without replacing anything. So a store path never shows an empty file that diffract made, and
+// an empty file found there is someone else's (refused, never turned into a database), while two runs
+// creating one store at once still share it (the second rename finds the first's store).
+void create_store_file(const std::string& path) {
+    const fs::path target(path);
+    const fs::path tmp =
+        target.parent_path() / fmt::format(".{}.tmp-{}-{:x}", target.filename().string(),
+                                           static_cast<long>(getpid()),
+                                           std::chrono::steady_clock::now().time_since_epoch().count());
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(tmp.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+        sqlite3_close(db);
+        return;  // the open of `path` below reports what is wrong with the place
+    }
+    try {
+        create_schema(db, tmp.string());
+    } catch (...) {
+        sqlite3_close(db);
+        std::error_code ec;
+        fs::remove(tmp, ec);
+        throw;
+    }
+    sqlite3_close(db);  // checkpoints the WAL into the file and removes it
+    std::error_code ec;
+    if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0)
+        fs::remove(tmp, ec);
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.string() + suffix, ec);
+}
+
+}  // namespace
+
 Store::Store(const std::string& path, StoreMode mode) : path_(path) {
     std::error_code ec;
     const bool writable = mode == StoreMode::read_write;
     if (writable) {
         const auto parent = fs::path(path).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
+        if (!fs::exists(fs::symlink_status(path, ec))) create_store_file(path);
     } else if (!fs::is_regular_file(path, ec)) {
         throw_input_error(path, "", "no results store here");
     }
@@ -225,12 +273,7 @@ void Store::check_schema(StoreMode mode) {
     }
     if (version == 0 && tables == 0) {
         if (mode == StoreMode::read_only) throw_input_error(path_, "", "an empty file, not a results store");
-        exec("PRAGMA journal_mode=WAL");
-        exec("PRAGMA synchronous=NORMAL");
-        exec("BEGIN IMMEDIATE");
-        exec(kSchema);
-        exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
-        exec("COMMIT");
+        create_schema(db_, path_);
         return;
     }
     if (version == 0)
