@@ -13,6 +13,7 @@ while writing.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from typing import Iterator, Optional, Sequence
 
@@ -26,6 +27,19 @@ def _model(m):
     from . import _model_arg
 
     return _model_arg(m)
+
+
+def _options(edit: str, common: dict):
+    """The options every edit takes, checked by name for `edit` (a mistyped or foreign keyword is named
+    with the function the user called, not this module's helper), as _common's context."""
+    allowed = inspect.signature(_common.__wrapped__).parameters
+    for name in common:
+        if name not in allowed:
+            why = (" (streaming edits read one tensor at a time: no store, threads or memory budget)"
+                   if name in ("store", "threads", "max_memory") else "")
+            raise TypeError(f"{edit}() got an unexpected keyword argument '{name}'{why}; "
+                            f"its common options: {', '.join(allowed)}")
+    return _common(**common)
 
 
 @contextlib.contextmanager
@@ -57,7 +71,7 @@ def rewind(*, base, model, out, reference=None, fraction: Optional[float] = None
         heads = [(int(layer), int(head)) for layer, head in heads]
     elif heads is not None:
         heads = os.fspath(heads)
-    with _common(**common) as c:
+    with _options("rewind", common) as c:
         return _core.edit_rewind(os.fspath(out), _model(base), _model(model),
                                  None if reference is None else _model(reference), fraction, heads, order,
                                  scale_scope, seed, kv_policy, c, threads,
@@ -69,26 +83,26 @@ def truncate(*, base, model, out, keep: Optional[float] = None, rank: Optional[i
              energy: Optional[float] = None, **common) -> dict:
     """`edit truncate`: W = W_base + the best rank-k approximation of W − W_base; exactly one of keep
     (k = ceil(keep × min(rows, cols))), rank (k) and energy (fewest values holding that share of Σs²)."""
-    with _common(**common) as c:
+    with _options("truncate", common) as c:
         return _core.edit_truncate(os.fspath(out), _model(base), _model(model), keep, rank, energy, c)
 
 
 def transplant(*, base, model, out, **common) -> dict:
     """`edit transplant`: W = U_model diag(σ_base) V_modelᵀ."""
-    with _common(**common) as c:
+    with _options("transplant", common) as c:
         return _core.edit_transplant(os.fspath(out), _model(base), _model(model), c)
 
 
 def permute(*, model, out, seed: int = 42, **common) -> dict:
     """`edit permute`: each matrix's singular values permuted (seeded by seed and the matrix name)."""
-    with _common(**common) as c:
+    with _options("permute", common) as c:
         return _core.edit_permute(os.fspath(out), _model(model), seed, c)
 
 
 def interpolate(a, b, *, omega: float, out, **common) -> dict:
     """`edit interpolate A B --omega W --out DIR`: W = (1 − ω) A + ω B (ω = 0 or 1 copy A's or B's
     bytes)."""
-    with _common(**common) as c:
+    with _options("interpolate", common) as c:
         return _core.edit_interpolate(os.fspath(out), _model(a), _model(b), float(omega), c)
 
 
@@ -99,6 +113,6 @@ def merge(*, base, models: Sequence, out, method: str = "task_arithmetic", weigh
     from base. normalize None: the method's default (--normalize / --no-normalize: True / False)."""
     if isinstance(models, (str, bytes, os.PathLike)):  # one path would be iterated as its characters
         raise TypeError("merge: models is a list of models (paths or opened checkpoints), not one string")
-    with _common(**common) as c:
+    with _options("merge", common) as c:
         return _core.edit_merge(os.fspath(out), _model(base), [_model(m) for m in models], method,
                                 [float(w) for w in weights], float(density), float(lambda_), normalize, seed, c)

@@ -26,3 +26,12 @@ def test_counts_are_integer_columns(family_f32, tmp_path):
 
 def test_the_package_is_typed():
     assert (importlib.resources.files("diffract_spectral") / "py.typed").is_file()
+
+
+def test_a_wrong_keyword_is_named_with_the_function_called(family_f32, tmp_path):
+    with pytest.raises(TypeError) as e:
+        diffract.edit.truncate(base=family_f32 / "pretrained", model=family_f32 / "math", out=tmp_path / "t",
+                               keep=0.5, threads=2)
+    assert "truncate() got an unexpected keyword argument 'threads'" in str(e.value)
+    assert "_common" not in str(e.value) and "streaming edits" in str(e.value)
+    assert not (tmp_path / "t").exists()
