@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import diffract_spectral as diffract
+from diffract_spectral._tables import COUNT_COLUMNS
 from conftest import run
 
 pytest.importorskip("safetensors.numpy")
@@ -47,8 +48,8 @@ def same_outputs(py, cli_out, table="curve.csv"):
     cli_summary = json.loads((cli_out / "summary.json").read_text())
     assert untimed_summary(json.loads(json.dumps(py.summary))) == untimed_summary(cli_summary)
     expected = pd.read_csv(cli_out / table).drop(columns="eval_seconds")
-    # The package's tables hold layer and head as pandas' nullable Int64 (diffract._table).
-    expected = expected.astype({c: "Int64" for c in ("layer", "head") if c in expected})
+    # The package's tables hold layer, head and the counts as pandas' nullable Int64 (diffract._table).
+    expected = expected.astype({c: "Int64" for c in ("layer", "head", *COUNT_COLUMNS) if c in expected})
     got = py.heads_effect if table == "heads_effect.csv" else py.curve
     assert (got["eval_seconds"] > 0).all()
     # parsers may differ by an ulp
