@@ -20,7 +20,10 @@ std::string heads_table_html(const std::vector<HeadScore>& heads, std::size_t k)
         "norm "
         "scaled against the reference model's (heads.csv). High: the update that continued pre-training made "
         "beyond the reference's drift; low: the first heads a rewind puts back.</p>\n";
-    for (auto& [model, rows] : by_model) {
+    for (auto& entry : by_model) {
+        // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in the lambda.
+        const std::string& model = entry.first;
+        auto& rows = entry.second;
         std::sort(rows.begin(), rows.end(), [](const HeadScore* a, const HeadScore* b) {
             return a->importance != b->importance
                        ? a->importance > b->importance
