@@ -58,8 +58,8 @@ edit::EditCommon common_of(const EditArgs& a) {
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {
     if (a.run.quiet >= 2) return;
-    fmt::print(stderr, "edit {}: {} tensors edited ({} changed), {} copied -> {}\n", what, s.edited, s.changed,
-               s.copied, out);
+    fmt::print(stderr, "edit {}: {} tensors edited ({} changed), {} copied -> {}\n", what, s.edited,
+               s.changed, s.copied, out);
     if (a.run.quiet) return;
     auto list = [](const std::vector<std::string>& v) {
         std::string text;
@@ -191,9 +191,7 @@ int run_interpolate(const EditArgs& a) {
     const auto omegas = edit::parse_grid(a.grid, "--grid", edit::check_max_candidates(a.max_candidates));
     edit::check_free_space(a.out, omegas.size() * edit::checkpoint_bytes(ca),
                            fmt::format("{} interpolated checkpoints", omegas.size()));
-    auto inputs = ca.input_paths();
-    for (auto& p : cb.input_paths()) inputs.push_back(p);
-    formats::write_directory_atomically(a.out, inputs, [&](const std::string& tmp) {
+    formats::write_directory_atomically(a.out, formats::input_paths({&ca, &cb}), [&](const std::string& tmp) {
         for (double w : omegas)
             edit::interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), ca, cb, w, common);
     });

@@ -131,11 +131,6 @@ MappedFile::~MappedFile() {
     if (!owner_ && data_ != nullptr && size_ > 0) munmap(const_cast<std::byte*>(data_), size_);
 }
 
-void MappedFile::check_intact() const {
-    if (guard_slot_ >= 0 && g_guard[static_cast<std::size_t>(guard_slot_)].faulted.exchange(false))
-        throw_changed_while_read(path_);
-}
-
 void check_mapped_inputs_intact() {
     std::string path;
     {

@@ -48,10 +48,8 @@ void Progress::advance(std::size_t n, double cost) {
     done_cost_ += cost;
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_draw_ < (sink_ || terminal_
-                                ? std::chrono::duration_cast<std::chrono::milliseconds>(kTerminalEvery)
-                                : std::chrono::duration_cast<std::chrono::milliseconds>(kLogEvery)))
-        return;
+    const std::chrono::milliseconds every = sink_ || terminal_ ? kTerminalEvery : kLogEvery;
+    if (now - last_draw_ < every) return;
     last_draw_ = now;
     draw(false);
 }

@@ -201,8 +201,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     if (gguf) w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
-    for (const auto* ck : all)
-        for (auto& p : ck->input_paths()) w.inputs.push_back(p);
+    w.inputs = formats::input_paths(all);
     w.provenance = provenance(job, summary);
     w.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
     if (!w.copy_files_from.empty()) {

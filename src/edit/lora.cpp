@@ -161,8 +161,7 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
     formats::WriteOptions options;
     options.max_shard_bytes = UINT64_MAX;
     options.weights_file = "adapter_model.safetensors";
-    options.inputs = base.input_paths();
-    for (auto& p : model.input_paths()) options.inputs.push_back(p);
+    options.inputs = formats::input_paths({&base, &model});
     options.extra_files["adapter_config.json"] = json_text(config, 2) + "\n";
     nlohmann::json inputs = nlohmann::json::array();
     inputs.push_back({{"name", base.name}, {"path", base.path}, {"role", "base"}});

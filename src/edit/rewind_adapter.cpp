@@ -83,8 +83,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
     options.weights_file = "adapter_model.safetensors";
     options.copy_files_from = model.adapter;
     options.replaced_weight_files = {"adapter_model.safetensors"};
-    options.inputs = base.input_paths();
-    for (auto& p : model.input_paths()) options.inputs.push_back(p);
+    options.inputs = formats::input_paths({&base, &model});
     options.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
     nlohmann::json rewound = nlohmann::json::array();
     for (const auto& h : heads) rewound.push_back({h.layer, h.head});

@@ -2,7 +2,6 @@
 // the importance-vs-random comparison under GQA (docs/edit.md, "Matched random baselines").
 #include <algorithm>
 #include <map>
-#include <numeric>
 
 #include "diffract/core/random.hpp"
 #include "diffract/edit/edit.hpp"
@@ -11,8 +10,8 @@
 
 namespace diffract::edit {
 
-RewoundAmount rewound_amount(const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
-                             const analysis::Selection& selection) {
+RewoundAmount rewound_amount(const formats::Checkpoint& model, const std::vector<RewindHead>& heads,
+                             KvPolicy kv, const analysis::Selection& selection) {
     RewoundAmount a;
     a.query_heads = static_cast<std::int64_t>(heads.size());
     if (heads.empty()) return a;
@@ -63,8 +62,9 @@ std::vector<RewindHead> matched_random_heads(const std::vector<analysis::HeadRow
         shuffle(std::span(heads), state);
         for (int i = 0; i < n; ++i) out.push_back({keys[k].first, heads[static_cast<std::size_t>(i)], {}});
     }
-    std::sort(out.begin(), out.end(),
-              [](const auto& a, const auto& b) { return std::pair(a.layer, a.head) < std::pair(b.layer, b.head); });
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+        return std::pair(a.layer, a.head) < std::pair(b.layer, b.head);
+    });
     return out;
 }
 

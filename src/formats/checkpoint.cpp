@@ -186,6 +186,13 @@ std::vector<std::string> Checkpoint::input_paths() const {
     return out;
 }
 
+std::vector<std::string> input_paths(const std::vector<const Checkpoint*>& models) {
+    std::vector<std::string> out;
+    for (const auto* ck : models)
+        for (auto& p : ck->input_paths()) out.push_back(std::move(p));
+    return out;
+}
+
 std::string Checkpoint::directory() const {
     std::error_code ec;
     return fs::is_directory(path, ec) ? path : std::string();

@@ -68,7 +68,6 @@ std::string content_id_now(const TensorInfo& t) {
 }
 
 void check_unchanged(const TensorInfo& t, const std::string& id) {
-    check_mapped_inputs_intact();
     if (content_id_now(t) != id)
         throw_input_error(t.path(), t.name,
                           "the tensor changed while being read (its bytes no longer hash to the content id "
@@ -79,8 +78,9 @@ void check_unchanged(const TensorInfo& t, const std::string& id) {
 ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Store* cache, int threads,
                        bool progress) {
     // A file's stat is no proof of its bytes: writes through a shared mapping can leave size, mtime and
-    // ctime as they were (tmpfs always, ext4 on a dirty page). Cached hashes are only written (for the
-    // opt-in below) and read when DIFFRACT_REUSE_FILE_HASHES=1 says the files are never written that way.
+    // ctime as they were (tmpfs always, ext4 on a dirty page). Hashes are cached in the store, and read
+    // back, only when DIFFRACT_REUSE_FILE_HASHES=1 says the files are never written that way (without it
+    // a cache nobody reads would cost a store write per tensor on every run).
     static const bool reuse_file_hashes = [] {
         const char* v = std::getenv("DIFFRACT_REUSE_FILE_HASHES");
         return v && std::string_view(v) == "1";
@@ -121,7 +121,7 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
     bar.finish();
     for (std::size_t i = 0; i < to_hash.size(); ++i) {
         const auto* t = to_hash[i];
-        if (cache && t->file->identity())
+        if (cache && reuse_file_hashes && t->file->identity())
             cache->cache_hash(*t->file->identity(), t->offset, t->nbytes, hashes[i]);
         ids[t] = content_id(*t, hashes[i]);
     }

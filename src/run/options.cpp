@@ -29,13 +29,12 @@ std::string RunOptions::resolved_store() const { return resolved_store_path(stor
 
 void check_run_output(const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs) {
     if (run.out.empty()) return;
-    std::vector<std::string> protected_paths{run.resolved_store()}, input_paths;
-    for (const auto* ck : inputs)
-        for (auto& p : ck->input_paths()) input_paths.push_back(p);
-    protected_paths.insert(protected_paths.end(), input_paths.begin(), input_paths.end());
+    const auto inputs_read = formats::input_paths(inputs);
+    std::vector<std::string> protected_paths{run.resolved_store()};
+    protected_paths.insert(protected_paths.end(), inputs_read.begin(), inputs_read.end());
     check_output_path(run.out, protected_paths);
     // The store is an output too: never inside (or over) an input.
-    check_output_path(run.resolved_store(), input_paths, "--store");
+    check_output_path(run.resolved_store(), inputs_read, "--store");
 }
 
 void check_model_names(const std::vector<const formats::Checkpoint*>& models,

@@ -137,7 +137,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     // (an edit checks its inputs as it builds: shapes, dtypes, non-finite weights), so a mismatch stops
     // the sweep before any evaluation of the references, which can take hours with a real benchmark.
     const fs::path work = out / (c.keep ? "candidates" : ".candidates");
-    std::optional<std::string> prebuilt;  // the content of the candidate built here
+    const Candidate* prebuilt = nullptr;  // the candidate built here
     for (const auto& cand : candidates) {
         if (journal.content(cand.content)) continue;
         std::error_code ec;
@@ -149,17 +149,12 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             fs::remove_all(work / cand.label, ec);
             throw;
         }
-        prebuilt = cand.content;
+        prebuilt = &cand;
         break;
     }
     // Removed if the references' evaluation fails: no candidate is left behind.
     std::optional<fs::path> prebuilt_dir;
-    if (prebuilt && !c.keep)
-        for (const auto& cand : candidates)
-            if (cand.content == *prebuilt) {
-                prebuilt_dir = work / cand.label;
-                break;
-            }
+    if (prebuilt && !c.keep) prebuilt_dir = work / prebuilt->label;
     struct RemoveOnFailure {
         std::optional<fs::path>& dir;
         ~RemoveOnFailure() {
@@ -195,8 +190,8 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             const auto start = Clock::now();
             const fs::path dir = work / cand.label;
             std::error_code ec;
-            if (prebuilt && cand.content == *prebuilt) {
-                prebuilt.reset();  // built before the references were evaluated
+            if (prebuilt == &cand) {
+                prebuilt = nullptr;  // built before the references were evaluated
             } else {
                 fs::remove_all(dir, ec);  // a candidate left by an interrupted run
                 fs::create_directories(work);

@@ -44,8 +44,10 @@ std::pair<double, double> bootstrap_diff_ci95(double auc, const std::vector<doub
             diffs.push_back(auc - sum / static_cast<double>(n));
             more = false;
             for (std::size_t i = 0; i < n && !more; ++i) {
-                if (++pick[i] < n) more = true;
-                else pick[i] = 0;
+                if (++pick[i] < n)
+                    more = true;
+                else
+                    pick[i] = 0;
             }
         }
     } else {
@@ -163,7 +165,8 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
                 j["random_orderings"] = r.size();
                 if (2.0 / static_cast<double>(r.size() + 1) > 0.05)
                     j["note"] = fmt::format(
-                        "{} random orderings: the p-value cannot go below {:.3g}; --seeds 39 or more can show "
+                        "{} random orderings: the p-value cannot go below {:.3g}; --seeds 39 or more can "
+                        "show "
                         "p < 0.05",
                         r.size(), 2.0 / static_cast<double>(r.size() + 1));
             }

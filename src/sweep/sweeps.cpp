@@ -11,8 +11,8 @@
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
-#include "diffract/run/head_scores.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/run/head_scores.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
@@ -59,12 +59,13 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     // random heads fill as many key/value groups with as many query heads as the importance heads do,
     // so both rewind the same query heads, K/V blocks and weight entries (under GQA a plain random
     // ordering completes far fewer K/V groups, and the comparison measured the amount rewound).
-    const bool matched = std::find(w.orders.begin(), w.orders.end(), analysis::HeadOrder::importance) !=
-                         w.orders.end();
+    const bool matched =
+        std::find(w.orders.begin(), w.orders.end(), analysis::HeadOrder::importance) != w.orders.end();
     std::map<double, std::vector<edit::RewindHead>> importance_heads;
     if (matched)
         for (double x : w.fractions)
-            importance_heads[x] = edit::lowest_heads(scores, {w.scope, analysis::HeadOrder::importance, 0}, x);
+            importance_heads[x] =
+                edit::lowest_heads(scores, {w.scope, analysis::HeadOrder::importance, 0}, x);
     std::map<double, std::map<std::int64_t, std::string>> amounts;  // x -> parameters -> an ordering
     std::vector<Candidate> candidates;
     for (const auto order : w.orders) {
@@ -73,11 +74,10 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             analysis::HeadRankOptions ranking{w.scope, order,
                                               random ? w.first_seed + static_cast<std::uint64_t>(i) : 0};
             for (double x : w.fractions) {
-                auto heads = random && matched
-                                 ? edit::matched_random_heads(
-                                       scores, importance_heads.at(x),
-                                       stream_seed(ranking.seed, "matched-random", x_label(x)))
-                                 : edit::lowest_heads(scores, ranking, x);
+                auto heads = random && matched ? edit::matched_random_heads(
+                                                     scores, importance_heads.at(x),
+                                                     stream_seed(ranking.seed, "matched-random", x_label(x)))
+                                               : edit::lowest_heads(scores, ranking, x);
                 const auto amount = edit::rewound_amount(model, heads, w.kv, w.common.selection);
                 amounts[x].emplace(amount.parameters, std::string(analysis::head_order_name(order)));
                 Candidate c;
@@ -101,7 +101,8 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     for (const auto& [x, by_parameters] : amounts)
         if (by_parameters.size() > 1) {
             std::string what;
-            for (const auto& [p, order] : by_parameters) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", order, p);
+            for (const auto& [p, order] : by_parameters)
+                what += fmt::format("{}{} {}", what.empty() ? "" : ", ", order, p);
             fmt::print(stderr,
                        "diffract: warning: at x = {} the orderings rewind different amounts of weight ({} "
                        "weight entries): their scores compare amounts as well as orderings\n",

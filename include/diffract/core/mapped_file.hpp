@@ -65,11 +65,6 @@ public:
     // default readahead for the sequential reads of tensors.
     void expect_random_access(std::size_t offset, std::size_t length, bool random) const;
 
-    // Throws InputError naming the file when a read of its mapping went past the file's end (it was
-    // truncated or rewritten while mapped): such a read does not kill the process (SIGBUS) but is
-    // served zeros, and whatever was computed from it must be thrown away. See below.
-    void check_intact() const;
-
 private:
     MappedFile(std::string path, const std::byte* data, std::size_t size);
     void materialise() const;

@@ -201,8 +201,8 @@ struct RewindHead {
 struct RewoundAmount {
     std::int64_t query_heads = 0, kv_blocks = 0, parameters = 0;
 };
-RewoundAmount rewound_amount(const formats::Checkpoint& model, const std::vector<RewindHead>& heads, KvPolicy kv,
-                             const analysis::Selection& selection);
+RewoundAmount rewound_amount(const formats::Checkpoint& model, const std::vector<RewindHead>& heads,
+                             KvPolicy kv, const analysis::Selection& selection);
 
 // A random head set matched to `like`: as many query heads in each of as many key/value groups (the
 // groups, and the heads within each, drawn with `seed`), so that it rewinds the same number of query

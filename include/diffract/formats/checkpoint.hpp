@@ -46,6 +46,10 @@ struct Checkpoint {
 
 // Opens a checkpoint. The path (and every file the opener reads) must be a regular file or a
 // directory: a FIFO, socket or device is an InputError, never a read that blocks.
+// The input paths of every one of `models` (Checkpoint::input_paths), in order: what an output written
+// from them must never replace or sit inside.
+std::vector<std::string> input_paths(const std::vector<const Checkpoint*>& models);
+
 Checkpoint open_checkpoint(std::string_view spec);
 
 // config.json from its bytes: valid JSON and an object, else InputError naming `label`.

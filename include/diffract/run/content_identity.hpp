@@ -44,8 +44,8 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
 // The content id of `t`'s bytes as they are now (one thread, no cache).
 std::string content_id_now(const TensorInfo& t);
 
-// Throws InputError naming the file and tensor unless `t` still has content id `id` and no mapped input
-// was truncated under a read (core/mapped_file.hpp).
+// Throws InputError naming the file and tensor unless `t` still has content id `id`. (A read past the end
+// of a truncated file is caught separately: core/mapped_file.hpp, check_mapped_inputs_intact.)
 void check_unchanged(const TensorInfo& t, const std::string& id);
 
 // Hashes `tensors` of `ck` and records in `db` that the model, under this run's name, holds them.
