@@ -84,7 +84,8 @@ const std::vector<FieldInfo>& field_catalog() {
         {"pl_n_tail", L::parameter, false, "#{lambda_i >= pl_esd_xmin} (0 when no fit is possible)",
          "esd, power-law fit"},
         {"pl_status", L::parameter, false,
-         "ok | too_few (pl_n_tail < min_fit_size: pl_* NaN but pl_n_tail, pl_esd_xmin); code in the store",
+         "ok | too_few (pl_n_tail < min_fit_size: the fit's values are kept, its diagnostics NaN); code in "
+         "the store",
          "esd, power-law fit"},
         {"pl_alpha_xmin2", L::parameter, false,
          "power-law alpha at the runner-up x_min: least KS distance among tails >= min_fit_size holding at "
@@ -209,10 +210,11 @@ std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format(
-        "v2;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
+        "v3;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
         "alpha_ci={};alpha_ci_seed={}{}",
         // f32's Gram route changed (f32 product under kF32GramGuard): "f32g" keeps older f32 results out.
         // v2: the permutation null of a tall matrix runs in f32 (linalg::null_in_f32).
+        // v3: a too_few tail fit keeps its alpha, lambda and KS (they were NaN).
         precision == Precision::f32 ? "f32g" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
         p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed,
         null_draws == 1 ? std::string() : fmt::format(";null_draws={}", null_draws));

@@ -67,6 +67,26 @@ std::vector<const Record*> records_with(const FigureContext& ctx, const std::str
     return out;
 }
 
+std::vector<const Record*> flagged_whole_records(const FigureContext& ctx, const std::string& field) {
+    const auto status = fit_status_field(field);
+    std::vector<const Record*> out;
+    for (const auto* r : rows_with(ctx, field))
+        if (!r->head && fit_flagged(*r, status) && std::isfinite(r->value(field))) out.push_back(r);
+    return out;
+}
+
+std::string flag_tooltip(const Record& r, const std::string& field) {
+    const auto status = fit_status_field(field);
+    const std::string prefix = status.substr(0, status.size() - std::string("_status").size());
+    const auto tail = r.values.find(prefix == "mp" ? "mp_n_bulk" : prefix + "_n_tail");
+    return fmt::format(
+        "{} · {}: {:.4g}, flagged {}{}", r.model, r.tensor, r.value(field),
+        analysis::fit_status_name(r.value(status)),
+        tail == r.values.end() || std::isnan(tail->second)
+            ? ""
+            : fmt::format(" ({} of {} points)", prefix == "mp" ? "bulk" : "tail", tail->second));
+}
+
 namespace {
 
 // How many of `rows` are flagged by `status`, and "at_bound:alpha: 3, too_few: 2".
@@ -86,14 +106,19 @@ std::pair<int, std::string> flag_counts(const std::vector<const Record*>& rows, 
 
 }  // namespace
 
-std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field) {
+std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field,
+                                  bool whole_drawn_hollow) {
     const auto status = fit_status_field(field);
     if (status.empty()) return "";
     const auto rows = rows_with(ctx, field);
     const auto [flagged, parts] = flag_counts(rows, status);
     if (flagged == 0) return "";
-    return fmt::format(" {} of {} fits behind {} are flagged by {} ({}) and left out.", flagged, rows.size(),
-                       field, status, parts);
+    return fmt::format(" {} of {} fits behind {} are flagged by {} ({}) and left out{}.", flagged,
+                       rows.size(), field, status, parts,
+                       whole_drawn_hollow
+                           ? " of the curves; flagged whole matrices are drawn hollow (hover for "
+                             "the status and the tail size)"
+                           : "");
 }
 
 std::string missing_reason(const FigureContext& ctx, const std::string& model, const std::string& field,

@@ -21,9 +21,18 @@ std::vector<const Record*> records_with(const FigureContext& ctx, const std::str
 // The status field of the fit that `field` comes from ("pl_status" for pl_alpha), "" for none.
 std::string fit_status_field(const std::string& field);
 
+// The selected whole-matrix records whose fit behind `field` is flagged but whose value is finite (a
+// too_few fit keeps its values): figures draw them hollow, outside means and bands.
+std::vector<const Record*> flagged_whole_records(const FigureContext& ctx, const std::string& field);
+
+// "MODEL · TENSOR: VALUE, flagged too_few (tail of N points)": a hollow marker's tooltip.
+std::string flag_tooltip(const Record& r, const std::string& field);
+
 // " N of M fits behind FIELD are flagged (at_bound:alpha: a, ...) and left out." for the selected
-// records (the caption's sentence); "" when none is flagged.
-std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field);
+// records (the caption's sentence); "" when none is flagged. `whole_drawn_hollow`: the figure draws
+// flagged whole matrices hollow (flagged_whole_records), and the sentence says so.
+std::string flagged_fits_sentence(const FigureContext& ctx, const std::string& field,
+                                  bool whole_drawn_hollow = false);
 
 // Why `model` has no `field` values (in `role` when given; whole matrices only when `whole_only`):
 // it is the base of the comparison, no row of it carries the field, every fit behind the field is

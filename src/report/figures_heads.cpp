@@ -27,8 +27,11 @@ Grid subtract(const Grid& a, const Grid& b) {
     return out;
 }
 
+// One colour meaning across the head figures: yellow (sequential) and red (difference) mean "changed
+// more". `low_means_change`: the values fall as the head changes (agreement), so both maps run reversed.
 Figure heatmap_figure(const std::string& id, const std::string& title, const std::string& caption,
-                      const std::string& value_label, const std::vector<HeatPanel>& panels) {
+                      const std::string& value_label, const std::vector<HeatPanel>& panels,
+                      bool low_means_change) {
     std::set<int> layers, heads;
     Range seq, div;
     for (const auto& hp : panels)
@@ -46,8 +49,8 @@ Figure heatmap_figure(const std::string& id, const std::string& title, const std
     const auto layout = grid_layout(static_cast<int>(panels.size()),
                                     static_cast<int>(std::max<long>(n_plain, 1)), pw, ph, 110);
     Svg svg(layout.width(), layout.height(), "figure", title);
-    const auto seq_map = make_colour_map(ColourMapKind::sequential, seq.lo, seq.hi);
-    const auto div_map = make_colour_map(ColourMapKind::diverging, div.lo, div.hi);
+    const auto seq_map = make_colour_map(ColourMapKind::sequential, seq.lo, seq.hi, low_means_change);
+    const auto div_map = make_colour_map(ColourMapKind::diverging, div.lo, div.hi, low_means_change);
     for (std::size_t i = 0; i < panels.size(); ++i) {
         const auto& hp = panels[i];
         Axis x{"head", {}, false, {}, false}, y{"layer", {}, false, {}, false};
@@ -121,13 +124,14 @@ void agreement_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
         id, fmt::format("Per-head agreement with the base ({})", role),
         fmt::format(
             "{} of each {} head block with the base model's, per layer (rows) and head (columns); lower "
-            "means a larger rotation of the singular vectors. {} Hover a cell for layer, head and value.",
+            "means a larger rotation of the singular vectors, drawn yellow (as a larger update is in the "
+            "update-norm figure). {} Hover a cell for layer, head and value.",
             metric_label(field), role,
-            grids.count(ref) ? fmt::format("Difference panels: model minus the reference {} (blue: the "
-                                           "model rotated more; red: the reference did).",
+            grids.count(ref) ? fmt::format("Difference panels: model minus the reference {} (red: the "
+                                           "model rotated more; blue: the reference did).",
                                            ref)
                              : "No reference model: no difference panel."),
-        "agreement", panels));
+        "agreement", panels, true));
 }
 
 void update_norm_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
@@ -173,10 +177,11 @@ void update_norm_heatmap(FigureContext& ctx, std::vector<Figure>& out) {
         id, "Per-head update norms",
         "Frobenius norm of each head's update ‖W − W_base‖_F over its Q, K, V and O blocks, per layer (rows) "
         "and head "
-        "(columns). Difference panels: the importance score, min–max-scaled norm of the model minus that of "
+        "(columns); yellow: a larger update. Difference panels: the importance score, min–max-scaled norm of "
+        "the model minus that of "
         "the "
         "reference (red: the head changed more for this domain). Hover a cell for layer, head and value.",
-        "‖ΔW‖_F", panels));
+        "‖ΔW‖_F", panels, false));
 }
 
 }  // namespace

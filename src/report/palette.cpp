@@ -63,17 +63,18 @@ void check_colour(const std::string& colour, const std::string& context) {
 std::string ColourMap::at(double v) const {
     if (!std::isfinite(v)) return "#dddddd";
     const double span = hi - lo;
-    const double t = span > 0 ? (v - lo) / span : 0.5;
+    const double up = span > 0 ? (v - lo) / span : 0.5;
+    const double t = reversed ? 1 - up : up;
     return kind == ColourMapKind::sequential ? interpolate(kViridis, t) : interpolate(kBlueRed, t);
 }
 
-ColourMap make_colour_map(ColourMapKind kind, double lo, double hi) {
+ColourMap make_colour_map(ColourMapKind kind, double lo, double hi, bool reversed) {
     if (!std::isfinite(lo) || !std::isfinite(hi)) lo = hi = 0;
     if (kind == ColourMapKind::diverging) {
         const double m = std::max({std::abs(lo), std::abs(hi), 1e-12});
-        return {kind, -m, m};
+        return {kind, -m, m, reversed};
     }
-    return {kind, lo, hi};
+    return {kind, lo, hi, reversed};
 }
 
 }  // namespace diffract::report

@@ -57,6 +57,11 @@ void draw_point(Svg& svg, const Panel& p, Point pt, const std::string& colour, d
     if (finite(pt)) svg.circle(p.px(pt.x), p.py(pt.y), r, colour, tooltip, opacity);
 }
 
+void draw_ring(Svg& svg, const Panel& p, Point pt, const std::string& colour, double r,
+               const std::string& tooltip) {
+    if (finite(pt)) svg.ring(p.px(pt.x), p.py(pt.y), r, colour, tooltip);
+}
+
 void draw_box(Svg& svg, const Panel& p, double x, const std::vector<double>& values,
               const std::string& colour, const std::vector<std::string>& tooltips, double half_width) {
     const auto f = finite_values(values);
@@ -154,6 +159,9 @@ double draw_legend(Svg& svg, double x, double y, const std::vector<LegendEntry>&
                 break;
             case LegendMark::point:
                 svg.circle(x + 11, y - 4, 4, e.colour);
+                break;
+            case LegendMark::ring:
+                svg.ring(x + 11, y - 4, 4, e.colour);
                 break;
             case LegendMark::band:
                 svg.rect(x, y - 9, 22, 10, e.colour, "", {{"fill-opacity", "0.25"}});

@@ -116,6 +116,17 @@ void Svg::circle(double cx, double cy, double r, std::string_view fill, std::str
             tooltip);
 }
 
+void Svg::ring(double cx, double cy, double r, std::string_view stroke, std::string_view tooltip) {
+    element("circle",
+            {{"cx", svg_num(cx)},
+             {"cy", svg_num(cy)},
+             {"r", svg_num(r)},
+             {"fill", "#ffffff"},
+             {"stroke", std::string(stroke)},
+             {"stroke-width", "1.5"}},
+            tooltip);
+}
+
 void Svg::text(double x, double y, std::string_view s, double size, std::string_view anchor, double rotate,
                std::string_view weight) {
     std::string t = fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"{}\"", svg_num(x),

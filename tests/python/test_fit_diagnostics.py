@@ -124,8 +124,8 @@ def test_statuses_in_metrics_csv_and_report(model, tmp_path):
     for fit in ("pl", "tpl", "expon", "mp"):
         assert tiny[f"{fit}_status"] == "too_few", fit
     assert float(tiny["mp_n_bulk"]) <= 2 and float(tiny["pl_n_tail"]) <= 2
-    for f in ("pl_alpha", "pl_ks", "tpl_alpha", "expon_lambda", "mp_esd_max", "mp_ks", "pl_alpha_xmin2",
-              "pl_n_tail_xmin2", "pl_ks_gap"):
+    # A too_few tail fit keeps its values (shown flagged); its diagnostics and the MP fit do not.
+    for f in ("mp_esd_max", "mp_ks", "pl_alpha_xmin2", "pl_n_tail_xmin2", "pl_ks_gap", "pl_concentration"):
         assert tiny[f] == "nan", f
     two = rows["bert.encoder.layer.0.output.dense.weight"]
     assert two["pl_status"] == "ok" and two["mp_status"] in ("ok", "too_few")
@@ -145,7 +145,6 @@ def test_statuses_in_metrics_csv_and_report(model, tmp_path):
         assert float(r["pl_n_tail"]).is_integer()
         # too_few exactly below the minimum: the fitted tail is reported either way.
         assert (r["pl_status"] == "too_few") == (float(r["pl_n_tail"]) < 50)
-        assert (r["pl_alpha"] == "nan") == (r["pl_status"] == "too_few")
         tpl_alpha = float(r["tpl_alpha"])
         if r["tpl_status"] not in ("too_few", "no_convergence"):
             assert (r["tpl_status"] == "at_bound:alpha") == (tpl_alpha <= 1 + 1e-4)
@@ -172,6 +171,31 @@ def test_min_fit_size_zero_reports_every_fit_as_powerlaw(model, tmp_path):
         assert int(float(r["pl_n_tail"])) == int((esd >= fit.xmin).sum())
     p = run(["analyze", d, "--out", tmp_path / "x", "--min-fit-size", "-1"], check=False)
     assert p.returncode == 2 and "--min-fit-size" in p.stderr
+
+
+def test_too_few_fits_keep_their_values_flagged(model, tmp_path):
+    """Issue 31: alpha for every matrix, a too_few fit flagged rather than dropped. Under the default minimum
+    every tail fit's values equal those of --min-fit-size 0 (which trusts every fit); only the status
+    differs, and it is too_few exactly where the tail is under 50 points."""
+    d, _ = model
+    fields = "pl_alpha,pl_ks,pl_status,pl_n_tail,tpl_alpha,tpl_status,expon_lambda,expon_status"
+    args = ["analyze", d, "--store", tmp_path / "s.sqlite", "--quiet", "--metrics", fields]
+    run([*args, "--out", tmp_path / "default"])
+    run([*args, "--out", tmp_path / "all", "--min-fit-size", "0"])
+    default = list(csv.DictReader(open(tmp_path / "default" / "metrics.csv")))
+    every = list(csv.DictReader(open(tmp_path / "all" / "metrics.csv")))
+    assert len(default) == len(every) == 3
+    flagged = 0
+    for r, a in zip(default, every):
+        assert (r["tensor"], r["head"]) == (a["tensor"], a["head"])
+        for f in ("pl_alpha", "pl_ks", "tpl_alpha", "expon_lambda"):
+            assert r[f] == a[f], (r["tensor"], r["head"], f)
+        too_few = r["pl_status"] == "too_few"
+        flagged += too_few
+        assert too_few == (int(float(r["pl_n_tail"])) < 50)
+        if too_few and int(float(r["pl_n_tail"])) > 1:
+            assert math.isfinite(float(r["pl_alpha"])), r["tensor"]
+    assert flagged > 0
 
 
 def test_alpha_interval_option(model, tmp_path):

@@ -16,6 +16,7 @@ Loading edited checkpoints in transformers / sentence-transformers runs when the
 import csv
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -139,6 +140,40 @@ def test_analyze_matches_numpy(bert, tmp_path):
     w = base[attn(3, "key")][5 * D:6 * D]
     r = next(r for r in heads if r["tensor"] == attn(3, "key") and r["head"] == "5")
     assert float(r["max_weights_sval"]) == pytest.approx(svals(w)[0], rel=1e-10)
+
+
+def test_report_shows_alpha_for_every_weightwatcher_layer(bert, tmp_path):
+    """Issue 31: every matrix WeightWatcher fits (a whole matrix with at least 8 eigenvalues: its
+    min_evals) has alpha in metrics.csv, with its status, and a mark in the layer-wise alpha figure:
+    a filled point where the fit is trusted, a hollow one naming its status where it is too_few."""
+    run(["analyze", bert["base"], "--out", tmp_path / "a", "--store", bert["store"], "--quiet"])
+    rows = read_csv(tmp_path / "a" / "metrics.csv")
+    whole = [r for r in rows if r["head"] == ""]
+    fitted = [r for r in whole if min(int(float(r["lower_dim"])), int(float(r["greater_dim"]))) >= 8]
+    assert len(fitted) == 39
+    for r in fitted:
+        assert np.isfinite(float(r["pl_alpha"])) and r["pl_status"] in ("ok", "too_few"), r["tensor"]
+    assert sum(r["pl_status"] == "too_few" for r in fitted) > 5  # the case of the issue: most are under 50
+    run(["report", tmp_path / "a", "--out", tmp_path / "r.html", "--quiet"])
+    html = (tmp_path / "r.html").read_text()
+    fig = html[html.index('id="layers-pl_alpha"'):]
+    fig = fig[:fig.index("</svg>")]
+    trusted = {int(m) for m in re.findall(r"layer (\d+): mean", fig)}
+    hollow = re.findall(r'fill="#ffffff"[^>]*><title>[^<]*?(encoder\.layer\.(\d+)\.[^:]*): [^<]*flagged '
+                        r'too_few \(tail of (\d+) points\)', fig)
+    panels = {"attn_q": "attention.self.query.weight", "attn_v": "attention.self.value.weight",
+              "mlp_down": "output.dense.weight"}
+    by_tensor = {r["tensor"]: r for r in whole}
+    for role, suffix in panels.items():
+        for layer in range(L):
+            name = next(t for t in by_tensor if t.startswith(f"encoder.layer.{layer}.") and t.endswith(suffix)
+                        and "attention.output" not in t)
+            r = by_tensor[name]
+            if r["pl_status"] == "too_few":
+                tails = [int(n) for t, _, n in hollow if t == name]
+                assert tails == [int(float(r["pl_n_tail"]))], (name, hollow)
+            else:
+                assert layer in trusted, (role, layer)
 
 
 def test_compare_finds_the_planted_heads(bert, tmp_path):

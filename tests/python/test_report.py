@@ -53,6 +53,31 @@ def test_html_report_has_every_figure(page):
     assert f'fill="{math_colour}"' in figs["agreement-layers-avg_l_agreement"]
 
 
+def test_changed_more_has_one_colour_across_head_figures(page):
+    """Issue 31: yellow means "changed more" in both head heatmaps (the least agreeing head in the
+    agreement figure, the largest update in the update-norm figure), and red in both difference panels."""
+    figs = figures_of(page["html"])
+    cell = re.compile(r'fill="(#[0-9a-f]{6})" class="cell"><title>([^<]*): ([-\d.e+]+)</title>')
+
+    def extreme(fig, pick, panel_filter):
+        cells = [(float(v), c) for c, t, v in cell.findall(fig) if panel_filter(t)]
+        return pick(cells)[1]
+
+    agreement = next(f for k, f in figs.items() if k.startswith("heads-agreement"))
+    norms = figs["heads-update-norm"]
+    plain = lambda t: " − " not in t  # noqa: E731
+    diff = lambda t: " − " in t  # noqa: E731
+    yellow = "#fde725"
+    assert extreme(agreement, min, plain) == yellow
+    assert extreme(norms, max, plain) == yellow
+    def reddish(c):
+        return int(c[1:3], 16) > int(c[5:7], 16)
+
+    assert reddish(extreme(agreement, min, diff)) and not reddish(extreme(agreement, max, diff))
+    assert reddish(extreme(norms, max, diff)) and not reddish(extreme(norms, min, diff))
+    assert "red: the model rotated more" in page["html"]
+
+
 # A script appended to a copy of the page (the report itself has none): after layout it records
 # whether the page overflows the window and the size of every figure, into a <pre> that
 # --dump-dom prints.
@@ -197,16 +222,18 @@ def test_bad_inputs_one_line_exit_2(results, tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
-def test_flagged_fits_are_left_out_and_counted(results, tmp_path):
-    """A fit whose status is not ok (issue 18: at_bound, too_few, no_convergence) is not drawn, and the
-    caption of every figure of that field says how many were flagged, by status."""
+def test_flagged_fits_are_drawn_hollow_and_counted(results, tmp_path):
+    """A fit whose status is not ok (issue 18: at_bound, too_few, no_convergence) stays out of every mean,
+    band and box, and the caption of every figure of that field says how many were flagged, by status;
+    issue 31: a flagged whole matrix is still shown in the layer-wise figure, hollow, its status and tail
+    size in its tooltip, never as a filled point."""
     rows = list(csv.DictReader(open(results["root"] / "an" / "metrics.csv")))
     assert "pl_status" in rows[0]
     whole = [i for i, r in enumerate(rows) if r["head"] == "" and r["role"] in ("attn_q", "attn_v", "mlp_down")]
     marked = whole[:3]
     for i in marked:
         rows[i]["pl_status"] = "at_bound:alpha"
-        rows[i]["pl_alpha"] = "987.654"  # a value that must not be drawn
+        rows[i]["pl_alpha"] = "987.654"  # a value that must not enter any mean
     flagged_before = sum(r["pl_status"] not in ("ok", "nan", "") for r in rows)
     d = tmp_path / "an"
     d.mkdir()
@@ -217,12 +244,16 @@ def test_flagged_fits_are_left_out_and_counted(results, tmp_path):
     out = tmp_path / "r.html"
     run(["report", d, "--out", out, "--no-evolution", "--quiet"])
     html = out.read_text()
-    # Neither the value nor its rounding in any text (attribute values — colours, coordinates — aside).
-    text = re.sub(r'="[^"]*"', "", html)
-    assert "987.654" not in html and not re.search(r"(?<![\w#.])988(?![\w.])", text)
+    hollow = re.findall(r'<circle[^>]*fill="#ffffff"[^>]*stroke="[^"]+"[^>]*><title>([^<]*)</title>', html)
+    assert len([t for t in hollow if "987.7" in t]) == len(marked), hollow
+    assert all("flagged at_bound:alpha" in t and "tail of" in t for t in hollow if "987.7" in t)
+    # Nowhere else: not in a filled point, a mean's tooltip, or any text.
+    rest = re.sub(r'<circle[^>]*fill="#ffffff"[^>]*><title>[^<]*</title>', "", html)
+    text = re.sub(r'="[^"]*"', "", rest)
+    assert "987.654" not in rest and not re.search(r"(?<![\w#.])98[78](?:\.\d+)?(?![\w.])", text)
     counted = [int(m) for m in re.findall(r"(\d+) of \d+ fits behind pl_alpha are flagged", html)]
     assert counted and all(n == flagged_before for n in counted), (counted, flagged_before)
-    assert "at_bound:alpha: " in html
+    assert "at_bound:alpha: " in html and "drawn hollow" in html
     # Fields of no fit, and unflagged data, say nothing.
     assert "fits behind stable_rank" not in html
 

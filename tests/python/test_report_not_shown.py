@@ -111,11 +111,15 @@ def test_missing_rows_are_noted_per_figure(results, tmp_path):
 
 
 def test_flagged_fits_name_their_status(results, tmp_path):
-    """A model whose every fit of a role is flagged is noted with the statuses (the tiny family's
-    attention matrices are too small to fit: too_few)."""
+    """A model whose every fit of a role is flagged is noted with the statuses where the figure leaves
+    flagged fits out (the box plots; the tiny family's attention matrices are too small to fit: too_few),
+    and drawn hollow, not noted, in the layer-wise figure (issue 31)."""
     html, notes = report([results["root"] / "an"], tmp_path / "r.html")
-    assert_noted(notes, "layers-pl_alpha", "panel 'attn_q', model 'pretrained'", "fits behind pl_alpha are flagged",
+    assert_noted(notes, "boxes-pl_alpha", "panel 'attn_q', model 'pretrained'", "fits behind pl_alpha are flagged",
                  "too_few")
+    assert not [n for n in notes if n.startswith("layers-pl_alpha:") and "attn_q" in n], notes
+    layers = figures_of(html)["layers-pl_alpha"]
+    assert re.search(r'fill="#ffffff"[^>]*><title>pretrained · [^<]*flagged too_few \(tail of \d+ points\)', layers)
 
 
 def test_roles_asked_for_but_absent(results, tmp_path):

@@ -57,8 +57,9 @@ struct KernelConfig {
     // samples a data set from the fit and fits it again, so their cost is this many fits per matrix.
     int p_value_bootstraps = kDefaultPValueDraws;
     std::uint64_t p_value_seed = 0;
-    // Fewest points a fit is reported on: the tail for pl/tpl/expon, the bulk for MP. Below it the fit's
-    // fields are NaN and its status too_few (docs/metrics.md: why 50). 0 reports every fit.
+    // Fewest points a fit is trusted on: the tail for pl/tpl/expon, the bulk for MP. Below it the status
+    // is too_few; a tail fit keeps its alpha/lambda/KS (shown flagged), its diagnostics and the MP fit's
+    // fields are NaN (docs/metrics.md: why 50). 0 trusts every fit.
     int min_fit_size = kDefaultMinFitSize;
     // Bootstrap draws for pl_alpha_ci_low/high (0: off, the fields are NaN), and their seed.
     int alpha_ci_draws = 0;

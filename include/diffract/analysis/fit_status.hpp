@@ -11,7 +11,7 @@ namespace diffract::analysis {
 
 enum class FitStatus {
     ok = 0,               // fitted
-    too_few = 1,          // fewer points than the minimum fit size: not reported (NaN)
+    too_few = 1,          // fewer points than the minimum fit size: values kept, not to be trusted
     no_convergence = 2,   // the optimiser stopped at its evaluation limit before its tolerances held
     at_bound_alpha = 3,   // alpha within the optimiser's tolerance of its lower bound 1
     at_bound_lambda = 4,  // Lambda within the optimiser's tolerance of its lower bound 0

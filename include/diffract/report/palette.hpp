@@ -32,11 +32,14 @@ enum class ColourMapKind { sequential, diverging };
 struct ColourMap {
     ColourMapKind kind = ColourMapKind::sequential;
     double lo = 0, hi = 1;  // diverging maps are symmetric: lo = -hi
+    // Runs the colours from hi to lo: a figure whose low values mean "changed more" (agreement) gives
+    // them the colour that high values have where high means changed more (update norms).
+    bool reversed = false;
     // "#rrggbb"; NaN maps to light grey.
     std::string at(double v) const;
 };
 
 // A map over [lo, hi]; a diverging one is centred on 0 and spans ±max(|lo|, |hi|).
-ColourMap make_colour_map(ColourMapKind kind, double lo, double hi);
+ColourMap make_colour_map(ColourMapKind kind, double lo, double hi, bool reversed = false);
 
 }  // namespace diffract::report

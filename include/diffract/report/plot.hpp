@@ -99,6 +99,9 @@ void draw_band(Svg& svg, const Panel& p, const std::vector<double>& xs, const st
                const std::vector<double>& hi, const std::string& colour, double opacity = 0.18);
 void draw_point(Svg& svg, const Panel& p, Point pt, const std::string& colour, double r = 3,
                 const std::string& tooltip = "", double opacity = 0.85);
+// A hollow point: a value drawn but flagged (a fit whose status is not ok).
+void draw_ring(Svg& svg, const Panel& p, Point pt, const std::string& colour, double r = 3.5,
+               const std::string& tooltip = "");
 
 // Box (quartiles), whiskers (1.5 IQR), median line, and the values as jittered points at
 // category position `x`. `tooltips[i]` labels values[i].
@@ -116,7 +119,7 @@ void draw_colour_bar(Svg& svg, double x, double y, double h, const ColourMap& ma
 void draw_histogram(Svg& svg, const Panel& p, const std::vector<double>& edges,
                     const std::vector<double>& heights, const std::string& colour);
 
-enum class LegendMark { line, dashed, dotted, thin, point, band, box };
+enum class LegendMark { line, dashed, dotted, thin, point, ring, band, box };
 struct LegendEntry {
     std::string label, colour;
     LegendMark mark = LegendMark::line;

@@ -36,6 +36,8 @@ public:
     void polygon(const std::vector<std::pair<double, double>>& pts, std::string_view fill, double opacity);
     void circle(double cx, double cy, double r, std::string_view fill, std::string_view tooltip = "",
                 double opacity = 1.0);
+    // A hollow circle: white inside, `stroke` outline (a value shown but flagged).
+    void ring(double cx, double cy, double r, std::string_view stroke, std::string_view tooltip = "");
     // anchor: start | middle | end; rotate: degrees about (x, y).
     void text(double x, double y, std::string_view s, double size = 11, std::string_view anchor = "start",
               double rotate = 0, std::string_view weight = "normal");

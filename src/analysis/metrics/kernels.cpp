@@ -290,7 +290,9 @@ double smallest(const std::vector<double>& v) {
     return v.empty() ? kNaN : *std::min_element(v.begin(), v.end());
 }
 
-// Stores a tail fit and its diagnostics; a too_few fit keeps only its tail size and x_min.
+// Stores a tail fit and its diagnostics. A too_few fit keeps its values (alpha, lambda, KS, x_min) with
+// its status: a reader sees alpha for every matrix, flagged, rather than a hole (WeightWatcher reports
+// every fit); the diagnostics that presume a trustworthy tail (concentration, presence) stay NaN.
 template <typename T>
 void store_fit(Context<T>& c, std::string_view prefix, TailFit f, bool has_lambda, bool has_alpha) {
     const std::string p(prefix);
@@ -298,7 +300,6 @@ void store_fit(Context<T>& c, std::string_view prefix, TailFit f, bool has_lambd
     const FitStatus status = tail_fit_status(f, has_lambda, has_alpha, c.config.min_fit_size);
     c.s(p + "_status") = static_cast<double>(status);
     c.s(p + "_n_tail") = static_cast<double>(f.n_tail);
-    if (status == FitStatus::too_few) f.alpha = f.lambda = f.ks = kNaN;
     if (has_alpha) c.s(p + "_alpha") = f.alpha;
     if (has_lambda) c.s(p + "_lambda") = f.lambda;
     c.s(p + "_esd_xmin") = f.xmin;
@@ -306,6 +307,11 @@ void store_fit(Context<T>& c, std::string_view prefix, TailFit f, bool has_lambd
     const bool reported = status != FitStatus::too_few;
     c.s(p + "_concentration") = reported ? concentration(esd, f.xmin) : kNaN;
     c.s(p + "_presence") = reported ? presence(esd, f.xmin) : kNaN;
+}
+
+template <typename T>
+bool too_few(Context<T>& c, const std::string& status_field) {
+    return c.s(status_field) == static_cast<double>(FitStatus::too_few);
 }
 
 template <typename T>
@@ -404,9 +410,10 @@ void run_kernel(std::string_view name, Context<T>& c) {
         store_fit(c, "pl", f, false, true);
         const double alpha = c.s("pl_alpha");
         c.s("pl_alpha_weighted") = e.empty() ? kNaN : alpha * std::log10(e.back());
-        c.s("pl_alpha_norm") = alpha_norm(e, alpha);
+        // The model aggregate model_pl_alpha_norm averages trusted fits only: NaN for a too_few fit.
+        c.s("pl_alpha_norm") = too_few(c, "pl_status") ? kNaN : alpha_norm(e, alpha);
         const auto second =
-            std::isnan(alpha)
+            too_few(c, "pl_status")
                 ? XminRunnerUp{}
                 : power_law_runner_up(e, static_cast<std::size_t>(std::max(cfg.min_fit_size, 2)));
         c.s("pl_alpha_xmin2") = second.alpha;
@@ -417,7 +424,7 @@ void run_kernel(std::string_view name, Context<T>& c) {
         const auto f = fit_truncated_power_law(e);
         store_fit(c, "tpl", f, true, true);
         c.s("tpl_scale") = e.empty() ? kNaN : e.back() * c.s("tpl_lambda");
-        c.s("tpl_alpha_norm") = alpha_norm(e, c.s("tpl_alpha"));
+        c.s("tpl_alpha_norm") = too_few(c, "tpl_status") ? kNaN : alpha_norm(e, c.s("tpl_alpha"));
     } else if (name == "exponential") {
         const auto& e = c.v("esd");
         const auto f = fit_exponential(e);
