@@ -28,15 +28,16 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core, _progress, _tables
+from . import _core, _progress, _tables, _torch_models
 from ._core import InputError
+from ._report import Figure, Figures, figures, report
 
 __version__ = _core.__version__  # the CLI's `diffract --version`: CMakeLists.txt's project(VERSION)
 
 __all__ = [
     "InputError", "Checkpoint", "open", "from_arrays", "analyze", "compare", "generate", "metric",
     "unregister_metric", "registered_metrics", "catalog", "resolve_metrics", "Analysis", "Comparison", "edit",
-    "sweep",
+    "sweep", "report", "figures", "Figure", "Figures", "from_model",
 ]
 
 try:  # optional: BF16 / F8 tensors as ml_dtypes arrays (zero-copy); decoded float32 copies otherwise
@@ -209,12 +210,30 @@ def from_arrays(tensors: Mapping[str, Any], *, name: str = "memory",
     return Checkpoint(_core.from_buffers(name, items, json.dumps(config) if config is not None else ""))
 
 
+def from_model(model: Any, *, name: Optional[str] = None) -> Checkpoint:
+    """An in-memory checkpoint of a model object: a transformers PreTrainedModel (its config gives the
+    head geometry), a PEFT model (each LoRA layer as its effective weight W + scaling·B·A, the rest read
+    in place) or any torch nn.Module. Tensors are not copied (CPU, contiguous); tied copies are dropped
+    as save_pretrained drops them, so the rows equal those of the saved model."""
+    default_name, state, config = _torch_models.model_state(model)
+    return from_arrays(state, name=name or default_name, config=config)
+
+
+def _is_one_model(models: Any) -> bool:
+    return isinstance(models, (str, os.PathLike, Checkpoint, Mapping)) or _torch_models.is_model_object(models)
+
+
 def _model_arg(model: Any) -> Any:
     """A model argument for the engine: a spec string or an opened _core.Checkpoint."""
     if isinstance(model, Checkpoint):
         return model._core
     if isinstance(model, Mapping):
         return from_arrays(model)._core
+    if _torch_models.is_model_object(model):
+        return from_model(model)._core
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"a model is a path or id, a Checkpoint, a dict of arrays (state_dict) or a torch/"
+                        f"transformers/PEFT model object, not {type(model).__name__}")
     return os.fspath(model)
 
 
@@ -296,8 +315,8 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
             convention: str = "diffract") -> Analysis:
     """`diffract analyze`: the metric catalog for every selected matrix and attention head.
 
-    models: one model or a list — spec strings (PATH, org/name[@rev], NAME=PATH), Checkpoints, or
-    dicts of arrays / state_dicts. Options mirror the CLI (--metrics, --no-heads → heads=False,
+    models: one model or a list — spec strings (PATH, org/name[@rev], NAME=PATH), Checkpoints, dicts
+    of arrays / state_dicts, or model objects (transformers, PEFT, torch nn.Module: from_model). Options mirror the CLI (--metrics, --no-heads → heads=False,
     --precision, --svd-route, --seed, --threads, --max-memory, --store, --device, --roles, --layers,
     --match, --exclude, --min-fit-size, --alpha-ci, --alpha-ci-seed, --null-draws, --p-value-draws,
     --convention); metrics may name
@@ -305,12 +324,12 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
     write metrics.csv and aggregates.csv there (and weightwatcher.csv with convention="weightwatcher").
     progress=True: a tqdm bar (stderr lines without tqdm). Returns an Analysis (pandas DataFrames, or
     dicts of lists without pandas). The GIL is released while computing; Ctrl-C raises KeyboardInterrupt."""
-    if isinstance(models, (str, os.PathLike, Checkpoint, Mapping)):
+    if _is_one_model(models):
         models = [models]
-    with _progress.display(progress) as report:
+    with _progress.display(progress) as sink:
         r = _core.analyze([_model_arg(m) for m in models], _metrics_spec(metrics), heads, precision, svd_route,
                           seed, min_fit_size, alpha_ci, alpha_ci_seed, null_draws, p_value_draws, convention,
-                          _run_args(threads, max_memory, store, device, report, roles, layers, match, exclude),
+                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
@@ -326,16 +345,16 @@ def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: st
     list) against the base, and the per-head update norms, importance and ranking (with `reference`).
 
     Options mirror the CLI (--base, --reference, --top-k, --scale-scope, --order, --seed, --precision,
-    --svd-route, --no-heads → heads=False, --allow-partial and the run options). Models are spec
-    strings or Checkpoints opened from files. out: also write compare.csv and heads.csv there.
+    --svd-route, --no-heads → heads=False, --allow-partial and the run options). Models (and base,
+    reference) are what analyze takes: specs, Checkpoints, state_dicts or model objects. out: also write compare.csv and heads.csv there.
     progress=True: a tqdm bar. Returns a Comparison of DataFrames (dicts of lists without pandas)."""
-    if isinstance(models, (str, os.PathLike, Checkpoint)):
+    if _is_one_model(models):
         models = [models]
-    with _progress.display(progress) as report:
+    with _progress.display(progress) as sink:
         r = _core.compare(_model_arg(base), [_model_arg(m) for m in models],
                           None if reference is None else _model_arg(reference), top_k, scale_scope, order, seed,
                           precision, svd_route, heads, allow_partial,
-                          _run_args(threads, max_memory, store, device, report, roles, layers, match, exclude),
+                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])

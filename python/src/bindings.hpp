@@ -66,5 +66,6 @@ void bind_analysis(nb::module_& m);
 void bind_custom_metrics(nb::module_& m);
 void bind_edits(nb::module_& m);
 void bind_sweeps(nb::module_& m);
+void bind_report(nb::module_& m);
 
 }  // namespace diffract::python

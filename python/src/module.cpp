@@ -66,4 +66,5 @@ NB_MODULE(_core, m) {
     bind_custom_metrics(m);
     bind_edits(m);
     bind_sweeps(m);
+    bind_report(m);
 }

@@ -1,6 +1,7 @@
 #include "diffract/report/config.hpp"
 
 #include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -34,7 +35,13 @@ std::vector<std::string> as_list(const json& v, const std::string& where) {
 void read_config_file(const std::string& path, ReportConfig& c) {
     std::ifstream in(path);
     if (!in) throw InputError(fmt::format("{}: cannot open config file", path));
-    const json j = json::parse(in, nullptr, false);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    read_config_json(text, path, c);
+}
+
+void read_config_json(const std::string& text, const std::string& source, ReportConfig& c) {
+    const std::string& path = source;
+    const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw InputError(fmt::format("{}: not a JSON object", path));
     for (const auto& [key, v] : j.items()) {
         const std::string where = fmt::format("{}: key '{}'", path, key);

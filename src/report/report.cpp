@@ -98,48 +98,65 @@ OutputFormat parse_output_format(const std::string& s) {
     throw InputError(fmt::format("--format: expected html, svg or png, found '{}'", s));
 }
 
-ReportSummary write_report(const ReportOptions& o) {
+namespace {
+
+void check_config(const ReportOptions& o) {
     if (o.inputs.empty()) throw InputError("report: no input (give result directories or a store)");
     if (o.config.metrics.empty()) throw InputError("--metric: no metric given");
     if (o.config.scatter.size() != 2)
         throw InputError("--scatter: expected two metrics, e.g. pl_alpha,stable_rank");
-    {
-        // The page or figure folder never replaces an input directory, one of its CSVs or a store.
-        std::vector<std::string> inputs = o.inputs;
-        inputs.push_back(run::resolved_store_path(o.store));
-        check_output_path(o.out, inputs);
-        // Nor a checkpoint any store among the inputs has read.
-        std::vector<std::string> stores{run::resolved_store_path(o.store)};
-        for (const auto& in : o.inputs)
-            if (std::error_code ec; std::filesystem::is_regular_file(in, ec)) stores.push_back(in);
-        for (const auto& s : stores) {
-            std::vector<std::string> seen;
-            try {
-                seen = run::stored_input_paths(s);
-            } catch (const InputError&) {
-                continue;  // not a store: load_inputs says what it is
-            }
-            check_output_path(o.out, seen);
+}
+
+// The page or figure folder never replaces an input directory, one of its CSVs or a store, nor a
+// checkpoint any store among the inputs has read.
+void check_output(const ReportOptions& o) {
+    std::vector<std::string> inputs = o.inputs;
+    inputs.push_back(run::resolved_store_path(o.store));
+    check_output_path(o.out, inputs);
+    std::vector<std::string> stores{run::resolved_store_path(o.store)};
+    for (const auto& in : o.inputs)
+        if (std::error_code ec; std::filesystem::is_regular_file(in, ec)) stores.push_back(in);
+    for (const auto& s : stores) {
+        std::vector<std::string> seen;
+        try {
+            seen = run::stored_input_paths(s);
+        } catch (const InputError&) {
+            continue;  // not a store: load_inputs says what it is
         }
+        check_output_path(o.out, seen);
     }
+}
+
+}  // namespace
+
+BuiltReport build_report(const ReportOptions& o) {
+    check_config(o);
     const auto data = load_inputs(o);
     FigureContext ctx(data, o.config);
     for (const auto& m : o.config.models)
         if (std::find(data.models.begin(), data.models.end(), m) == data.models.end())
             throw InputError(fmt::format("--models: no results for model '{}' in the inputs", m));
     ctx.notes.insert(ctx.notes.begin(), data.notes.begin(), data.notes.end());
-    const auto figures = build_figures(ctx);
+    auto figures = build_figures(ctx);
+    return {std::move(figures), std::move(ctx.notes), data.heads};
+}
+
+ReportSummary write_report(const ReportOptions& o) {
+    check_config(o);
+    check_output(o);
+    const auto built = build_report(o);
     ReportSummary summary;
-    summary.figures = figures.size();
-    summary.notes = ctx.notes;
+    summary.figures = built.figures.size();
+    summary.notes = built.notes;
     if (o.format == OutputFormat::html) {
         if (fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
         std::vector<std::string> inputs = o.inputs;
         if (!o.store.empty()) inputs.push_back(o.store);
-        write_file_atomically(o.out, render_html(figures, ctx.notes, inputs, o.config.title, data.heads));
+        write_file_atomically(o.out,
+                              render_html(built.figures, built.notes, inputs, o.config.title, built.heads));
         summary.written.push_back(o.out);
     } else {
-        write_figure_files(figures, o, summary);
+        write_figure_files(built.figures, o, summary);
     }
     return summary;
 }

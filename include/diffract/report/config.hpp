@@ -28,5 +28,7 @@ struct ReportConfig {
 // heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution) into `config`.
 // Lists may be JSON arrays or comma-separated strings. Throws InputError (file, key) on anything else.
 void read_config_file(const std::string& path, ReportConfig& config);
+// The same from JSON text; `source` names it in errors (the Python keyword arguments, a file).
+void read_config_json(const std::string& text, const std::string& source, ReportConfig& config);
 
 }  // namespace diffract::report

@@ -40,6 +40,15 @@ std::string render_html(const std::vector<Figure>& figures, const std::vector<st
 // norms. An HTML section; empty without heads.
 std::string heads_table_html(const std::vector<HeadScore>& heads, std::size_t k = 5);
 
+// The figures, notes and head scores of a report, drawn but not written (`out` and `format` unused):
+// what write_report writes, and what Python shows in a notebook.
+struct BuiltReport {
+    std::vector<Figure> figures;
+    std::vector<std::string> notes;
+    std::vector<HeadScore> heads;
+};
+BuiltReport build_report(const ReportOptions& options);
+
 ReportSummary write_report(const ReportOptions& options);
 
 }  // namespace diffract::report

@@ -1,0 +1,102 @@
+"""`diffract report` from Python: the same figures as the CLI's page, drawn by the same C++ code.
+
+    import diffract_spectral as diffract
+    figs = diffract.figures("results/compare", store="results.sqlite")   # a list of Figure
+    figs["layers-pl_alpha"]                    # shows itself in a notebook cell (SVG)
+    diffract.report("results/analyze", "results/compare", out="report.html")
+
+Options are the keys of docs/report.md (the CLI's flags and its --config file): metrics, roles, layers,
+models, colours, scatter, esd_tensor, heatmap_role, agreement_field, reference, title, evolution.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from . import _core
+
+PathLike = Union[str, os.PathLike]
+
+_KEYS = ("title", "metrics", "roles", "layers", "models", "colours", "scatter", "esd_tensor", "heatmap_role",
+         "agreement_field", "reference", "evolution")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report: its id (the page anchor and file stem), title, caption and SVG document.
+    Displays itself in Jupyter (`_repr_svg_`); `save(path)` writes the SVG."""
+    id: str
+    title: str
+    caption: str
+    svg: str
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def save(self, path: PathLike) -> None:
+        """Writes the SVG document to `path`, as `diffract report --format svg` writes it."""
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            f.write('<?xml version="1.0" encoding="UTF-8"?>\n' + self.svg)
+
+
+class Figures(list):
+    """The report's figures in page order; `figs["layers-pl_alpha"]` finds one by id, `notes` says which
+    panels were not drawn and why (the page's "Not shown" section)."""
+
+    def __init__(self, figures, notes):
+        super().__init__(figures)
+        self.notes: list = list(notes)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            for f in self:
+                if f.id == key:
+                    return f
+            raise KeyError(f"no figure '{key}' (figures: {', '.join(f.id for f in self)})")
+        return super().__getitem__(key)
+
+    def ids(self) -> list:
+        return [f.id for f in self]
+
+
+def _inputs(inputs) -> list:
+    if not inputs:
+        raise _core.InputError("report: no input (give result directories or a store)")
+    return [os.fspath(i) for i in inputs]
+
+
+def _config_json(options: dict) -> str:
+    unknown = sorted(set(options) - set(_KEYS))
+    if unknown:
+        raise TypeError(f"report() got an unexpected keyword argument {unknown[0]} (options: {', '.join(_KEYS)})")
+    config: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in ("metrics", "models", "scatter") and not isinstance(value, str):
+            value = list(value)
+        if key in ("layers",) and not isinstance(value, str):
+            value = ",".join(str(int(x)) for x in value)
+        if key == "roles" and not isinstance(value, str):
+            value = ",".join(value)
+        config[key] = value
+    return json.dumps(config) if config else ""
+
+
+def figures(*inputs: PathLike, store: Optional[PathLike] = None, **options) -> Figures:
+    """The report's figures for result directories and/or a store, without writing a file: a Figures
+    list (index by position or id). Options: the report's keys (module docstring)."""
+    r = _core.report_figures(_inputs(inputs), "" if store is None else os.fspath(store), _config_json(options))
+    return Figures([Figure(f["id"], f["title"], f["caption"], f["svg"]) for f in r["figures"]], r["notes"])
+
+
+def report(*inputs: PathLike, out: PathLike, store: Optional[PathLike] = None, format: str = "html",
+           **options) -> list:
+    """`diffract report INPUT... --out OUT`: writes the self-contained HTML page (or, format="svg"/"png",
+    one file per figure into the directory OUT) and returns the paths written. The notes of the panels
+    not drawn are on the page; `figures(...)` returns them as `.notes`."""
+    r = _core.write_report(_inputs(inputs), "" if store is None else os.fspath(store), _config_json(options),
+                           os.fspath(out), format)
+    return list(r["written"])
