@@ -24,13 +24,16 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core, _progress, _tables, _torch_models
 from ._core import InputError
 from ._report import Figure, Figures, figures, report
+
+if TYPE_CHECKING:  # for type checkers and IDEs only: pandas stays optional at runtime
+    import pandas as pd
 
 __version__ = _core.__version__  # the CLI's `diffract --version`: CMakeLists.txt's project(VERSION)
 
@@ -281,8 +284,8 @@ def _metrics_spec(metrics) -> str:
 class Analysis:
     """The result of analyze: per-matrix rows (metrics.csv), per-model aggregates (aggregates.csv),
     the field columns, and how many matrices were computed or reused from the store."""
-    metrics: Any
-    aggregates: Any
+    metrics: pd.DataFrame
+    aggregates: pd.DataFrame
     fields: list
     computed: int
     reused: int
@@ -292,9 +295,9 @@ class Analysis:
 class Comparison:
     """The result of compare: per-matrix rows (compare.csv), per-head rows (heads.csv), the skipped
     items (--allow-partial), and how many (model, matrix) pairs were computed or reused."""
-    matrices: Any
-    heads: Any
-    skipped: Any
+    matrices: pd.DataFrame
+    heads: pd.DataFrame
+    skipped: pd.DataFrame
     computed: int
     reused: int
 

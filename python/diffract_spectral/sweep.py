@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from . import _core, _progress
+
+if TYPE_CHECKING:  # type checkers and IDEs only: pandas stays optional
+    import pandas as pd
 
 __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
 
@@ -33,11 +36,11 @@ class SweepResult:
     role, score[, select_score, report_score], eval_seconds, path; roles base and model, or a and b for
     interpolate), `summary` (summary.json as a dict) and `out` (the output directory). Tables are
     pandas DataFrames, or dicts of lists without pandas."""
-    curve: Any
+    curve: Optional[pd.DataFrame]
     summary: dict
     out: str
-    heads_effect: Any = None
-    references: Any = None
+    heads_effect: Optional[pd.DataFrame] = None
+    references: Optional[pd.DataFrame] = None
 
 
 def _references(summary: dict):

@@ -94,3 +94,18 @@ def test_the_wheel_installs_in_a_fresh_venv_of_another_python(wheel_and_pythons,
         ra, rs = ref[t]
         assert (math.isnan(a) and math.isnan(ra)) or a == ra, t
         assert s == rs, t
+
+
+def test_the_wheel_is_typed(wheel_and_pythons):
+    """py.typed and the extension's stubs (_core.pyi, nanobind's stubgen) are in the wheel; the stubs
+    parse and declare the engine's entry points; the result tables are annotated as DataFrames."""
+    import ast
+    import zipfile
+    wheel, _, _ = wheel_and_pythons
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "diffract_spectral/py.typed" in names and "diffract_spectral/_core.pyi" in names
+    stub = ast.parse(zipfile.ZipFile(wheel).read("diffract_spectral/_core.pyi").decode())
+    defs = {n.name for n in ast.walk(stub) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"analyze", "compare", "Checkpoint", "InputError", "report_figures"} <= defs
+    assert diffract.Analysis.__annotations__["metrics"] == "pd.DataFrame"
+    assert diffract.Comparison.__annotations__["heads"] == "pd.DataFrame"
