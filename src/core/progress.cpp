@@ -4,13 +4,26 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace diffract {
 namespace {
 
 constexpr auto kTerminalEvery = std::chrono::milliseconds(200);
-constexpr auto kLogEvery = std::chrono::seconds(10);
+constexpr double kLogEverySeconds = 10;
+
+// The interval of the lines written when stderr is not a terminal: DIFFRACT_PROGRESS_INTERVAL seconds
+// (a batch system's log granularity; a positive number), else 10 s.
+std::chrono::milliseconds log_interval() {
+    double s = kLogEverySeconds;
+    if (const char* v = std::getenv("DIFFRACT_PROGRESS_INTERVAL")) {
+        char* end = nullptr;
+        const double parsed = std::strtod(v, &end);
+        if (end != v && *end == '\0' && std::isfinite(parsed) && parsed > 0 && parsed < 1e6) s = parsed;
+    }
+    return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
+}
 
 std::string duration_text(double s) {
     if (!std::isfinite(s) || s < 0) return "?";
@@ -29,6 +42,7 @@ Progress::Progress(std::string label, std::size_t total, bool enabled, ProgressS
       total_(total),
       enabled_(enabled && (sink || total > 0)),  // a front end's own display shows an empty run too
       terminal_(isatty(STDERR_FILENO) != 0),
+      log_every_(log_interval()),
       sink_(std::move(sink)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
@@ -48,7 +62,7 @@ void Progress::advance(std::size_t n, double cost) {
     done_cost_ += cost;
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    const std::chrono::milliseconds every = sink_ || terminal_ ? kTerminalEvery : kLogEvery;
+    const std::chrono::milliseconds every = sink_ || terminal_ ? kTerminalEvery : log_every_;
     if (now - last_draw_ < every) return;
     last_draw_ = now;
     draw(false);

@@ -5,6 +5,7 @@ that suit batch logs (item 5).
 Independent facts: the commands' own --help listing (what options exist), and the files on disk.
 """
 
+import os
 import re
 import subprocess
 
@@ -78,3 +79,27 @@ def test_batch_progress_lines_and_summaries(family_f32, tmp_path):
     assert re.search(r"all \d+ results reused from", again.stderr), again.stderr
     silent = run([*args, "--out", tmp_path / "a3", "--quiet", "--quiet"])
     assert silent.stderr == ""
+
+
+def test_batch_progress_lines_at_their_interval(family_f32, tmp_path):
+    """Not a terminal (a pipe, as under nohup or a batch system): plain lines at the log interval (10 s;
+    DIFFRACT_PROGRESS_INTERVAL shortens it here), each with done/total, elapsed and an ETA, counts never
+    decreasing, and a last line with the total once any was printed; no carriage returns."""
+    env = {**os.environ, "DIFFRACT_PROGRESS_INTERVAL": "0.001"}
+    p = run(["analyze", family_f32 / "math", "--store", tmp_path / "s.sqlite", "--out", tmp_path / "a",
+             "--threads", "1"], env=env)
+    assert "\r" not in p.stderr
+    lines = re.findall(r"^analyze: (\d+)/(\d+) matrices, (\S+) elapsed, ETA (\S+)$", p.stderr, re.M)
+    assert len(lines) >= 2, p.stderr
+    done = [int(d) for d, _, _, _ in lines]
+    assert done == sorted(done) and len({t for _, t, _, _ in lines}) == 1
+    total = int(lines[0][1])
+    assert re.search(rf"^analyze: {total}/{total} matrices in \S+$", p.stderr, re.M), p.stderr
+    # The default interval prints nothing for a run this short, and a bad value keeps the default.
+    for value in (None, "abc", "-1"):
+        e = {k: v for k, v in os.environ.items() if k != "DIFFRACT_PROGRESS_INTERVAL"}
+        if value is not None:
+            e["DIFFRACT_PROGRESS_INTERVAL"] = value
+        q = run(["analyze", family_f32 / "math", "--store", tmp_path / f"s-{value}.sqlite", "--out",
+                 tmp_path / f"b-{value}"], env=e)
+        assert "ETA" not in q.stderr, (value, q.stderr)

@@ -1,5 +1,6 @@
 // Progress of a long run on stderr (items done, elapsed, ETA). On a terminal: one line redrawn at most
-// 5 times a second. Elsewhere (batch jobs, nohup, CI logs): a plain line every 10 seconds, and a last
+// 5 times a second. Elsewhere (batch jobs, nohup, CI logs): a plain line every 10 seconds
+// (DIFFRACT_PROGRESS_INTERVAL=SECONDS sets another interval), and a last
 // one when the run took long enough to have printed any. Nothing when disabled (--quiet) or when there
 // is nothing to do. A front end with a display of its own (the Python bindings' tqdm bars) gives a
 // sink instead.
@@ -39,6 +40,7 @@ private:
     std::size_t total_;
     bool enabled_;
     bool terminal_;
+    std::chrono::milliseconds log_every_;  // lines when stderr is not a terminal
     ProgressSink sink_;
     std::atomic<std::size_t> done_{0};
     double total_cost_ = 0, done_cost_ = 0;  // guarded by mu_
