@@ -213,4 +213,56 @@ std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
     return out;
 }
 
+namespace {
+
+int projection_index(model::Role role) {
+    switch (role) {
+        case model::Role::attn_q:
+            return 0;
+        case model::Role::attn_k:
+            return 1;
+        case model::Role::attn_v:
+            return 2;
+        case model::Role::attn_o:
+            return 3;
+        default:
+            return -1;
+    }
+}
+
+}  // namespace
+
+std::vector<HeadStats> head_stats_of(const std::vector<HeadBlock>& blocks, const model::HeadGeometry& g) {
+    std::map<std::pair<int, int>, HeadStats> stats;
+    std::map<std::pair<int, int>, std::pair<double, int>> agree, ks;  // sums and counts
+    for (const auto& b : blocks) {
+        const int p = projection_index(b.role);
+        if (p < 0) continue;
+        std::vector<int> query_heads;
+        if (p == 1 || p == 2) {
+            for (int h = 0; h < g.n_heads; ++h)
+                if (g.kv_head_of(h) == b.head) query_heads.push_back(h);
+        } else {
+            query_heads.push_back(b.head);
+        }
+        for (int h : query_heads) {
+            const std::pair key{b.layer, h};
+            auto& s = stats[key];
+            s.layer = b.layer, s.head = h;
+            s.block_norm[p] = b.delta_frob_norm;
+            auto& a = agree[key];
+            a.first += 0.5 * (b.avg_l_agreement + b.avg_r_agreement), ++a.second;
+            auto& k = ks[key];
+            k.first += b.pl_ks, ++k.second;
+        }
+    }
+    std::vector<HeadStats> out;
+    for (auto& [key, s] : stats) {
+        s.agreement = agree[key].first / agree[key].second;
+        s.pl_ks = ks[key].first / ks[key].second;
+        out.push_back(s);
+    }
+    return out;
+}
+
 }  // namespace diffract::analysis

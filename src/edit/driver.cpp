@@ -41,15 +41,16 @@ bool is_editable(const TensorInfo& t, const model::TensorRole& role, const model
     return false;
 }
 
-// `other`, the tensor of `ck` that `t` of the primary pairs with (formats::counterpart: the same
-// name, or its counterpart in the other naming), checked to have t's shape and a floating dtype.
-const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const TensorInfo& other, const TensorInfo& t,
-                                 const formats::Checkpoint& primary) {
-    if (other.shape != t.shape)
+// The tensor of `ck` that `t` of the primary pairs with (formats::align), refused when its shape
+// differs or it is not floating where `t` is. An undecoded type is left to the read, which names it.
+const TensorInfo& aligned_tensor(const formats::Checkpoint& ck, const formats::TensorPair& pair,
+                                 const TensorInfo& t, const formats::Checkpoint& primary) {
+    const TensorInfo& other = *pair.other;
+    if (pair.issue == formats::PairIssue::shape)
         throw_input_error(ck.path, other.name,
                           fmt::format("shape differs from {}'s {} (expected {}, found {})", primary.path,
                                       t.name, shape_string(t.shape), shape_string(other.shape)));
-    if (dtype_is_float(t.dtype) && !dtype_is_float(other.dtype))
+    if (pair.issue == formats::PairIssue::not_float)
         throw_input_error(ck.path, other.name,
                           fmt::format("not a floating tensor (found {})", dtype_name(other.dtype)));
     return other;
@@ -143,10 +144,10 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         const auto& role = roles[i];
         // Its pair in each aligned input (looked up once). A tensor not in every input is carried
         // from the primary as it is (EditSummary's rule).
-        std::vector<const TensorInfo*> pairs;
-        for (const auto* ck : job.aligned) pairs.push_back(formats::counterpart(*ck, primary, t));
-        const bool in_all =
-            std::all_of(pairs.begin(), pairs.end(), [](const auto* p) { return p != nullptr; });
+        std::vector<formats::TensorPair> pairs;
+        for (const auto* ck : job.aligned) pairs.push_back(formats::align(*ck, primary, t));
+        const bool in_all = std::all_of(pairs.begin(), pairs.end(),
+                                        [](const auto& p) { return p.issue != formats::PairIssue::missing; });
         if (!in_all) summary.only_in_primary.push_back(t.name);
         const bool selected = chosen[i];
         if (selected && in_all && is_editable(t, role, primary.schema, Editable::any_float)) ++shared;
@@ -156,7 +157,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         EditTensor e{&t, {}, role, &primary.schema};
         if (in_all && (edited || job.editable == Editable::none))
             for (std::size_t k = 0; k < pairs.size(); ++k)
-                e.inputs.push_back(&aligned_tensor(*job.aligned[k], *pairs[k], t, primary));
+                e.inputs.push_back(&aligned_tensor(*job.aligned[k], pairs[k], t, primary));
         // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
         specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
         if (!edited) {

@@ -39,4 +39,13 @@ const TensorInfo* counterpart(const Checkpoint& ck, const Checkpoint& own, const
     return unique_in(own) == &t ? unique_in(ck) : nullptr;
 }
 
+TensorPair align(const Checkpoint& ck, const Checkpoint& own, const TensorInfo& t) {
+    const TensorInfo* other = counterpart(ck, own, t);
+    if (!other) return {nullptr, PairIssue::missing};
+    if (other->shape != t.shape) return {other, PairIssue::shape};
+    if (dtype_is_float(t.dtype) && !dtype_is_float(other->dtype)) return {other, PairIssue::not_float};
+    if (ck.unsupported_types.count(other->name)) return {other, PairIssue::undecoded};
+    return {other, PairIssue::none};
+}
+
 }  // namespace diffract::formats

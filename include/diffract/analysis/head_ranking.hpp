@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "diffract/model/schema.hpp"
+
 namespace diffract::analysis {
 
 // Over which heads the min-max scaling runs.
@@ -57,6 +59,21 @@ struct HeadStats {
     // sqrt of the sum of the squared block norms that are not NaN (NaN when none is).
     double update_norm() const;
 };
+
+// One compared head block of one model (compare's head rows): Q and O blocks are a query head's,
+// K and V blocks a key/value head's.
+struct HeadBlock {
+    int layer = 0;
+    model::Role role = model::Role::other;  // attn_q | attn_k | attn_v | attn_o
+    int head = 0;
+    double delta_frob_norm = 0, avg_l_agreement = 0, avg_r_agreement = 0, pl_ks = 0;
+};
+
+// Per query head, in (layer, head) order: its Q, K, V, O block norms (GQA: a K/V block counts in every
+// query head of its group), agreement the mean of 0.5 (l + r) over its blocks, pl_ks their mean.
+// Blocks of other roles are ignored.
+std::vector<HeadStats> head_stats_of(const std::vector<HeadBlock>& blocks,
+                                     const model::HeadGeometry& geometry);
 
 struct HeadRankOptions {
     ScaleScope scope = ScaleScope::global;

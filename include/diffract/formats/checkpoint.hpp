@@ -61,6 +61,23 @@ nlohmann::json parse_config_json(std::span<const std::byte> bytes, const std::st
 // both sides. Norms and unclassified tensors pair by name only. nullptr when there is none.
 const TensorInfo* counterpart(const Checkpoint& ck, const Checkpoint& own, const TensorInfo& t);
 
+// How `t` of `own` pairs with its counterpart in `ck`: the one alignment rule of compare and the edit
+// driver, which differ only in what they do with a mismatch (compare refuses or skips it, an edit
+// carries the tensor from its primary or refuses).
+enum class PairIssue {
+    none,       // paired
+    missing,    // no counterpart
+    shape,      // the counterpart's shape differs
+    not_float,  // `t` is floating, the counterpart is not
+    undecoded,  // the counterpart is of a type that is not decoded (a GGUF type:
+                // Checkpoint::unsupported_types)
+};
+struct TensorPair {
+    const TensorInfo* other = nullptr;  // null only when missing
+    PairIssue issue = PairIssue::none;
+};
+TensorPair align(const Checkpoint& ck, const Checkpoint& own, const TensorInfo& t);
+
 // Splits "NAME=PATH" (NAME without '/'); returns {"", spec} when there is no name.
 std::pair<std::string, std::string> split_model_name(std::string_view spec);
 
