@@ -12,7 +12,7 @@
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "diffract/formats/lora_adapter.hpp"
-#include "diffract/run/head_scores.hpp"
+#include "diffract/run/rewind_job.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -105,26 +105,26 @@ int run_rewind(const EditArgs& a) {
     edit::check_rewind_heads_choice(a.fraction.has_value(), !a.heads_file.empty());
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
-    std::vector<edit::RewindHead> heads;
-    if (!a.heads_file.empty()) {
-        heads = edit::read_heads_file(a.heads_file);
-    } else {
-        analysis::HeadRankOptions ranking;
-        ranking.order = analysis::parse_head_order(a.order);
-        ranking.scope = analysis::parse_scale_scope(a.scale_scope);
-        ranking.seed = a.seed;
-        auto run = run::parse_run_options(a.run);
-        run.progress = false;
-        run.out = a.out;  // refused before the heads are ranked, not after
-        const auto reference =
-            a.reference.empty() ? std::nullopt : std::optional(formats::open_checkpoint(a.reference));
-        heads = edit::lowest_heads(run::head_scores(base, model, reference ? &*reference : nullptr, run),
-                                   ranking, *a.fraction);
-    }
-    const auto s = (a.as_lora ? edit::rewind_adapter : edit::rewind)(
-        a.out, base, model, heads, edit::parse_kv_policy(a.kv_policy), common_of(a),
-        edit::parse_o_bias(a.o_bias));
-    report(a, "rewind", s, a.out);
+    const auto reference = a.reference.empty() || a.fraction == std::nullopt
+                               ? std::nullopt
+                               : std::optional(formats::open_checkpoint(a.reference));
+    run::RewindJob job;
+    job.out = a.out;
+    job.base = &base, job.model = &model, job.reference = reference ? &*reference : nullptr;
+    job.fraction = a.fraction;
+    job.heads_file = a.heads_file;
+    job.ranking.order = analysis::parse_head_order(a.order);
+    job.ranking.scope = analysis::parse_scale_scope(a.scale_scope);
+    job.ranking.seed = a.seed;
+    job.kv = edit::parse_kv_policy(a.kv_policy);
+    job.o_bias = edit::parse_o_bias(a.o_bias);
+    job.as_lora = a.as_lora;
+    job.common = common_of(a);
+    job.run = run::parse_run_options(a.run);
+    job.run.progress = false;
+    const auto outcome = run::rewind(job);
+    const auto& heads = outcome.heads;
+    report(a, "rewind", outcome.summary, a.out);
     if (a.run.quiet < 2) {
         std::string list;
         for (const auto& h : heads) list += fmt::format(" {}:{}", h.layer, h.head);
@@ -139,9 +139,7 @@ int run_truncate(const EditArgs& a) {
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     if (a.as_lora) {
-        if (!a.rank) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
-        if (a.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
-        const auto s = edit::truncate_as_lora(a.out, base, model, *a.rank, common_of(a));
+        const auto s = edit::truncate_as_lora(a.out, base, model, a.rank, common_of(a));
         if (a.run.quiet < 2)
             fmt::print(
                 stderr,
@@ -154,9 +152,7 @@ int run_truncate(const EditArgs& a) {
 }
 
 int run_merge_lora(const EditArgs& a) {
-    const auto merged = formats::open_lora_model("", a.base, a.adapter);
-    const auto base = formats::open_checkpoint(a.base.empty() ? formats::lora_base_model(a.adapter) : a.base);
-    report(a, "merge-lora", edit::merge_lora(a.out, base, merged, common_of(a)), a.out);
+    report(a, "merge-lora", edit::merge_lora_adapter(a.out, a.base, a.adapter, common_of(a)), a.out);
     return 0;
 }
 
@@ -173,11 +169,6 @@ int run_permute(const EditArgs& a) {
     return 0;
 }
 
-std::string omega_dir(double w) {
-    return std::abs(w * 100 - std::round(w * 100)) < 1e-9 ? fmt::format("omega_{:.2f}", w)
-                                                          : fmt::format("omega_{}", w);
-}
-
 int run_interpolate(const EditArgs& a) {
     if (a.omega.has_value() != a.grid.empty())
         throw InputError("edit interpolate: give exactly one of --omega and --grid");
@@ -188,13 +179,7 @@ int run_interpolate(const EditArgs& a) {
         report(a, "interpolate", edit::interpolate(a.out, ca, cb, *a.omega, common), a.out);
         return 0;
     }
-    const auto omegas = edit::parse_grid(a.grid, "--grid", edit::check_max_candidates(a.max_candidates));
-    edit::check_free_space(a.out, omegas.size() * edit::checkpoint_bytes(ca),
-                           fmt::format("{} interpolated checkpoints", omegas.size()));
-    formats::write_directory_atomically(a.out, formats::input_paths({&ca, &cb}), [&](const std::string& tmp) {
-        for (double w : omegas)
-            edit::interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), ca, cb, w, common);
-    });
+    const auto omegas = edit::interpolate_grid(a.out, ca, cb, a.grid, a.max_candidates, common);
     if (a.run.quiet < 2)
         fmt::print(stderr, "edit interpolate: {} checkpoints -> {}/omega_*\n", omegas.size(), a.out);
     return 0;

@@ -14,7 +14,8 @@ namespace {
 struct ReportArgs {
     std::vector<std::string> inputs;
     std::string out, format = "html", store, config_file;
-    std::string metrics, roles, layers, models, colours, scatter, esd_tensor, heatmap_role, reference, title;
+    std::string metrics, roles, layers, models, colours, scatter, esd_tensor, heatmap_role, agreement_field,
+        reference, title;
     bool evolution = false, no_evolution = false, quiet = false, verbose = false;
 };
 
@@ -29,6 +30,7 @@ report::ReportConfig make_config(const ReportArgs& a) {
     if (!a.scatter.empty()) c.scatter = split_list(a.scatter);
     if (!a.esd_tensor.empty()) c.esd_tensor = a.esd_tensor;
     if (!a.heatmap_role.empty()) c.heatmap_role = a.heatmap_role;
+    if (!a.agreement_field.empty()) c.agreement_field = a.agreement_field;
     if (!a.reference.empty()) c.reference = a.reference;
     if (!a.title.empty()) c.title = a.title;
     if (a.evolution) c.evolution = true;
@@ -98,6 +100,8 @@ void add_report(CLI::App& app) {
                     "Tensor of the ESD figure (default: attn_q of the middle layer)");
     sub->add_option("--heatmap-role", a->heatmap_role,
                     "Head block of the agreement heatmap (default attn_q)");
+    sub->add_option("--agreement-field", a->agreement_field,
+                    "compare.csv field of the agreement heatmap (default avg_l_agreement)");
     sub->add_option("--reference", a->reference,
                     "Reference model of the difference panels (default: heads.csv's)");
     sub->add_option("--title", a->title, "Page title");

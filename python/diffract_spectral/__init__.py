@@ -340,7 +340,8 @@ def analyze(models, *, metrics: Union[str, Sequence] = "default", heads: bool = 
 
 def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: str = "global",
             order: str = "importance", seed: int = 42, precision: str = "f64", svd_route: str = "auto",
-            heads: bool = True, allow_partial: bool = False, threads: int = 0, max_memory: Optional[str] = None,
+            heads: bool = True, allow_partial: bool = False, delta_only: bool = False, threads: int = 0,
+            max_memory: Optional[str] = None,
             store: Optional[str] = None, device: str = "cpu", roles=None, layers=None,
             match: Optional[str] = None, exclude: Optional[str] = None, progress: bool = False,
             out: Optional[str] = None) -> Comparison:
@@ -348,7 +349,7 @@ def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: st
     list) against the base, and the per-head update norms, importance and ranking (with `reference`).
 
     Options mirror the CLI (--base, --reference, --top-k, --scale-scope, --order, --seed, --precision,
-    --svd-route, --no-heads → heads=False, --allow-partial and the run options). Models (and base,
+    --svd-route, --no-heads → heads=False, --allow-partial, --delta-only and the run options). Models (and base,
     reference) are what analyze takes: specs, Checkpoints, state_dicts or model objects. out: also write compare.csv and heads.csv there.
     progress=True: a tqdm bar. Returns a Comparison of DataFrames (dicts of lists without pandas)."""
     if _is_one_model(models):
@@ -356,22 +357,28 @@ def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: st
     with _progress.display(progress) as sink:
         r = _core.compare(_model_arg(base), [_model_arg(m) for m in models],
                           None if reference is None else _model_arg(reference), top_k, scale_scope, order, seed,
-                          precision, svd_route, heads, allow_partial,
+                          precision, svd_route, heads, allow_partial, delta_only,
                           _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
 
 
-def generate(*, out: Union[str, os.PathLike], layers: int = 4, hidden: int = 256, heads: int = 8, kv_heads: int = 0,
-             intermediate: int = 512, vocab: int = 1024, domains: Sequence[str] = ("math", "code"),
-             reference: str = "text", domain_heads: int = 2, generic_heads: int = 2, dtype: str = "BF16",
-             shard_mb: float = 0, seed: int = 0) -> str:
+def generate(*, out: Union[str, os.PathLike], preset: str = "tiny", layers: Optional[int] = None,
+             hidden: Optional[int] = None, heads: Optional[int] = None, kv_heads: Optional[int] = None,
+             intermediate: Optional[int] = None, vocab: Optional[int] = None,
+             domains: Sequence[str] = ("math", "code"), reference: str = "text", domain_heads: int = 2,
+             generic_heads: int = 2, dtype: str = "BF16", shard_mb: float = 0, seed: int = 0,
+             models: Optional[Sequence[str]] = None) -> str:
     """`diffract generate`: writes the deterministic synthetic family (OUT/pretrained, one model per
-    domain and the reference) with the CLI's defaults; returns `out`."""
+    domain and the reference) with the CLI's defaults; returns `out`. preset: "tiny" (4 layers, hidden
+    256, 8 heads), "1b" or "7b" (OLMo-2's shapes); a shape argument given overrides the preset's value.
+    models: write only these (e.g. ["pretrained", "math"])."""
     out = os.fspath(out)
-    _core.generate(out, layers, hidden, heads, kv_heads, intermediate, vocab, list(domains), reference, domain_heads,
-                   generic_heads, dtype, shard_mb, seed)
+    if isinstance(models, str):
+        models = [models]
+    _core.generate(out, preset, layers, hidden, heads, kv_heads, intermediate, vocab, list(domains), reference,
+                   domain_heads, generic_heads, dtype, shard_mb, seed, list(models or ()))
     return out
 
 

@@ -4,7 +4,7 @@ summarised as curves and areas under them (see docs/edit.md).
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
 summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult of what
 it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
-eval, select_eval, report_eval, score_key, eval_timeout (seconds, 6 h; 0: none), keep, max_shard_size ("5G"), threads, max_memory, store,
+eval, select_eval, report_eval, score_key, eval_timeout (seconds, 6 h; 0: none), keep, max_candidates (1000), max_shard_size ("5G"), threads, max_memory, store,
 device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
 Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
 (fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
@@ -13,6 +13,7 @@ callable evaluation takes it while it runs).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import dataclass
@@ -110,11 +111,11 @@ def _evaluation(value: Evaluation):
 
 def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
           report_eval: Evaluation = None, score_key: Optional[str] = None,
-          eval_timeout: float = 6 * 3600, keep: bool = False,
+          eval_timeout: float = 6 * 3600, keep: bool = False, max_candidates: int = 1000,
           max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
           store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
-          match: Optional[str] = None, exclude: Optional[str] = None, per_head: bool = False) -> "_core.SweepArgs":
-    """The options every sweep takes, as _core.SweepArgs."""
+          match: Optional[str] = None, exclude: Optional[str] = None) -> "_core.SweepArgs":
+    """The options every sweep takes, as _core.SweepArgs (a wrong keyword is a TypeError naming it)."""
     from . import _set_selection
 
     a = _core.SweepArgs()
@@ -127,6 +128,7 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
     a.score_key = score_key or ""
     a.eval_timeout = float(eval_timeout)
     a.keep = bool(keep)
+    a.max_candidates = int(max_candidates)
     a.max_shard_size = str(max_shard_size)
     a.threads = int(threads)
     a.max_memory = "" if max_memory is None else str(max_memory)
@@ -134,17 +136,23 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
     a.device = device
     a.quiet = bool(quiet)
     _set_selection(a, roles, layers, match, exclude)
-    a.per_head = bool(per_head)
     return a
 
 
-def _run(core_sweep, out, options: dict, *inputs):
+def _run(core_sweep, out, options: dict, *inputs, per_head: bool = False):
     """Runs `core_sweep(*inputs, args)` with the options as _core.SweepArgs; progress=True shows the
     evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines. Returns
     (out, what core_sweep returned)."""
     options = dict(options)
+    allowed = [p for p in inspect.signature(_args).parameters if p != "out"]
+    for name in options:
+        if name not in allowed and name != "progress":
+            sweep = core_sweep.__name__.removeprefix("sweep_")
+            raise TypeError(f"sweep.{sweep}() got an unexpected keyword argument '{name}'; "
+                            f"its common options: {', '.join(allowed)}, progress")
     with _progress.display(options.pop("progress", False)) as report:
         a = _args(out, **options)
+        a.per_head = bool(per_head)  # sweep truncate's own option
         if report is not None:  # the field defaults to None (nanobind refuses None for an object field)
             a.progress = report
         r = core_sweep(*inputs, a)
@@ -179,8 +187,8 @@ def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1"
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
     separately), scored by `eval`. Returns the curve and the summary."""
-    return _result(_run(_core.sweep_truncate, out, dict(options, per_head=per_head), _spec(base), _spec(model),
-                        _grid(keeps)))
+    return _result(_run(_core.sweep_truncate, out, options, _spec(base), _spec(model), _grid(keeps),
+                        per_head=per_head))
 
 
 def interpolate(a, b, *, out, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:

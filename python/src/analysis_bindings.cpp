@@ -1,5 +1,6 @@
 // analyze, compare and generate with the CLI's options; results as columns (dicts of lists).
 #include <optional>
+#include <set>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -75,8 +76,8 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
 nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
                  const std::optional<ModelArg>& reference, int top_k, const std::string& scale_scope,
                  const std::string& order, std::uint64_t seed, const std::string& precision,
-                 const std::string& svd_route, bool heads, bool allow_partial, const RunArgs& run,
-                 const std::string& out) {
+                 const std::string& svd_route, bool heads, bool allow_partial, bool delta_only,
+                 const RunArgs& run, const std::string& out) {
     run::CompareOptions o;
     o.base = *opened(base);
     for (const auto& m : models) o.models.push_back(*opened(m));
@@ -89,6 +90,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     o.route = analysis::parse_svd_route(svd_route);
     o.heads = heads;
     o.allow_partial = allow_partial;
+    o.delta_only = delta_only;
     o.run = run_options(run);
     o.run.out = out;
     const auto r = run_interruptible([&] {
@@ -106,19 +108,25 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     return d;
 }
 
-void generate(const std::string& out, int layers, int hidden, int heads, int kv_heads, int intermediate,
-              int vocab, const std::vector<std::string>& domains, const std::string& reference,
-              int domain_heads, int generic_heads, const std::string& dtype, double shard_mb,
-              std::uint64_t seed) {
+// Shape arguments are optional: the ones given override the preset's (synth::apply_preset).
+void generate(const std::string& out, const std::string& preset, std::optional<int> layers,
+              std::optional<int> hidden, std::optional<int> heads, std::optional<int> kv_heads,
+              std::optional<int> intermediate, std::optional<int> vocab,
+              const std::vector<std::string>& domains, const std::string& reference, int domain_heads,
+              int generic_heads, const std::string& dtype, double shard_mb, std::uint64_t seed,
+              const std::vector<std::string>& models) {
     synth::FamilyOptions o;
-    o.layers = layers, o.hidden = hidden, o.heads = heads, o.kv_heads = kv_heads,
-    o.intermediate = intermediate;
-    o.vocab = vocab, o.domains = domains, o.reference = reference, o.domain_heads_per_layer = domain_heads;
-    o.generic_heads_per_layer = generic_heads, o.seed = seed;
-    const auto dt = dtype_from_name(dtype);
-    if (!dt || (*dt != DType::BF16 && *dt != DType::F16 && *dt != DType::F32))
-        throw InputError("--dtype: expected BF16, F16 or F32, found '" + dtype + "'");
-    o.dtype = *dt;
+    std::set<std::string> given;
+    auto take = [&](const char* name, const std::optional<int>& v, int& field) {
+        if (v) field = *v, given.insert(name);
+    };
+    take("layers", layers, o.layers), take("hidden", hidden, o.hidden), take("heads", heads, o.heads);
+    take("kv_heads", kv_heads, o.kv_heads), take("intermediate", intermediate, o.intermediate);
+    take("vocab", vocab, o.vocab);
+    synth::apply_preset(o, preset, given);
+    o.domains = domains, o.reference = reference, o.domain_heads_per_layer = domain_heads;
+    o.generic_heads_per_layer = generic_heads, o.seed = seed, o.only = models;
+    o.dtype = synth::parse_family_dtype(dtype);
     o.max_shard_bytes = static_cast<std::uint64_t>(shard_mb * 1e6);
     run_interruptible([&] {
         synth::generate_family(out, o);
@@ -163,11 +171,13 @@ void bind_analysis(nb::module_& m) {
           nb::arg("run"), nb::arg("out"));
     m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(),
           nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
-          nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("run"), nb::arg("out"));
-    m.def("generate", &generate, nb::arg("out"), nb::arg("layers"), nb::arg("hidden"), nb::arg("heads"),
-          nb::arg("kv_heads"), nb::arg("intermediate"), nb::arg("vocab"), nb::arg("domains"),
-          nb::arg("reference"), nb::arg("domain_heads"), nb::arg("generic_heads"), nb::arg("dtype"),
-          nb::arg("shard_mb"), nb::arg("seed"));
+          nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("delta_only"),
+          nb::arg("run"), nb::arg("out"));
+    m.def("generate", &generate, nb::arg("out"), nb::arg("preset"), nb::arg("layers").none(),
+          nb::arg("hidden").none(), nb::arg("heads").none(), nb::arg("kv_heads").none(),
+          nb::arg("intermediate").none(), nb::arg("vocab").none(), nb::arg("domains"), nb::arg("reference"),
+          nb::arg("domain_heads"), nb::arg("generic_heads"), nb::arg("dtype"), nb::arg("shard_mb"),
+          nb::arg("seed"), nb::arg("models"));
     m.def("catalog", &catalog);
     m.def(
         "resolve_metrics",

@@ -14,6 +14,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/run/head_scores.hpp"
+#include "diffract/run/rewind_job.hpp"
 #include "interruptible.hpp"
 
 namespace diffract::python {
@@ -52,50 +53,60 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 const std::optional<ModelArg>& reference, std::optional<double> fraction,
                 const std::optional<std::variant<std::string, HeadList>>& heads, const std::string& order,
                 const std::string& scale_scope, std::uint64_t seed, const std::string& kv_policy,
-                const EditArgs& a, int threads, const std::string& max_memory, const std::string& store) {
+                const std::string& o_bias, bool as_lora, const EditArgs& a, int threads,
+                const std::string& max_memory, const std::string& store) {
     edit::check_rewind_heads_choice(fraction.has_value(), heads.has_value());
     const auto b = opened(base);
     const auto m = opened(model);
-    const auto kv = edit::parse_kv_policy(kv_policy);
-    const auto common = common_of(a);
-    std::vector<edit::RewindHead> list;
-    analysis::HeadRankOptions ranking;
-    run::RunOptions run;
-    std::shared_ptr<const formats::Checkpoint> ref;
+    run::RewindJob job;
+    job.out = out;
+    job.base = b.get(), job.model = m.get();
+    job.fraction = fraction;
     if (heads) {
-        if (const auto* file = std::get_if<std::string>(&*heads))
-            list = edit::read_heads_file(*file);
-        else
-            for (const auto& [layer, head] : std::get<HeadList>(*heads)) list.push_back({layer, head, {}});
-        // As a heads file: at least one head (duplicates are refused by the edit itself).
-        if (list.empty()) throw InputError("heads: lists no heads (expected (layer, head) pairs)");
-    } else {
-        ranking.order = analysis::parse_head_order(order);
-        ranking.scope = analysis::parse_scale_scope(scale_scope);
-        ranking.seed = seed;
-        run = run::parse_run_options(
-            {{a.roles, a.layers, a.match, a.exclude}, threads, max_memory, store, a.device, /*quiet=*/true});
-        run.progress_sink = common.progress;  // the head ranking's compare, then the edit
-        run.progress = static_cast<bool>(run.progress_sink);
-        if (reference) ref = opened(*reference);
+        if (const auto* file = std::get_if<std::string>(&*heads)) {
+            job.heads_file = *file;
+        } else {
+            job.heads.emplace();
+            for (const auto& [layer, head] : std::get<HeadList>(*heads))
+                job.heads->push_back({layer, head, {}});
+        }
     }
-    const auto s = run_interruptible([&] {
-        if (!heads) list = edit::lowest_heads(run::head_scores(*b, *m, ref.get(), run), ranking, *fraction);
-        return edit::rewind(out, *b, *m, list, kv, common);
-    });
-    auto d = summary(s);
+    job.ranking.order = analysis::parse_head_order(order);
+    job.ranking.scope = analysis::parse_scale_scope(scale_scope);
+    job.ranking.seed = seed;
+    job.kv = edit::parse_kv_policy(kv_policy);
+    job.o_bias = edit::parse_o_bias(o_bias);
+    job.as_lora = as_lora;
+    job.common = common_of(a);
+    std::shared_ptr<const formats::Checkpoint> ref;
+    if (!heads) {
+        job.run = run::parse_run_options(
+            {{a.roles, a.layers, a.match, a.exclude}, threads, max_memory, store, a.device, /*quiet=*/true});
+        job.run.progress_sink = job.common.progress;  // the head ranking's compare, then the edit
+        job.run.progress = static_cast<bool>(job.run.progress_sink);
+        if (reference) ref = opened(*reference), job.reference = ref.get();
+    }
+    const auto outcome = run_interruptible([&] { return run::rewind(job); });
+    auto d = summary(outcome.summary);
     nb::list rewound;
-    for (const auto& h : list) rewound.append(nb::make_tuple(h.layer, h.head));
+    for (const auto& h : outcome.heads) rewound.append(nb::make_tuple(h.layer, h.head));
     d["heads"] = rewound;
     return d;
 }
 
 nb::dict truncate(const std::string& out, const ModelArg& base, const ModelArg& model,
                   std::optional<double> keep, std::optional<int> rank, std::optional<double> energy,
-                  const EditArgs& a) {
+                  bool as_lora, const EditArgs& a) {
     const auto rule = edit::truncate_rule(keep, rank, energy);
     const auto b = opened(base), m = opened(model);
     const auto common = common_of(a);
+    if (as_lora) {
+        const auto s = run_interruptible([&] { return edit::truncate_as_lora(out, *b, *m, rank, common); });
+        nb::dict d;
+        d["modules"] = s.modules;
+        d["not_in_adapter"] = nb::cast(s.not_in_adapter);
+        return d;
+    }
     return summary(run_interruptible([&] { return edit::truncate(out, *b, *m, rule, common); }));
 }
 
@@ -111,11 +122,29 @@ nb::dict permute(const std::string& out, const ModelArg& model, std::uint64_t se
     return summary(run_interruptible([&] { return edit::permute(out, *m, seed, common); }));
 }
 
-nb::dict interpolate(const std::string& out, const ModelArg& a_model, const ModelArg& b_model, double omega,
+nb::dict interpolate(const std::string& out, const ModelArg& a_model, const ModelArg& b_model,
+                     std::optional<double> omega, const std::string& grid, std::int64_t max_candidates,
                      const EditArgs& a) {
+    if (omega.has_value() == !grid.empty())
+        throw InputError("edit interpolate: give exactly one of omega and grid");
     const auto ca = opened(a_model), cb = opened(b_model);
     const auto common = common_of(a);
-    return summary(run_interruptible([&] { return edit::interpolate(out, *ca, *cb, omega, common); }));
+    if (!grid.empty()) {
+        const auto omegas = run_interruptible(
+            [&] { return edit::interpolate_grid(out, *ca, *cb, grid, max_candidates, common); });
+        nb::dict d;
+        nb::list dirs;
+        for (double w : omegas) dirs.append(nb::make_tuple(w, edit::omega_dir(w)));
+        d["checkpoints"] = dirs;
+        return d;
+    }
+    return summary(run_interruptible([&] { return edit::interpolate(out, *ca, *cb, *omega, common); }));
+}
+
+nb::dict merge_lora(const std::string& out, const std::string& adapter, const std::string& base,
+                    const EditArgs& a) {
+    const auto common = common_of(a);
+    return summary(run_interruptible([&] { return edit::merge_lora_adapter(out, base, adapter, common); }));
 }
 
 nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<ModelArg>& models,
@@ -154,15 +183,18 @@ void bind_edits(nb::module_& m) {
         .def_rw("progress", &EditArgs::progress, "None, or a callable receiving (done, total, label)");
     m.def("edit_rewind", &rewind, nb::arg("out"), nb::arg("base"), nb::arg("model"),
           nb::arg("reference").none(), nb::arg("fraction").none(), nb::arg("heads").none(), nb::arg("order"),
-          nb::arg("scale_scope"), nb::arg("seed"), nb::arg("kv_policy"), nb::arg("common"),
-          nb::arg("threads"), nb::arg("max_memory"), nb::arg("store"));
+          nb::arg("scale_scope"), nb::arg("seed"), nb::arg("kv_policy"), nb::arg("o_bias"),
+          nb::arg("as_lora"), nb::arg("common"), nb::arg("threads"), nb::arg("max_memory"), nb::arg("store"));
     m.def("edit_truncate", &truncate, nb::arg("out"), nb::arg("base"), nb::arg("model"),
-          nb::arg("keep").none(), nb::arg("rank").none(), nb::arg("energy").none(), nb::arg("common"));
+          nb::arg("keep").none(), nb::arg("rank").none(), nb::arg("energy").none(), nb::arg("as_lora"),
+          nb::arg("common"));
+    m.def("edit_merge_lora", &merge_lora, nb::arg("out"), nb::arg("adapter"), nb::arg("base"),
+          nb::arg("common"));
     m.def("edit_transplant", &transplant, nb::arg("out"), nb::arg("base"), nb::arg("model"),
           nb::arg("common"));
     m.def("edit_permute", &permute, nb::arg("out"), nb::arg("model"), nb::arg("seed"), nb::arg("common"));
-    m.def("edit_interpolate", &interpolate, nb::arg("out"), nb::arg("a"), nb::arg("b"), nb::arg("omega"),
-          nb::arg("common"));
+    m.def("edit_interpolate", &interpolate, nb::arg("out"), nb::arg("a"), nb::arg("b"),
+          nb::arg("omega").none(), nb::arg("grid"), nb::arg("max_candidates"), nb::arg("common"));
     m.def("edit_merge", &merge, nb::arg("out"), nb::arg("base"), nb::arg("models"), nb::arg("method"),
           nb::arg("weights"), nb::arg("density"), nb::arg("lambda_"), nb::arg("normalize").none(),
           nb::arg("seed"), nb::arg("common"));

@@ -29,6 +29,7 @@ struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub an
     std::string out, eval, select_eval, report_eval, score_key;
     double eval_timeout = sweep::kDefaultEvalTimeout;
     bool keep = false;
+    std::int64_t max_candidates = edit::kDefaultMaxCandidates;
     std::string max_shard_size = "5G";
     bool per_head = false;
     int threads = 0;
@@ -87,7 +88,7 @@ sweep::SweepOptions options_of(const SweepArgs& a) {
     sweep::SweepOptions o;
     o.out = a.out, o.eval = a.eval, o.select_eval = a.select_eval, o.report_eval = a.report_eval;
     o.score_key = a.score_key, o.eval_timeout = a.eval_timeout, o.keep = a.keep,
-    o.max_shard_size = a.max_shard_size, o.per_head = a.per_head;
+    o.max_shard_size = a.max_shard_size, o.per_head = a.per_head, o.max_candidates = a.max_candidates;
     o.run = {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, a.quiet};
     return o;
 }
@@ -161,6 +162,7 @@ void bind_sweeps(nb::module_& m) {
         .def_rw("eval_timeout", &SweepArgs::eval_timeout)
         .def_rw("keep", &SweepArgs::keep)
         .def_rw("max_shard_size", &SweepArgs::max_shard_size)
+        .def_rw("max_candidates", &SweepArgs::max_candidates)
         .def_rw("per_head", &SweepArgs::per_head)
         .def_rw("threads", &SweepArgs::threads)
         .def_rw("max_memory", &SweepArgs::max_memory)

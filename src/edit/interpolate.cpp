@@ -1,10 +1,12 @@
 // Linear interpolation between two checkpoints; the endpoints copy an input's bytes.
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/formats/checkpoint_writer.hpp"
 
 namespace diffract::edit {
 
@@ -24,6 +26,24 @@ EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a
         encode(va, t.tensor->dtype, out);
     };
     return run_edit(out_dir, job);
+}
+
+std::string omega_dir(double w) {
+    return std::abs(w * 100 - std::round(w * 100)) < 1e-9 ? fmt::format("omega_{:.2f}", w)
+                                                          : fmt::format("omega_{}", w);
+}
+
+std::vector<double> interpolate_grid(const std::string& out_dir, const formats::Checkpoint& a,
+                                     const formats::Checkpoint& b, const std::string& grid,
+                                     std::int64_t max_candidates, const EditCommon& common) {
+    const auto omegas = parse_grid(grid, "--grid", check_max_candidates(max_candidates));
+    check_free_space(out_dir, omegas.size() * checkpoint_bytes(a),
+                     fmt::format("{} interpolated checkpoints", omegas.size()));
+    formats::write_directory_atomically(out_dir, formats::input_paths({&a, &b}), [&](const std::string& tmp) {
+        for (double w : omegas)
+            interpolate((std::filesystem::path(tmp) / omega_dir(w)).string(), a, b, w, common);
+    });
+    return omegas;
 }
 
 }  // namespace diffract::edit

@@ -11,6 +11,7 @@
 #include "diffract/core/matrix.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
+#include "diffract/formats/lora_adapter.hpp"
 #include "diffract/linalg/backend.hpp"
 
 namespace fs = std::filesystem;
@@ -61,7 +62,11 @@ struct LoraTarget {
 }  // namespace
 
 LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Checkpoint& base,
-                                   const formats::Checkpoint& model, int rank, const EditCommon& common) {
+                                   const formats::Checkpoint& model, std::optional<int> rank_given,
+                                   const EditCommon& common) {
+    if (!rank_given) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
+    if (common.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
+    const int rank = *rank_given;
     if (rank <= 0)
         throw InputError(fmt::format("truncate --as-lora: --rank must be at least 1, found {}", rank));
     for (const auto* ck : {&base, &model})
@@ -183,6 +188,14 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
         options);
     summary.modules = targets.size();
     return summary;
+}
+
+EditSummary merge_lora_adapter(const std::string& out_dir, const std::string& base_spec,
+                               const std::string& adapter_dir, const EditCommon& common) {
+    const auto merged = formats::open_lora_model("", base_spec, adapter_dir);
+    const auto base =
+        formats::open_checkpoint(base_spec.empty() ? formats::lora_base_model(adapter_dir) : base_spec);
+    return merge_lora(out_dir, base, merged, common);
 }
 
 }  // namespace diffract::edit

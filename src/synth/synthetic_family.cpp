@@ -347,4 +347,32 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options) {
     });
 }
 
+void apply_preset(FamilyOptions& o, const std::string& preset, const std::set<std::string>& given) {
+    if (preset.empty() || preset == "tiny") return;
+    struct Shape {
+        int layers, hidden, heads, kv_heads, intermediate, vocab;
+    };
+    Shape p{};
+    if (preset == "1b")  // OLMo-2 1B shapes
+        p = {16, 2048, 16, 16, 8192, 100352};
+    else if (preset == "7b")  // OLMo-2 7B shapes
+        p = {32, 4096, 32, 32, 11008, 100352};
+    else
+        throw InputError(fmt::format("--preset: unknown preset '{}' (expected tiny, 1b or 7b)", preset));
+    auto set = [&](const char* name, int& field, int value) {
+        if (!given.count(name)) field = value;
+    };
+    set("layers", o.layers, p.layers), set("hidden", o.hidden, p.hidden), set("heads", o.heads, p.heads);
+    // heads without kv_heads keeps full attention (0: as many key/value heads as heads).
+    set("kv_heads", o.kv_heads, given.count("heads") ? 0 : p.kv_heads);
+    set("intermediate", o.intermediate, p.intermediate), set("vocab", o.vocab, p.vocab);
+}
+
+DType parse_family_dtype(const std::string& text) {
+    const auto dt = dtype_from_name(text);
+    if (!dt || (*dt != DType::BF16 && *dt != DType::F16 && *dt != DType::F32))
+        throw InputError(fmt::format("--dtype: expected BF16, F16 or F32, found '{}'", text));
+    return *dt;
+}
+
 }  // namespace diffract::synth

@@ -173,8 +173,15 @@ struct LoraExportSummary {
 // best rank-`rank` approximation of model - base (lora_alpha = r, so the scale is 1; matrices smaller
 // than the rank keep their full rank through rank_pattern/alpha_pattern; GPT-2's Conv1D gives
 // fan_in_fan_out). base_model_name_or_path is the base's absolute path.
+// Refuses a missing rank and --per-head (no LoRA form) before reading anything.
 LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Checkpoint& base,
-                                   const formats::Checkpoint& model, int rank, const EditCommon& common);
+                                   const formats::Checkpoint& model, std::optional<int> rank,
+                                   const EditCommon& common);
+
+// merge_lora of a PEFT adapter directory and its base (`base_spec`; "": the adapter's
+// base_model_name_or_path), both opened here.
+EditSummary merge_lora_adapter(const std::string& out_dir, const std::string& base_spec,
+                               const std::string& adapter_dir, const EditCommon& common);
 
 // ---- Rewind ---------------------------------------------------------------------------------------
 
@@ -280,6 +287,14 @@ EditSummary permute(const std::string& out_dir, const formats::Checkpoint& model
 // W = (1 − ω) A + ω B; ω = 0 and ω = 1 copy A's and B's bytes.
 EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a,
                         const formats::Checkpoint& b, double omega, const EditCommon& common);
+// One interpolation per ω of `grid` ("START:STOP:STEP", parse_grid, at most max_candidates), each in
+// OUT/omega_X.XX, written as one directory (all or nothing) after checking the free space. Returns
+// the ωs.
+std::vector<double> interpolate_grid(const std::string& out_dir, const formats::Checkpoint& a,
+                                     const formats::Checkpoint& b, const std::string& grid,
+                                     std::int64_t max_candidates, const EditCommon& common);
+// "omega_0.25": the directory of one ω of a grid (two decimals when they are exact).
+std::string omega_dir(double omega);
 
 // mergekit's generalized task arithmetic.
 enum class MergeMethod { task_arithmetic, ties, dare_linear, dare_ties };

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,14 @@ struct FamilyOptions {
 
 // Writes DIR/pretrained, DIR/<domain>..., DIR/<reference> and DIR/planted.json.
 void generate_family(const std::string& out_dir, const FamilyOptions& options);
+
+// A preset's shapes ("tiny": the defaults above; "1b", "7b": OLMo-2's) set on `o`, except the shape
+// fields named in `given` (layers, hidden, heads, kv_heads, intermediate, vocab): `--preset 7b
+// --layers 2` is the 7B's matrices in two blocks, not a value silently dropped. `heads` given without
+// `kv_heads` keeps full attention. Throws InputError naming --preset for another name.
+void apply_preset(FamilyOptions& o, const std::string& preset, const std::set<std::string>& given);
+
+// The storage dtype of a family: BF16, F16 or F32 (InputError naming --dtype otherwise).
+DType parse_family_dtype(const std::string& text);
 
 }  // namespace diffract::synth

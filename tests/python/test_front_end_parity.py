@@ -1,0 +1,133 @@
+"""Issue 32: the CLI and Python offer the same options. Every subcommand's long options (read from
+`diffract completion bash`, which CLI11 generates from the registered commands) against the parameters
+the Python function accepts (its signature, and for the functions taking **options, the names those
+are checked against), in both directions. A name missing on one side fails, unless the allow-list
+below gives the reason it cannot exist there."""
+import inspect
+import re
+
+import pytest
+
+import diffract_spectral as diffract
+from conftest import run
+from diffract_spectral import _report, edit, sweep
+
+# CLI command -> the Python function that mirrors it.
+FUNCTIONS = {
+    "analyze": diffract.analyze, "compare": diffract.compare, "generate": diffract.generate,
+    "report": diffract.report,
+    **{f"edit {n.replace('_', '-')}": getattr(edit, n) for n in
+       ("rewind", "truncate", "transplant", "permute", "interpolate", "merge", "merge_lora")},
+    **{f"sweep {n.replace('_', '-')}": getattr(sweep, n) for n in ("rewind", "truncate", "interpolate", "rewind_each")},
+}
+
+# Commands with no Python function, and why.
+CLI_ONLY_COMMANDS = {
+    "": "the program's own --help/--version",
+    "edit": "a group: its subcommands are checked", "sweep": "a group: its subcommands are checked",
+    "store": "a group: its subcommands are checked",
+    "inspect": "diffract.open(...) returns the Checkpoint (tensor_names, info, config) inspect prints",
+    "metrics": "diffract.catalog() returns the table `diffract metrics` prints",
+    "export": "the Python results are DataFrames already; export writes the store as CSV/JSONL files",
+    "store list": "a store maintenance command (sqlite3 or the CLI)",
+    "store erase": "a store maintenance command (sqlite3 or the CLI)",
+    "store merge": "a store maintenance command (sqlite3 or the CLI)",
+    "completion": "shell completion",
+}
+
+# (command or "*", CLI option) that Python has no parameter for, and why.
+CLI_ONLY_OPTIONS = {
+    ("*", "--quiet"): "Python prints nothing but warnings; progress= chooses the display",
+    ("*", "--help"): "help() and the docstrings",
+    ("report", "--config"): "the config file's keys are report()'s keywords",
+    ("report", "--metric"): "an alias of --metrics",
+    ("report", "--colors"): "an alias of --colours",
+    ("report", "--verbose"): "figures(...).notes returns the notes --verbose prints",
+    ("report", "--no-evolution"): "evolution=False",
+}
+
+# (command or "*", Python parameter) that the CLI has no option for, and why.
+PYTHON_ONLY_PARAMETERS = {
+    ("*", "progress"): "the CLI's progress line is always on (a terminal, or a log line every 10 s)",
+    ("*", "models"): "a positional of the CLI (MODEL...)",
+    ("*", "a"): "a positional of the CLI (A B)", ("*", "b"): "a positional of the CLI (A B)",
+    ("*", "inputs"): "a positional of the CLI (STORE | DIR...)",
+    ("*", "common"): "**common: its names are checked separately",
+    ("*", "options"): "**options: its names are checked separately",
+    ("report", "format"): "the CLI's --format (checked under its own name)",
+}
+
+
+def cli_options():
+    script = run(["completion", "bash"]).stdout
+    block = script[script.index("_diffract_options()"):]
+    return {cmd: opts.split() for cmd, opts in re.findall(r'^    "([^"]*)"\) echo "([^"]*)" ;;', block, re.M)}
+
+
+def python_parameters(cmd, fn):
+    names = set(inspect.signature(fn).parameters)
+    if cmd.startswith("edit "):
+        # **common: the options every edit takes, per_head only for the SVD edits (edit._options).
+        common = set(inspect.signature(edit._common.__wrapped__).parameters)
+        if fn.__name__ not in edit._PER_HEAD_EDITS:
+            common.discard("per_head")
+        names |= common
+    if cmd.startswith("sweep "):
+        names |= set(inspect.signature(sweep._args).parameters) - {"out"}
+    if cmd == "report":
+        names |= set(_report._KEYS)
+    return names
+
+
+def python_name(option):
+    name = option[2:].replace("-", "_")
+    return {"lambda": "lambda_"}.get(name, name)
+
+
+def allowed(table, cmd, name):
+    return (cmd, name) in table or ("*", name) in table
+
+
+def test_every_command_has_its_python_function():
+    missing = [c for c in cli_options() if c not in FUNCTIONS and c not in CLI_ONLY_COMMANDS]
+    assert not missing, f"CLI commands without a Python function or a reason: {missing}"
+    stale = [c for c in FUNCTIONS if c not in cli_options()]
+    assert not stale, stale
+
+
+@pytest.mark.parametrize("cmd", sorted(FUNCTIONS))
+def test_options_match_in_both_directions(cmd):
+    options = cli_options()[cmd]
+    params = python_parameters(cmd, FUNCTIONS[cmd])
+    cli_names = set()
+    missing_in_python = []
+    for o in options:
+        name = python_name(o)
+        cli_names.add(name)
+        if name.startswith("no_"):
+            cli_names.add(name[3:])
+        if name in params or (name.startswith("no_") and name[3:] in params) or allowed(CLI_ONLY_OPTIONS, cmd, o):
+            continue
+        missing_in_python.append(o)
+    assert not missing_in_python, f"{cmd}: CLI options Python lacks: {missing_in_python}"
+    missing_in_cli = sorted(p for p in params
+                            if p not in cli_names and not allowed(PYTHON_ONLY_PARAMETERS, cmd, p))
+    assert not missing_in_cli, f"{cmd}: Python parameters the CLI lacks: {missing_in_cli}"
+
+
+def test_the_allow_lists_hold_no_stale_entry():
+    options = cli_options()
+    for (cmd, opt) in CLI_ONLY_OPTIONS:
+        cmds = [cmd] if cmd != "*" else list(FUNCTIONS)
+        assert any(opt in options.get(c, []) for c in cmds), (cmd, opt)
+    for (cmd, param) in PYTHON_ONLY_PARAMETERS:
+        cmds = [cmd] if cmd != "*" else list(FUNCTIONS)
+        assert any(param in python_parameters(c, FUNCTIONS[c]) for c in cmds), (cmd, param)
+
+
+def test_a_foreign_keyword_is_named_with_the_function(tmp_path):
+    """per_head belongs to sweep truncate and the SVD edits only; elsewhere it is refused by name."""
+    with pytest.raises(TypeError, match=r"sweep.rewind\(\) got an unexpected keyword argument 'per_head'"):
+        sweep.rewind(base="a", model="b", out=tmp_path / "o", eval="true", per_head=True)
+    with pytest.raises(TypeError, match=r"interpolate\(\) got an unexpected keyword argument 'per_head'"):
+        edit.interpolate("a", "b", omega=0.5, out=tmp_path / "o", per_head=True)
