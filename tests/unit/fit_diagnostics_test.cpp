@@ -324,3 +324,27 @@ TEST(FitDiagnostics, AlphaIntervalFields) {
     auto few = compute_fields(w, fields, cfg, *backend);
     EXPECT_TRUE(std::isnan(few.scalars.at("pl_alpha_ci_low")));
 }
+
+// Issue 32: every field of the catalog comes from a kernel that produces it. Asking for all of them at
+// once (and each alone, so that no kernel relies on another's output being present by accident)
+// returns each as a scalar or a vector; compute_fields throws, never fills a NaN, for a field that no
+// kernel produced.
+TEST(FitDiagnostics, EveryCatalogFieldIsProducedByItsKernel) {
+    auto backend = linalg::make_backend("cpu");
+    KernelConfig cfg;
+    cfg.min_fit_size = 0;
+    cfg.p_value_bootstraps = 3;
+    cfg.alpha_ci_draws = 3;
+    cfg.null_draws = 2;
+    const auto w = with_esd(pareto_sample(60, 2.5, 0.01, 3), 60, 70);
+    std::vector<std::string> all;
+    for (const auto& f : field_catalog())
+        if (f.level == Level::parameter) all.push_back(std::string(f.name));
+    ASSERT_GT(all.size(), 50u);
+    const auto every = compute_fields(w, all, cfg, *backend);
+    for (const auto& f : all) {
+        EXPECT_TRUE(every.scalars.count(f) || every.vectors.count(f)) << f;
+        const auto one = compute_fields(w, {f}, cfg, *backend);
+        EXPECT_TRUE(one.scalars.count(f) || one.vectors.count(f)) << f;
+    }
+}

@@ -538,8 +538,21 @@ FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>&
     const auto needed = needed_kernels(fields);
     Context<T> c{input, config, backend};
     c.want_vectors = fields_need_vectors(fields);
-    for (const auto& k : kernels())
-        if (needed.count(k.name)) run_kernel(k.name, c);
+    for (const auto& k : kernels()) {
+        if (!needed.count(k.name)) continue;
+        run_kernel(k.name, c);
+        // Every output the table declares is produced (a value may be NaN, never absent): a field no
+        // kernel produced is a defect here, not a NaN in a user's table.
+        for (auto f : k.outputs) {
+            // The singular vectors are computed only when asked for (fields_need_vectors).
+            if (!c.want_vectors && (f == "weights_lsvs" || f == "weights_rsvs")) continue;
+            if (!c.values.scalars.count(std::string(f)) && !c.values.vectors.count(std::string(f)))
+                throw std::logic_error(fmt::format("kernel '{}' did not produce its field '{}'", k.name, f));
+        }
+    }
+    for (const auto& f : fields)
+        if (!c.values.scalars.count(f) && !c.values.vectors.count(f))
+            throw std::logic_error(fmt::format("field '{}' was asked for but no kernel produced it", f));
     return std::move(c.values);
 }
 
