@@ -193,7 +193,8 @@ int run_merge(const EditArgs& a) {
     o.weights = a.weights;
     o.density = a.density;
     o.lambda = a.lambda;
-    o.normalize = a.normalize ? 1 : a.no_normalize ? 0 : -1;
+    using Normalize = edit::MergeOptions::Normalize;
+    o.normalize = a.normalize ? Normalize::on : a.no_normalize ? Normalize::off : Normalize::method_default;
     o.seed = a.seed;
     const auto base = formats::open_checkpoint(a.base);
     std::vector<formats::Checkpoint> models;

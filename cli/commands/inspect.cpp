@@ -34,7 +34,7 @@ int run_inspect(const InspectArgs& a) {
         nlohmann::ordered_json out;
         out["model"] = ck.name;
         out["path"] = ck.path;
-        out["format"] = ck.format;
+        out["format"] = formats::format_name(ck.format);
         out["architecture"] = ck.schema.architecture;
         out["family"] = ck.schema.family;
         if (ck.schema.heads) {
@@ -61,7 +61,7 @@ int run_inspect(const InspectArgs& a) {
         return 0;
     }
     fmt::print("model:        {}\npath:         {}\nformat:       {}\narchitecture: {} (family {})\n",
-               ck.name, ck.path, ck.format, ck.schema.architecture, ck.schema.family);
+               ck.name, ck.path, formats::format_name(ck.format), ck.schema.architecture, ck.schema.family);
     if (ck.schema.heads) {
         const auto& g = *ck.schema.heads;
         fmt::print("heads:        {} query, {} key/value, head_dim {}, hidden {}\n", g.n_heads, g.n_kv_heads,

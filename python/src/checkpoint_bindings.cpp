@@ -162,7 +162,8 @@ void bind_checkpoint(nb::module_& m) {
     nb::class_<PyCheckpoint>(m, "Checkpoint", "An opened checkpoint (file-mapped or in memory)")
         .def_prop_ro("name", [](const PyCheckpoint& c) { return c.ck->name; })
         .def_prop_ro("path", [](const PyCheckpoint& c) { return c.ck->path; })
-        .def_prop_ro("format", [](const PyCheckpoint& c) { return c.ck->format; })
+        .def_prop_ro("format",
+                     [](const PyCheckpoint& c) { return std::string(formats::format_name(c.ck->format)); })
         .def_prop_ro("spec", [](const PyCheckpoint& c) { return c.spec; })
         .def_prop_ro("config_json",
                      [](const PyCheckpoint& c) {

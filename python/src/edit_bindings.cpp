@@ -155,7 +155,8 @@ nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<M
     o.weights = weights;
     o.density = density;
     o.lambda = lambda;
-    o.normalize = normalize ? (*normalize ? 1 : 0) : -1;
+    using Normalize = edit::MergeOptions::Normalize;
+    o.normalize = normalize ? (*normalize ? Normalize::on : Normalize::off) : Normalize::method_default;
     o.seed = seed;
     const auto b = opened(base);
     std::vector<std::shared_ptr<const formats::Checkpoint>> held;

@@ -198,7 +198,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
 
     formats::WriteOptions w;
     w.max_shard_bytes = job.common.max_shard_bytes;
-    const bool gguf = primary.format == "gguf";
+    const bool gguf = primary.format == formats::CheckpointFormat::gguf;
     if (gguf) w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
@@ -207,8 +207,9 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     w.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
     if (!w.copy_files_from.empty()) {
         // The primary's weight files and its index are replaced by the output's, not left behind.
-        std::set<std::string> own{primary.format == "pytorch" ? "pytorch_model.bin.index.json"
-                                                              : "model.safetensors.index.json"};
+        std::set<std::string> own{primary.format == formats::CheckpointFormat::pytorch
+                                      ? "pytorch_model.bin.index.json"
+                                      : "model.safetensors.index.json"};
         for (const auto& t : primary.tensors)
             own.insert(std::filesystem::relative(t.path(), w.copy_files_from).generic_string());
         w.replaced_weight_files.assign(own.begin(), own.end());

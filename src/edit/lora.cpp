@@ -70,7 +70,8 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
     if (rank <= 0)
         throw InputError(fmt::format("truncate --as-lora: --rank must be at least 1, found {}", rank));
     for (const auto* ck : {&base, &model})
-        if (ck->format == "gguf")  // llama.cpp's names are not the modules PEFT targets
+        if (ck->format ==
+            formats::CheckpointFormat::gguf)  // llama.cpp's names are not the modules PEFT targets
             throw_input_error(ck->path, "",
                               "truncate --as-lora writes a PEFT adapter, which names Hugging Face modules: "
                               "give the Hugging Face checkpoints (found gguf)");

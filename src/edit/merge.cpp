@@ -63,7 +63,9 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
         throw InputError(fmt::format("--density: expected a value in (0, 1], found {}", o.density));
     const bool consensus = o.method == MergeMethod::ties || o.method == MergeMethod::dare_ties;
     const bool dare = o.method == MergeMethod::dare_linear || o.method == MergeMethod::dare_ties;
-    const bool normalize = o.normalize < 0 ? o.method == MergeMethod::ties : o.normalize > 0;
+    const bool normalize = o.normalize == MergeOptions::Normalize::method_default
+                               ? o.method == MergeMethod::ties
+                               : o.normalize == MergeOptions::Normalize::on;
 
     EditJob job;
     const char* method_names[] = {"task_arithmetic", "ties", "dare_linear", "dare_ties"};

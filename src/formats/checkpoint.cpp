@@ -69,7 +69,7 @@ nlohmann::json read_config(const fs::path& dir) {
 // The tensors of one weight file, by what its bytes are (the extension decides only for bytes that
 // look like no format, so that a damaged .safetensors or .gguf file gets its own parser's message).
 // Formats diffract does not read are refused here, with what the file is and what to do.
-std::vector<TensorInfo> open_weight_file(const fs::path& p, std::string& format) {
+std::vector<TensorInfo> open_weight_file(const fs::path& p, CheckpointFormat& format) {
     std::error_code ec;
     const auto size = fs::file_size(p, ec);
     std::array<std::byte, 64> buffer{};
@@ -81,15 +81,15 @@ std::vector<TensorInfo> open_weight_file(const fs::path& p, std::string& format)
     const auto kind = detect_file_kind(head, ec ? head.size() : size);
     const auto ext = p.extension();
     if (kind == FileKind::zip) {
-        format = "pytorch";
+        format = CheckpointFormat::pytorch;
         return open_pytorch(p.string());
     }
     if (kind == FileKind::safetensors || (kind == FileKind::unknown && ext == ".safetensors")) {
-        format = "safetensors";
+        format = CheckpointFormat::safetensors;
         return open_safetensors(p.string()).tensors;
     }
     if (kind == FileKind::gguf || (kind == FileKind::unknown && ext == ".gguf")) {
-        format = "gguf";
+        format = CheckpointFormat::gguf;
         return {};
     }
     throw_input_error(p.string(), "", unsupported_kind_message(kind, head));
@@ -105,13 +105,14 @@ void append_file(Checkpoint& ck, std::vector<TensorInfo>&& tensors, std::set<std
 
 // A non-GGUF weight file appended to `ck`, whose format it must share with the files before it.
 void append_weight_file(Checkpoint& ck, const fs::path& p, std::set<std::string>& seen) {
-    std::string format;
+    CheckpointFormat format = CheckpointFormat::unknown;
     auto tensors = open_weight_file(p, format);
-    if (format == "gguf")
+    if (format == CheckpointFormat::gguf)
         throw_input_error(p.string(), "", "a GGUF file cannot be one of several weight files");
-    if (!ck.format.empty() && ck.format != format)
+    if (ck.format != CheckpointFormat::unknown && ck.format != format)
         throw_input_error(p.string(), "",
-                          fmt::format("weight files mix formats (expected {}, found {})", ck.format, format));
+                          fmt::format("weight files mix formats (expected {}, found {})",
+                                      format_name(ck.format), format_name(format)));
     ck.format = format;
     append_file(ck, std::move(tensors), seen);
 }
@@ -131,12 +132,14 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
             throw_input_error(index_path.string(), *names.begin(),
                               fmt::format("weight_map names shard '{}', which does not exist", shard));
         require_file_or_directory(shard_path, false);
-        std::string format;
+        CheckpointFormat format = CheckpointFormat::unknown;
         auto tensors = open_weight_file(shard_path, format);
-        if (format == "gguf") throw_input_error(shard_path.string(), "", "a GGUF file cannot be a shard");
-        if (!ck.format.empty() && ck.format != format)
+        if (format == CheckpointFormat::gguf)
+            throw_input_error(shard_path.string(), "", "a GGUF file cannot be a shard");
+        if (ck.format != CheckpointFormat::unknown && ck.format != format)
             throw_input_error(shard_path.string(), "",
-                              fmt::format("shards mix formats (expected {}, found {})", ck.format, format));
+                              fmt::format("shards mix formats (expected {}, found {})",
+                                          format_name(ck.format), format_name(format)));
         ck.format = format;
         std::set<std::string> found;
         for (const auto& t : tensors) {
@@ -157,7 +160,7 @@ void open_sharded(Checkpoint& ck, const fs::path& dir, const fs::path& index_pat
 
 void open_gguf_file(Checkpoint& ck, const std::string& path) {
     auto g = open_gguf(path);
-    ck.format = "gguf";
+    ck.format = CheckpointFormat::gguf;
     ck.tensors = std::move(g.tensors);
     ck.unsupported_types = std::move(g.unsupported_types);
     // llama.cpp's metadata mapped onto the HF config keys the schema reads.
@@ -172,6 +175,20 @@ std::pair<std::string, std::string> split_model_name(std::string_view spec) {
     const auto name = spec.substr(0, eq);
     if (name.find('/') != std::string_view::npos) return {"", std::string(spec)};
     return {std::string(name), std::string(spec.substr(eq + 1))};
+}
+
+std::string_view format_name(CheckpointFormat format) {
+    switch (format) {
+        case CheckpointFormat::safetensors:
+            return "safetensors";
+        case CheckpointFormat::pytorch:
+            return "pytorch";
+        case CheckpointFormat::gguf:
+            return "gguf";
+        case CheckpointFormat::unknown:
+            break;
+    }
+    return "unknown";
 }
 
 const TensorInfo* Checkpoint::find(std::string_view tensor_name) const {
@@ -275,9 +292,9 @@ Checkpoint open_checkpoint(std::string_view spec) {
             open_gguf_file(ck, ggufs.front().string());
         }
     } else {
-        std::string format;
+        CheckpointFormat format = CheckpointFormat::unknown;
         auto tensors = open_weight_file(p, format);
-        if (format == "gguf") {
+        if (format == CheckpointFormat::gguf) {
             open_gguf_file(ck, ck.path);
         } else {
             ck.format = format;
@@ -287,12 +304,13 @@ Checkpoint open_checkpoint(std::string_view spec) {
         }
     }
     ck.schema = model::schema_from_config(
-        ck.config, ck.format == "gguf" ? ck.path
-                                       : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path()
-                                                                          : fs::path(ck.path)) /
-                                          "config.json")
-                                             .string());
-    if (ck.format == "gguf")
+        ck.config,
+        ck.format == CheckpointFormat::gguf
+            ? ck.path
+            : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path() : fs::path(ck.path)) /
+               "config.json")
+                  .string());
+    if (ck.format == CheckpointFormat::gguf)
         ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
     // The layer count, when the config gives one, bounds the tensors' layer indices (a lone shard
     // may hold fewer layers, never more).
@@ -300,11 +318,12 @@ Checkpoint open_checkpoint(std::string_view spec) {
         for (const auto& t : ck.tensors)
             if (const auto layer = model::classify_tensor(t.name).layer;
                 layer && *layer >= *ck.schema.num_layers)
-                throw_input_error(t.path(), t.name,
-                                  fmt::format("layer index beyond the configured layer count ({}: expected "
-                                              "below {}, found {})",
-                                              ck.format == "gguf" ? "block_count" : "num_hidden_layers",
-                                              *ck.schema.num_layers, *layer));
+                throw_input_error(
+                    t.path(), t.name,
+                    fmt::format("layer index beyond the configured layer count ({}: expected "
+                                "below {}, found {})",
+                                ck.format == CheckpointFormat::gguf ? "block_count" : "num_hidden_layers",
+                                *ck.schema.num_layers, *layer));
     return ck;
 }
 

@@ -17,7 +17,8 @@ Checkpoint memory_checkpoint(std::string name, std::vector<MemoryTensor> tensors
     Checkpoint ck;
     ck.name = std::move(name);
     ck.path = std::string(kPrefix) + ck.name;
-    ck.format = "safetensors";  // the same tensor conventions: safetensors dtypes, row-major, HF names
+    ck.format = CheckpointFormat::safetensors;  // the same tensor conventions: safetensors dtypes, row-major,
+                                                // HF names
     ck.config = std::move(config);
     std::set<std::string> seen;
     for (auto& m : tensors) {

@@ -305,8 +305,10 @@ struct MergeOptions {
     std::vector<double> weights;  // one per model
     double density = 1.0;         // ties: fraction kept by magnitude; dare: keep probability
     double lambda = 1.0;          // scale of the merged delta
-    int normalize = -1;           // -1: the method's default (ties: on; others: off)
-    std::uint64_t seed = 0;       // dare
+    // Divide by the sum of the (agreeing) weights: the method's default (ties: on; others: off), or
+    // on or off as asked (--normalize / --no-normalize).
+    enum class Normalize { method_default, on, off } normalize = Normalize::method_default;
+    std::uint64_t seed = 0;  // dare
 };
 
 // W = base + λ · merged(sparsified deltas), per tensor:

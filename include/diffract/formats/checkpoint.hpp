@@ -26,12 +26,16 @@
 
 namespace diffract::formats {
 
+// What a checkpoint's weights were read from; its name (format_name) only at the edges (inspect, Python).
+enum class CheckpointFormat { unknown, safetensors, pytorch, gguf };
+std::string_view format_name(CheckpointFormat format);  // "safetensors" | "pytorch" | "gguf" | "unknown"
+
 struct Checkpoint {
-    std::string name;       // display name: NAME= if given, else the directory's (or file's) base name
-    std::string path;       // resolved file or directory
-    std::string format;     // "safetensors" | "pytorch" | "gguf"
-    nlohmann::json config;  // config.json; for GGUF, head geometry mapped to HF keys; null if none
-    std::vector<TensorInfo> tensors;                       // in file order, shard by shard
+    std::string name;  // display name: NAME= if given, else the directory's (or file's) base name
+    std::string path;  // resolved file or directory
+    CheckpointFormat format = CheckpointFormat::unknown;
+    nlohmann::json config;            // config.json; for GGUF, head geometry mapped to HF keys; null if none
+    std::vector<TensorInfo> tensors;  // in file order, shard by shard
     std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
     model::ModelSchema schema;
     std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
