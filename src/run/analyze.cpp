@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -93,132 +95,121 @@ void apply_custom_fields(const std::vector<analysis::CustomField>& fields, store
     }
 }
 
-}  // namespace
+// What to compute and keep: the metrics.csv columns (per-matrix fields, then custom fields), the
+// per-matrix fields the aggregates are built from, the fields a stored result must hold to be reused.
+struct FieldPlan {
+    std::vector<std::string> columns;       // metrics.csv, in catalog order, then the custom fields
+    std::vector<std::string> compute;       // built-in fields and vectors the kernels compute
+    std::vector<std::string> stored_check;  // what a stored result must hold
+    std::vector<analysis::CustomField> custom;
+};
 
-AnalyzeResult analyze(const AnalyzeOptions& o) {
-    o.kernel.check();  // here, so that the CLI and Python refuse alike
-    AnalyzeResult result;
+FieldPlan plan_fields(const AnalyzeOptions& o) {
+    FieldPlan p;
     std::vector<std::string> wanted;
     for (const auto& f : field_catalog()) {
         if (std::find(o.metrics.begin(), o.metrics.end(), f.name) == o.metrics.end()) continue;
         if (f.level == Level::parameter)
-            result.fields.emplace_back(f.name);  // metrics.csv columns
+            p.columns.emplace_back(f.name);
         else if (f.level == Level::in_model)
             wanted.emplace_back(f.inputs);  // an aggregate: the per-matrix field it is computed from
     }
-    wanted.insert(wanted.begin(), result.fields.begin(), result.fields.end());
+    wanted.insert(wanted.begin(), p.columns.begin(), p.columns.end());
     for (const auto& f : kAlwaysStored) wanted.push_back(f);
     std::sort(wanted.begin(), wanted.end());
     wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-    std::vector<std::string> stored_check = wanted;
-    stored_check.insert(stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
-    std::vector<std::string> compute_list = stored_check;
-    stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
+    p.stored_check = wanted;
+    p.stored_check.insert(p.stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
+    p.compute = p.stored_check;
+    p.stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
     // Registered custom fields named in metrics: computed after the built-in ones, own columns.
-    const auto custom = custom_fields_in(o.metrics);
-    for (const auto& f : custom) result.fields.push_back(f.name);
+    p.custom = custom_fields_in(o.metrics);
+    for (const auto& f : p.custom) p.columns.push_back(f.name);
+    return p;
+}
 
-    const auto& models = o.models;
-    std::vector<const formats::Checkpoint*> inputs;
-    for (const auto& m : models) inputs.push_back(&m);
-    check_model_names(inputs);
-    Job job("analyze", o.run, inputs);
-    const std::string config = o.kernel.key();
-
+// Every selected matrix and head block of every model.
+std::vector<PlannedUnit> plan_units(const AnalyzeOptions& o) {
     std::vector<PlannedUnit> units;
-    for (std::size_t m = 0; m < models.size(); ++m)
-        for (auto& u : plan_matrices(models[m], o.run.selection, o.heads)) units.push_back({m, u});
+    for (std::size_t m = 0; m < o.models.size(); ++m)
+        for (auto& u : plan_matrices(o.models[m], o.run.selection, o.heads)) units.push_back({m, u});
     if (units.empty()) {
         std::string paths;
-        for (const auto& m : models) paths += (paths.empty() ? "" : ", ") + m.path;
+        for (const auto& m : o.models) paths += (paths.empty() ? "" : ", ") + m.path;
         analysis::throw_nothing_selected(paths, o.run.selection, "no matrix to analyse");
     }
-    // Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
-    ContentIds content;
-    for (std::size_t m = 0; m < models.size(); ++m) {
+    return units;
+}
+
+// Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
+std::function<store::ResultKey(std::size_t)> unit_keys(const AnalyzeOptions& o,
+                                                       const std::vector<PlannedUnit>& units, Job& job) {
+    auto content = std::make_shared<ContentIds>();
+    for (std::size_t m = 0; m < o.models.size(); ++m) {
         std::vector<const TensorInfo*> tensors;
         for (const auto& u : units)
             if (u.model == m) tensors.push_back(u.unit.tensor);
-        content.merge(job.identify(models[m], tensors));
+        content->merge(job.identify(o.models[m], tensors));
     }
-    auto key_of = [&](std::size_t i) {
-        return store::ResultKey{content.at(units[i].unit.tensor), "", units[i].unit.store_block(), config};
+    return [&units, content, config = o.kernel.key()](std::size_t i) {
+        return store::ResultKey{content->at(units[i].unit.tensor), "", units[i].unit.store_block(), config};
     };
-    job.look_up(std::vector<char>(units.size(), 1), key_of, stored_check, kStoredVectors);
-    result.reused = job.reused();
+}
 
-    // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
-    // tensor is uploaded once at its storage width and the blocks' singular values computed
-    // together, the heads as one batch. On the CPU that gains nothing (bench_analyze: 0.9× on the
-    // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
-    // 1024-wide family), so there a task is one matrix, as it always was.
+// Computes one task's units. With `precompute` (a device's whole-tensor task) the blocks' singular
+// values are computed together first: NaN/Inf entries are counted before the device (or the batch)
+// sees the tensor, the whole tensor once, its blocks only when it has some; blocks with any stay out
+// of the batch.
+void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units,
+                  const std::vector<std::string>& compute, const Task& task, bool precompute,
+                  std::size_t draws, const Job::Done& done, const Job::Advance& advance) {
+    thread_local auto backend = linalg::make_backend(o.run.device);
     const bool f64 = o.kernel.precision == Precision::f64;
-    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
-    // Resampling fields (p-values, the alpha CI) cost their draws' fits per matrix: the progress line
-    // counts the draws too, so a long matrix shows it is moving.
-    const std::size_t draws = resampling_draws(compute_list, o.kernel);
-    const auto tasks = make_tasks(units, job, by_tensor, f64, draws);
-    // Values computed in advance serve every metric but singular vectors.
-    const bool precompute = by_tensor && !fields_need_vectors(compute_list);
-    job.run(tasks, [&](const Task& task, const Job::Done& done, const Job::Advance& advance) {
-        thread_local auto backend = linalg::make_backend(o.run.device);
-        const auto& tensor = *units[task.slots.front()].unit.tensor;
-        std::vector<std::optional<std::vector<double>>> svals(task.slots.size());
-        std::vector<std::optional<std::int64_t>> nonfinite(task.slots.size());
-        if (precompute) {
-            // NaN/Inf entries are counted before the device (or the batch) sees the tensor: the whole
-            // tensor once, its blocks only when it has some; blocks with any stay out of the batch.
-            const bool clean = count_nonfinite(tensor, f64) == 0;
-            std::vector<MatrixBlock> blocks;
-            std::vector<std::size_t> batched;
-            for (std::size_t k = 0; k < task.slots.size(); ++k) {
-                nonfinite[k] = clean ? 0 : count_nonfinite(tensor, units[task.slots[k]].unit.block, f64);
-                if (*nonfinite[k] == 0)
-                    blocks.push_back(units[task.slots[k]].unit.block), batched.push_back(k);
-            }
-            const TensorScope scope(tensor.path(), tensor.name);
-            auto s = blocks.empty() ? std::vector<std::vector<double>>{}
-                                    : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
-            for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
-        }
+    const auto& tensor = *units[task.slots.front()].unit.tensor;
+    std::vector<std::optional<std::vector<double>>> svals(task.slots.size());
+    std::vector<std::optional<std::int64_t>> nonfinite(task.slots.size());
+    if (precompute) {
+        const bool clean = count_nonfinite(tensor, f64) == 0;
+        std::vector<MatrixBlock> blocks;
+        std::vector<std::size_t> batched;
         for (std::size_t k = 0; k < task.slots.size(); ++k) {
-            const auto& unit = units[task.slots[k]].unit;
-            std::size_t ticks = 0;  // a fit with too few points skips its draws: the rest is advanced below
-            auto on_draw = [&] {
-                if (ticks < draws) ++ticks, advance(1);
-            };
-            done(task.slots[k], f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k],
-                                                                  compute_list, o.kernel, *backend, on_draw)
-                                    : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k],
-                                                                 compute_list, o.kernel, *backend, on_draw));
-            advance(1 + draws - ticks);
+            nonfinite[k] = clean ? 0 : count_nonfinite(tensor, units[task.slots[k]].unit.block, f64);
+            if (*nonfinite[k] == 0) blocks.push_back(units[task.slots[k]].unit.block), batched.push_back(k);
         }
-        // The tensor's pages are no longer needed by this thread: keep resident memory small.
-        tensor.file->dont_need(tensor.offset, tensor.nbytes);
-    });
-    result.computed = job.computed();
-    if (!job.is_root()) return result;
-    std::vector<FieldValues> values;
-    for (auto& v : job.values()) values.push_back(std::move(*v));
-    if (!custom.empty())
-        for (std::size_t i = 0; i < units.size(); ++i) {
-            throw_if_cancelled();
-            if (values[i].scalars[kNonfiniteCountField] > 0) {  // never handed NaN/Inf data: NaN
-                for (const auto& f : custom) values[i].scalars[f.name] = std::nan("");
-                continue;
-            }
-            apply_custom_fields(custom, *job.store(), key_of(i), *units[i].unit.tensor, units[i].unit.block,
-                                values[i]);
-        }
+        const TensorScope scope(tensor.path(), tensor.name);
+        auto s = blocks.empty() ? std::vector<std::vector<double>>{}
+                                : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
+        for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
+    }
+    for (std::size_t k = 0; k < task.slots.size(); ++k) {
+        const auto& unit = units[task.slots[k]].unit;
+        std::size_t ticks = 0;  // a fit with too few points skips its draws: the rest is advanced below
+        auto on_draw = [&] {
+            if (ticks < draws) ++ticks, advance(1);
+        };
+        done(task.slots[k], f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k],
+                                                              compute, o.kernel, *backend, on_draw)
+                                : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k], compute,
+                                                             o.kernel, *backend, on_draw));
+        advance(1 + draws - ticks);
+    }
+    // The tensor's pages are no longer needed by this thread: keep resident memory small.
+    tensor.file->dont_need(tensor.offset, tensor.nbytes);
+}
 
+// The rows (a field no kernel produced is a defect, never a NaN), the WeightWatcher rows, the
+// aggregates over whole matrices and the warnings.
+void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units,
+                  std::vector<FieldValues>& values, AnalyzeResult& result) {
+    const bool f64 = o.kernel.precision == Precision::f64;
     NonfiniteReport nonfinite_report;
     for (std::size_t i = 0; i < units.size(); ++i)
         nonfinite_report.add(*units[i].unit.tensor, units[i].unit.block, units[i].unit.head.has_value(),
                              static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
     result.warnings = nonfinite_report.warnings();
-    for (const auto& m : models)
+    for (const auto& m : o.models)
         for (auto& w : analysis::unread_matrices(m, o.run.selection)) result.warnings.push_back(std::move(w));
-    std::vector<std::vector<FieldValues>> whole(models.size());
+    std::vector<std::vector<FieldValues>> whole(o.models.size());
     result.convention = o.convention;
     for (std::size_t i = 0; i < units.size(); ++i) {
         const auto& j = units[i];
@@ -237,17 +228,71 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
                                                                                              : it->second,
                 eps));
         }
-        MetricRow row = unit_row(models[j.model].name, j.unit);
+        MetricRow row = unit_row(o.models[j.model].name, j.unit);
         for (const auto& f : result.fields) {
             auto it = values[i].scalars.find(f);
-            row.values[f] = it == values[i].scalars.end() ? std::nan("") : it->second;
+            if (it == values[i].scalars.end())
+                throw std::logic_error(
+                    fmt::format("analyze: no value of '{}' for {}", f, j.unit.tensor->name));
+            row.values[f] = it->second;
         }
         row.nonfinite_count = static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]);
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
     }
-    for (std::size_t m = 0; m < models.size(); ++m)
-        result.aggregates.emplace_back(models[m].name, model_aggregates(whole[m]));
+    for (std::size_t m = 0; m < o.models.size(); ++m)
+        result.aggregates.emplace_back(o.models[m].name, model_aggregates(whole[m]));
+}
+
+}  // namespace
+
+// The stages: the fields and units to compute, their keys and the store's look-up, the tasks and
+// their computation, the custom fields, then on rank 0 the rows.
+AnalyzeResult analyze(const AnalyzeOptions& o) {
+    o.kernel.check();  // here, so that the CLI and Python refuse alike
+    AnalyzeResult result;
+    const auto fields = plan_fields(o);
+    result.fields = fields.columns;
+    std::vector<const formats::Checkpoint*> inputs;
+    for (const auto& m : o.models) inputs.push_back(&m);
+    check_model_names(inputs);
+    Job job("analyze", o.run, inputs);
+    const auto units = plan_units(o);
+    const auto key_of = unit_keys(o, units, job);
+    job.look_up(std::vector<char>(units.size(), 1), key_of, fields.stored_check, kStoredVectors);
+    result.reused = job.reused();
+
+    // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
+    // tensor is uploaded once at its storage width and the blocks' singular values computed
+    // together, the heads as one batch. On the CPU that gains nothing (bench_analyze: 0.9× on the
+    // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
+    // 1024-wide family), so there a task is one matrix, as it always was.
+    const bool f64 = o.kernel.precision == Precision::f64;
+    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
+    // Resampling fields (p-values, the alpha CI) cost their draws' fits per matrix: the progress line
+    // counts the draws too, so a long matrix shows it is moving.
+    const std::size_t draws = resampling_draws(fields.compute, o.kernel);
+    // Values computed in advance serve every metric but singular vectors.
+    const bool precompute = by_tensor && !fields_need_vectors(fields.compute);
+    job.run(make_tasks(units, job, by_tensor, f64, draws),
+            [&](const Task& task, const Job::Done& done, const Job::Advance& advance) {
+                analyze_task(o, units, fields.compute, task, precompute, draws, done, advance);
+            });
+    result.computed = job.computed();
+    if (!job.is_root()) return result;
+    std::vector<FieldValues> values;
+    for (auto& v : job.values()) values.push_back(std::move(*v));
+    if (!fields.custom.empty())
+        for (std::size_t i = 0; i < units.size(); ++i) {
+            throw_if_cancelled();
+            if (values[i].scalars[kNonfiniteCountField] > 0) {  // never handed NaN/Inf data: NaN
+                for (const auto& f : fields.custom) values[i].scalars[f.name] = std::nan("");
+                continue;
+            }
+            apply_custom_fields(fields.custom, *job.store(), key_of(i), *units[i].unit.tensor,
+                                units[i].unit.block, values[i]);
+        }
+    collect_rows(o, units, values, result);
     return result;
 }
 
