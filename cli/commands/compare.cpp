@@ -51,6 +51,8 @@ int run_compare(const CompareArgs& a) {
     for (const auto& s : result.skipped)
         fmt::print(stderr, "diffract: warning: skipped: {}\n", one_line(s.reason));
     for (const auto& w : result.warnings) fmt::print(stderr, "diffract: warning: {}\n", one_line(w));
+    if (a.run.quiet < 2)
+        for (const auto& f : result.findings) fmt::print(stderr, "compare: {}\n", one_line(f));
     run::write_compare_csvs(result, a.out);
     if (a.run.quiet < 2)
         fmt::print(stderr,

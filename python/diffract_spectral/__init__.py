@@ -361,6 +361,8 @@ def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: st
                           _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
+    for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
+        warnings.warn(line, UserWarning, stacklevel=2)
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
 
 

@@ -11,7 +11,7 @@ NULLABLE_INT_COLUMNS = ("layer", "head")
 # a whole number or missing, so `df.hard_rank` is an integer column as `diffract metrics` describes it.
 COUNT_COLUMNS = ("rows", "cols", "greater_dim", "lower_dim", "nonfinite_count", "hard_rank", "mp_num_spikes",
                  "tw_num_spikes", "pl_n_tail", "pl_n_tail_xmin2", "tpl_n_tail", "expon_n_tail", "top_k", "kv_head",
-                 "kv_group_size", "rank", "query_heads", "kv_blocks", "parameters")
+                 "kv_group_size", "rank", "query_heads", "kv_blocks", "parameters", "stands_out")
 
 
 def _whole_or_missing(values) -> bool:

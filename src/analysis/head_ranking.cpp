@@ -42,6 +42,50 @@ std::vector<double> scale_scoped(const std::vector<double>& values, const std::v
 
 HeadStats::HeadStats() : agreement(kNaN), pl_ks(kNaN) {
     std::fill(std::begin(block_norm), std::end(block_norm), kNaN);
+    std::fill(std::begin(base_block_norm), std::end(base_block_norm), kNaN);
+}
+
+double HeadStats::relative_update() const {
+    // A block with no update has no base norm (it is read back from delta / relative delta): it adds
+    // nothing to the update and is left out of the base.
+    double delta = 0, base = 0;
+    bool any = false;
+    for (int p = 0; p < kProjections; ++p) {
+        if (std::isnan(block_norm[p])) continue;
+        any = true;
+        delta += block_norm[p] * block_norm[p];
+        if (!std::isnan(base_block_norm[p])) base += base_block_norm[p] * base_block_norm[p];
+    }
+    if (!any) return kNaN;
+    if (delta == 0) return 0;
+    return base > 0 ? std::sqrt(delta / base) : kNaN;
+}
+
+std::vector<double> robust_z(const std::vector<double>& values) {
+    std::vector<double> finite;
+    for (double v : values)
+        if (std::isfinite(v)) finite.push_back(v);
+    std::vector<double> z(values.size(), kNaN);
+    if (finite.empty()) return z;
+    auto median = [](std::vector<double> v) {
+        const std::size_t n = v.size();
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+        const double hi = v[n / 2];
+        if (n % 2) return hi;
+        return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2)));
+    };
+    const double med = median(finite);
+    std::vector<double> dev;
+    for (double v : finite) dev.push_back(std::abs(v - med));
+    const double mad = median(dev);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i])) continue;
+        const double d = values[i] - med;
+        z[i] = mad > 0 ? 0.6745 * d / mad
+                       : (d > 0 ? std::numeric_limits<double>::infinity()
+                                : (d < 0 ? -std::numeric_limits<double>::infinity() : 0.0));
+    }
+    return z;
 }
 
 double HeadStats::update_norm() const {
@@ -50,6 +94,24 @@ double HeadStats::update_norm() const {
     for (double n : block_norm)
         if (!std::isnan(n)) sum += n * n, any = true;
     return any ? std::sqrt(sum) : kNaN;
+}
+
+NoiseFloor noise_floor(const std::vector<double>& relative) {
+    NoiseFloor f;
+    f.z = robust_z(relative);
+    std::vector<double> finite;
+    for (double r : relative)
+        if (std::isfinite(r)) finite.push_back(r);
+    if (!finite.empty()) {
+        std::sort(finite.begin(), finite.end());
+        const std::size_t n = finite.size();
+        f.median = n % 2 ? finite[n / 2] : 0.5 * (finite[n / 2 - 1] + finite[n / 2]);
+    }
+    for (std::size_t i = 0; i < relative.size(); ++i)
+        f.stands_out.push_back(
+            std::isfinite(relative[i]) &&
+            (f.z[i] > kStandsOutZ || (f.median > 0 && relative[i] >= kStandsOutRatio * f.median)));
+    return f;
 }
 
 const std::vector<HeadField>& head_fields() {
@@ -67,7 +129,12 @@ const std::vector<HeadField>& head_fields() {
         {"importance", "scale01(update_norm) - scale01(ref_update_norm) over the scale scope"},
         {"agreement", "mean over the head's blocks of (avg_l_agreement + avg_r_agreement) / 2"},
         {"pl_ks", "mean over the head's blocks of the model's pl_ks"},
-        {"rank", "0 = least important = the first head to rewind; ties by (layer, head)"}};
+        {"rank", "0 = least important = the first head to rewind; ties by (layer, head)"},
+        {"relative_update", "update_norm / ||W_base||_F over the same blocks"},
+        {"update_z",
+         "modified z-score 0.6745 (r - median r) / MAD(r) of relative_update among the model's heads"},
+        {"stands_out",
+         "1 when update_z > 3.5 (Iglewicz-Hoaglin): the head's update stands out from the others'"}};
     return f;
 }
 
@@ -250,6 +317,8 @@ std::vector<HeadStats> head_stats_of(const std::vector<HeadBlock>& blocks, const
             auto& s = stats[key];
             s.layer = b.layer, s.head = h;
             s.block_norm[p] = b.delta_frob_norm;
+            s.base_block_norm[p] =
+                b.rel_delta_frob_norm > 0 ? b.delta_frob_norm / b.rel_delta_frob_norm : kNaN;
             auto& a = agree[key];
             a.first += 0.5 * (b.avg_l_agreement + b.avg_r_agreement), ++a.second;
             auto& k = ks[key];

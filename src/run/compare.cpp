@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -193,9 +194,26 @@ std::vector<HeadBlock> head_blocks(const CompareResult& result, const std::vecto
         if (row_model[r] != model_index || !row.head || !row.layer || !role) continue;
         const auto& v = row.values;
         blocks.push_back({*row.layer, *role, *row.head, v.at("delta_frob_norm"), v.at("avg_l_agreement"),
-                          v.at("avg_r_agreement"), v.at("pl_ks")});
+                          v.at("avg_r_agreement"), v.at("pl_ks"), v.at("rel_delta_frob_norm")});
     }
     return blocks;
+}
+
+// The noise floor's verdict for one model (analysis::robust_z): when no head stands out, its ranking
+// orders noise, and the user is told so beside the tables.
+void note_uniform_update(const std::string& model, const NoiseFloor& floor, CompareResult& result) {
+    if (floor.z.empty() ||
+        std::any_of(floor.stands_out.begin(), floor.stands_out.end(), [](char c) { return c; }))
+        return;
+    double largest = -std::numeric_limits<double>::infinity();
+    for (double v : floor.z)
+        if (!std::isnan(v)) largest = std::max(largest, v);
+    result.findings.push_back(fmt::format(
+        "{}: no head's update stands out from the others' (largest robust z {:.2f} <= {}, none >= {}x the "
+        "median "
+        "relative update: as uniform noise or a quantisation error is): its importance ranking orders noise "
+        "(docs/compare.md)",
+        model, largest, kStandsOutZ, kStandsOutRatio));
 }
 
 // Per head of each model (the reference aside): its statistics, those of the reference, its rank.
@@ -211,6 +229,10 @@ void rank_model_heads(const CompareOptions& o, const ComparePlan& plan,
         if (static_cast<int>(m) == ref) continue;
         const auto dom = head_stats_of(head_blocks(result, row_model, m), g);
         const auto ranked = rank_heads(dom, ref >= 0 ? &ref_stats : nullptr, o.ranking);
+        std::vector<double> relative;
+        for (const auto& s : dom) relative.push_back(s.relative_update());
+        const auto floor = noise_floor(relative);
+        note_uniform_update(plan.models[m]->name, floor, result);
         for (std::size_t i = 0; i < dom.size(); ++i) {
             HeadRow row;
             row.model = plan.models[m]->name;
@@ -220,6 +242,9 @@ void rank_model_heads(const CompareOptions& o, const ComparePlan& plan,
             row.domain = dom[i];
             if (auto it = ref_of.find({dom[i].layer, dom[i].head}); it != ref_of.end()) row.ref = *it->second;
             row.ranked = ranked[i];
+            row.relative_update = relative[i];
+            row.update_z = floor.z[i];
+            row.stands_out = floor.stands_out[i] != 0;
             result.heads.push_back(row);
         }
     }

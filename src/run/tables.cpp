@@ -116,7 +116,10 @@ Table heads_table(const CompareResult& result) {
                          return std::string(analysis::head_order_name(ranking.order));
                      }},
                     {column::seed, [ranking](const HeadRow&) -> Cell { return ranking.seed; }},
-                    {column::rank, [](const HeadRow& h) { return count(h.ranked.rank); }}});
+                    {column::rank, [](const HeadRow& h) { return count(h.ranked.rank); }},
+                    {"relative_update", [](const HeadRow& h) -> Cell { return h.relative_update; }},
+                    {"update_z", [](const HeadRow& h) -> Cell { return h.update_z; }},
+                    {"stands_out", [](const HeadRow& h) { return count(h.stands_out ? 1 : 0); }}});
     return make_table(columns, result.heads);
 }
 

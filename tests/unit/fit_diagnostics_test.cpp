@@ -11,6 +11,7 @@
 
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/fit_status.hpp"
+#include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "random_matrix.hpp"
@@ -347,4 +348,26 @@ TEST(FitDiagnostics, EveryCatalogFieldIsProducedByItsKernel) {
         const auto one = compute_fields(w, {f}, cfg, *backend);
         EXPECT_TRUE(one.scalars.count(f) || one.vectors.count(f)) << f;
     }
+}
+
+// Issue 34: the noise floor of the head ranking. The modified z-score against a hand computation
+// (median 3, MAD 1: z = 0.6745 (x - 3)); MAD 0 gives 0 at the median and +inf above it; NaN stays NaN.
+TEST(HeadNoiseFloor, RobustZByHand) {
+    const auto z = robust_z({1, 2, 3, 4, 10, std::nan("")});
+    ASSERT_EQ(z.size(), 6u);
+    // finite values 1 2 3 4 10: median 3; |dev| 2 1 0 1 7: MAD 1
+    EXPECT_DOUBLE_EQ(z[0], 0.6745 * -2);
+    EXPECT_DOUBLE_EQ(z[2], 0.0);
+    EXPECT_DOUBLE_EQ(z[4], 0.6745 * 7);
+    EXPECT_TRUE(std::isnan(z[5]));
+    EXPECT_GT(z[4], kStandsOutZ);
+    EXPECT_LT(z[3], kStandsOutZ);
+    const auto flat = robust_z({2, 2, 2, 5});
+    EXPECT_EQ(flat[0], 0.0);
+    EXPECT_TRUE(std::isinf(flat[3]) && flat[3] > 0);
+    HeadStats s;
+    s.block_norm[0] = 3, s.base_block_norm[0] = 30;  // Q: 10 %
+    s.block_norm[3] = 4, s.base_block_norm[3] = 40;  // O: 10 %
+    EXPECT_DOUBLE_EQ(s.relative_update(), 0.1);
+    EXPECT_DOUBLE_EQ(s.update_norm(), 5.0);
 }

@@ -47,12 +47,14 @@ TEST(Table, HeadsTableNamesItsColumnsAndFillsThemInOrder) {
     h.layer = 2, h.head = 3, h.kv_head = 1, h.kv_group_size = 2;
     for (int p = 0; p < analysis::kProjections; ++p) h.domain.block_norm[p] = p + 1;
     h.ranked.update_norm = 5.5, h.ranked.rank = 4;
+    h.relative_update = 0.25, h.update_z = 4.5, h.stands_out = true;
     r.heads.push_back(h);
     EXPECT_EQ(to_csv(run::heads_table(r)),
               "model,reference,layer,head,kv_head,kv_group_size,update_norm,q_update_norm,k_update_norm,"
               "v_update_norm,o_update_norm,ref_update_norm,ref_q_update_norm,ref_k_update_norm,"
-              "ref_v_update_norm,ref_o_update_norm,importance,agreement,pl_ks,scale_scope,order,seed,rank\n"
-              "m,,2,3,1,2,5.5,1,2,3,4,nan,nan,nan,nan,nan,nan,nan,nan,global,importance,7,4\n");
+              "ref_v_update_norm,ref_o_update_norm,importance,agreement,pl_ks,scale_scope,order,seed,rank,"
+              "relative_update,update_z,stands_out\n"
+              "m,,2,3,1,2,5.5,1,2,3,4,nan,nan,nan,nan,nan,nan,nan,nan,global,importance,7,4,0.25,4.5,1\n");
 }
 
 TEST(Table, MatrixTablesLeaveMissingLayerAndHeadEmptyAndNameFitStatuses) {

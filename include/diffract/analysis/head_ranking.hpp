@@ -52,12 +52,16 @@ inline constexpr int kProjections = 4;  // Q, K, V, O
 // block that was not compared). With GQA a shared K/V block appears in every query head of its group.
 struct HeadStats {
     int layer = 0, head = 0;
-    double block_norm[kProjections];  // q, k, v, o
-    double agreement;                 // NaN when unknown
-    double pl_ks;                     // NaN when unknown
+    double block_norm[kProjections];       // q, k, v, o
+    double base_block_norm[kProjections];  // ‖W_base‖_F of the same blocks (NaN when unknown)
+    double agreement;                      // NaN when unknown
+    double pl_ks;                          // NaN when unknown
     HeadStats();
     // sqrt of the sum of the squared block norms that are not NaN (NaN when none is).
     double update_norm() const;
+    // update_norm / ‖W_base‖_F over the same blocks: the update as a share of the head's weights,
+    // comparable across layers of different scales (NaN when unknown).
+    double relative_update() const;
 };
 
 // One compared head block of one model (compare's head rows): Q and O blocks are a query head's,
@@ -67,7 +71,27 @@ struct HeadBlock {
     model::Role role = model::Role::other;  // attn_q | attn_k | attn_v | attn_o
     int head = 0;
     double delta_frob_norm = 0, avg_l_agreement = 0, avg_r_agreement = 0, pl_ks = 0;
+    double rel_delta_frob_norm = 0;  // delta_frob_norm / ‖W_base block‖_F
 };
+
+// The noise floor of the importance ranking: which heads' updates stand out from the others'. Two
+// tests on each head's relative_update r among all heads of the model, either one enough:
+//   - spread: the modified z-score of Iglewicz and Hoaglin (1993), 0.6745 (r − median r) / MAD(r),
+//     above kStandsOutZ, their recommended outlier bound (MAD 0: 0 at the median, +inf above it);
+//   - scale: r at least kStandsOutRatio × median r. When many heads changed (a quarter planted and a
+//     quarter drifting in the synthetic family) they inflate the MAD and hide each other from the
+//     spread test (largest z 3.25 there), but their updates are 5.4× the median head's.
+// A uniform update (noise, a quantisation error: largest z 2.2 and 1.01× the median on the family's
+// Q8_0-style copy) has no head standing out, so its 0..1 importance ranking orders noise.
+inline constexpr double kStandsOutZ = 3.5;
+inline constexpr double kStandsOutRatio = 2.0;
+std::vector<double> robust_z(const std::vector<double>& values);
+struct NoiseFloor {
+    std::vector<double> z;         // robust_z of each relative update
+    std::vector<char> stands_out;  // either test
+    double median = 0;             // of the finite relative updates
+};
+NoiseFloor noise_floor(const std::vector<double>& relative_updates);
 
 // Per query head, in (layer, head) order: its Q, K, V, O block norms (GQA: a K/V block counts in every
 // query head of its group), agreement the mean of 0.5 (l + r) over its blocks, pl_ks their mean.
@@ -106,6 +130,9 @@ struct HeadRow {
     int layer = 0, head = 0, kv_head = 0, kv_group_size = 1;
     HeadStats domain, ref;  // ref: NaN norms without a reference
     RankedHead ranked;
+    double relative_update = std::numeric_limits<double>::quiet_NaN();  // domain.relative_update()
+    double update_z = std::numeric_limits<double>::quiet_NaN();         // robust_z among the model's heads
+    bool stands_out = false;                                            // noise_floor's verdict
 };
 
 }  // namespace diffract::analysis

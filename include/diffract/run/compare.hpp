@@ -53,6 +53,9 @@ struct CompareResult {
     std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
     // One line per tensor (of the base or a model) with non-finite entries (nonfinite_warning).
     std::vector<std::string> warnings;
+    // Conclusions the tables alone would hide: a model whose heads' updates are uniform (no head
+    // stands out: note_uniform_update), whose importance ranking then orders noise.
+    std::vector<std::string> findings;
 };
 
 // Throws InputError on the first mismatch between a model and the base (different shape, missing or
