@@ -36,9 +36,7 @@ int run_compare(const CompareArgs& a) {
     for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
     if (!a.reference.empty()) o.reference = formats::open_checkpoint(a.reference);
     o.top_k = a.top_k;
-    o.ranking.scope = analysis::parse_scale_scope(a.scale_scope);
-    o.ranking.order = analysis::parse_head_order(a.order);
-    o.ranking.seed = a.seed;
+    o.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
     o.precision = analysis::parse_precision(a.precision);
     o.route = analysis::parse_svd_route(a.svd_route);
     o.delta_only = a.delta_only;

@@ -113,9 +113,7 @@ int run_rewind(const EditArgs& a) {
     job.base = &base, job.model = &model, job.reference = reference ? &*reference : nullptr;
     job.fraction = a.fraction;
     job.heads_file = a.heads_file;
-    job.ranking.order = analysis::parse_head_order(a.order);
-    job.ranking.scope = analysis::parse_scale_scope(a.scale_scope);
-    job.ranking.seed = a.seed;
+    job.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
     job.kv = edit::parse_kv_policy(a.kv_policy);
     job.o_bias = edit::parse_o_bias(a.o_bias);
     job.as_lora = a.as_lora;

@@ -83,9 +83,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     for (const auto& m : models) o.models.push_back(*opened(m));
     if (reference) o.reference = *opened(*reference);
     o.top_k = top_k;
-    o.ranking.scope = analysis::parse_scale_scope(scale_scope);
-    o.ranking.order = analysis::parse_head_order(order);
-    o.ranking.seed = seed;
+    o.ranking = analysis::parse_head_rank_options(order, scale_scope, seed);
     o.precision = analysis::parse_precision(precision);
     o.route = analysis::parse_svd_route(svd_route);
     o.heads = heads;

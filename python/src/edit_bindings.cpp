@@ -71,9 +71,7 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 job.heads->push_back({layer, head, {}});
         }
     }
-    job.ranking.order = analysis::parse_head_order(order);
-    job.ranking.scope = analysis::parse_scale_scope(scale_scope);
-    job.ranking.seed = seed;
+    job.ranking = analysis::parse_head_rank_options(order, scale_scope, seed);
     job.kv = edit::parse_kv_policy(kv_policy);
     job.o_bias = edit::parse_o_bias(o_bias);
     job.as_lora = as_lora;

@@ -96,6 +96,15 @@ double HeadStats::update_norm() const {
     return any ? std::sqrt(sum) : kNaN;
 }
 
+HeadRankOptions parse_head_rank_options(std::string_view order, std::string_view scale_scope,
+                                        std::uint64_t seed) {
+    HeadRankOptions o;
+    o.order = parse_head_order(order);
+    o.scope = parse_scale_scope(scale_scope);
+    o.seed = seed;
+    return o;
+}
+
 NoiseFloor noise_floor(const std::vector<double>& relative) {
     NoiseFloor f;
     f.z = robust_z(relative);

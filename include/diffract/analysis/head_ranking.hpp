@@ -105,6 +105,10 @@ struct HeadRankOptions {
     std::uint64_t seed = 42;
 };
 
+// --order, --scale-scope and --seed as the ranking's options (InputError naming the flag).
+HeadRankOptions parse_head_rank_options(std::string_view order, std::string_view scale_scope,
+                                        std::uint64_t seed);
+
 struct RankedHead {
     int layer = 0, head = 0;
     double update_norm = 0;
