@@ -256,10 +256,15 @@ def _run_args(threads, max_memory, store, device, progress, roles, layers, match
 
 def _set_selection(args, roles, layers, match, exclude) -> None:
     """The selection flags (--roles, --layers, --match, --exclude) on a bound argument struct."""
-    args.roles = roles if isinstance(roles, str) else ",".join(roles or ())
+    args.roles = _roles_spec(roles)
     args.layers = _layers_spec(layers)
     args.match = match or ""
     args.exclude = exclude or ""
+
+
+def _roles_spec(roles) -> str:
+    """--roles as text: "attn_q,mlp_down" as is, or an iterable of role names."""
+    return roles if isinstance(roles, str) else ",".join(roles or ())
 
 
 def _layers_spec(layers) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _core
+from ._keywords import refuse_unknown
 
 PathLike = Union[str, os.PathLike]
 
@@ -67,20 +68,20 @@ def _inputs(inputs) -> list:
     return [os.fspath(i) for i in inputs]
 
 
-def _config_json(options: dict) -> str:
-    unknown = sorted(set(options) - set(_KEYS))
-    if unknown:
-        raise TypeError(f"report() got an unexpected keyword argument {unknown[0]} (options: {', '.join(_KEYS)})")
+def _config_json(function: str, options: dict) -> str:
+    from . import _layers_spec, _roles_spec  # the selection's spelling, as analyze and compare take it
+
+    refuse_unknown(function, options, _KEYS)
     config: dict[str, Any] = {}
     for key, value in options.items():
         if value is None:
             continue
         if key in ("metrics", "models", "scatter") and not isinstance(value, str):
             value = list(value)
-        if key in ("layers",) and not isinstance(value, str):
-            value = ",".join(str(int(x)) for x in value)
-        if key == "roles" and not isinstance(value, str):
-            value = ",".join(value)
+        if key == "layers":
+            value = _layers_spec(value)
+        if key == "roles":
+            value = _roles_spec(value)
         config[key] = value
     return json.dumps(config) if config else ""
 
@@ -88,7 +89,7 @@ def _config_json(options: dict) -> str:
 def figures(*inputs: PathLike, store: Optional[PathLike] = None, **options) -> Figures:
     """The report's figures for result directories and/or a store, without writing a file: a Figures
     list (index by position or id). Options: the report's keys (module docstring)."""
-    r = _core.report_figures(_inputs(inputs), "" if store is None else os.fspath(store), _config_json(options))
+    r = _core.report_figures(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("figures", options))
     return Figures([Figure(f["id"], f["title"], f["caption"], f["svg"]) for f in r["figures"]], r["notes"])
 
 
@@ -97,6 +98,6 @@ def report(*inputs: PathLike, out: PathLike, store: Optional[PathLike] = None, f
     """`diffract report INPUT... --out OUT`: writes the self-contained HTML page (or, format="svg"/"png",
     one file per figure into the directory OUT) and returns the paths written. The notes of the panels
     not drawn are on the page; `figures(...)` returns them as `.notes`."""
-    r = _core.write_report(_inputs(inputs), "" if store is None else os.fspath(store), _config_json(options),
+    r = _core.write_report(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("report", options),
                            os.fspath(out), format)
     return list(r["written"])

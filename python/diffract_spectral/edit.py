@@ -18,6 +18,7 @@ import os
 from typing import Iterator, Optional, Sequence
 
 from . import _core, _progress
+from ._keywords import refuse_unknown
 
 __all__ = ["rewind", "truncate", "transplant", "permute", "interpolate", "merge", "merge_lora"]
 
@@ -37,12 +38,9 @@ def _options(edit: str, common: dict):
     with the function the user called, not this module's helper), as _common's context."""
     allowed = [p for p in inspect.signature(_common.__wrapped__).parameters
                if p != "per_head" or edit in _PER_HEAD_EDITS]
-    for name in common:
-        if name not in allowed:
-            why = (" (streaming edits read one tensor at a time: no store, threads or memory budget)"
+    refuse_unknown(edit, common, allowed,
+                   lambda name: " (streaming edits read one tensor at a time: no store, threads or memory budget)"
                    if name in ("store", "threads", "max_memory") else "")
-            raise TypeError(f"{edit}() got an unexpected keyword argument '{name}'{why}; "
-                            f"its common options: {', '.join(allowed)}")
     return _common(**common)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from . import _core, _progress
+from ._keywords import refuse_unknown
 
 if TYPE_CHECKING:  # type checkers and IDEs only: pandas stays optional
     import pandas as pd
@@ -144,12 +145,8 @@ def _run(core_sweep, out, options: dict, *inputs, per_head: bool = False):
     evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines. Returns
     (out, what core_sweep returned)."""
     options = dict(options)
-    allowed = [p for p in inspect.signature(_args).parameters if p != "out"]
-    for name in options:
-        if name not in allowed and name != "progress":
-            sweep = core_sweep.__name__.removeprefix("sweep_")
-            raise TypeError(f"sweep.{sweep}() got an unexpected keyword argument '{name}'; "
-                            f"its common options: {', '.join(allowed)}, progress")
+    allowed = [p for p in inspect.signature(_args).parameters if p != "out"] + ["progress"]
+    refuse_unknown("sweep." + core_sweep.__name__.removeprefix("sweep_"), options, allowed)
     with _progress.display(options.pop("progress", False)) as report:
         a = _args(out, **options)
         a.per_head = bool(per_head)  # sweep truncate's own option

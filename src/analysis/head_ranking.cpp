@@ -61,23 +61,31 @@ double HeadStats::relative_update() const {
     return base > 0 ? std::sqrt(delta / base) : kNaN;
 }
 
+namespace {
+
+// The median of the finite values (NaN when there is none).
+double finite_median(const std::vector<double>& values) {
+    std::vector<double> v;
+    for (double x : values)
+        if (std::isfinite(x)) v.push_back(x);
+    if (v.empty()) return kNaN;
+    const std::size_t n = v.size();
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+    const double hi = v[n / 2];
+    if (n % 2) return hi;
+    return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2)));
+}
+
+}  // namespace
+
 std::vector<double> robust_z(const std::vector<double>& values) {
-    std::vector<double> finite;
-    for (double v : values)
-        if (std::isfinite(v)) finite.push_back(v);
     std::vector<double> z(values.size(), kNaN);
-    if (finite.empty()) return z;
-    auto median = [](std::vector<double> v) {
-        const std::size_t n = v.size();
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
-        const double hi = v[n / 2];
-        if (n % 2) return hi;
-        return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2)));
-    };
-    const double med = median(finite);
+    const double med = finite_median(values);
+    if (std::isnan(med)) return z;
     std::vector<double> dev;
-    for (double v : finite) dev.push_back(std::abs(v - med));
-    const double mad = median(dev);
+    for (double v : values)
+        if (std::isfinite(v)) dev.push_back(std::abs(v - med));
+    const double mad = finite_median(dev);
     for (std::size_t i = 0; i < values.size(); ++i) {
         if (!std::isfinite(values[i])) continue;
         const double d = values[i] - med;
@@ -108,14 +116,7 @@ HeadRankOptions parse_head_rank_options(std::string_view order, std::string_view
 NoiseFloor noise_floor(const std::vector<double>& relative) {
     NoiseFloor f;
     f.z = robust_z(relative);
-    std::vector<double> finite;
-    for (double r : relative)
-        if (std::isfinite(r)) finite.push_back(r);
-    if (!finite.empty()) {
-        std::sort(finite.begin(), finite.end());
-        const std::size_t n = finite.size();
-        f.median = n % 2 ? finite[n / 2] : 0.5 * (finite[n / 2 - 1] + finite[n / 2]);
-    }
+    if (const double med = finite_median(relative); !std::isnan(med)) f.median = med;
     for (std::size_t i = 0; i < relative.size(); ++i)
         f.stands_out.push_back(
             std::isfinite(relative[i]) &&
@@ -143,7 +144,8 @@ const std::vector<HeadField>& head_fields() {
         {"update_z",
          "modified z-score 0.6745 (r - median r) / MAD(r) of relative_update among the model's heads"},
         {"stands_out",
-         "1 when update_z > 3.5 (Iglewicz-Hoaglin): the head's update stands out from the others'"}};
+         "1 when update_z > 3.5 (Iglewicz-Hoaglin) or relative_update >= 2 x the median head's: the "
+         "head's update stands out from the others'"}};
     return f;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "diffract/report/stats.hpp"
 #include "figure_util_impl.hpp"
@@ -85,22 +86,17 @@ Figure layer_curves(FigureContext& ctx, const std::string& field, const std::vec
                                    {"mean ± 1 std", "#555555", LegendMark::band}};
     if (!flagged.empty()) marks.push_back({"fit flagged", "#555555", LegendMark::ring});
     draw_legend(svg, layout.legend_x(), ly + 10, marks, head_panels.empty() ? "per layer" : "across heads");
-    auto list = [](const std::vector<std::string>& v) {
-        std::string s;
-        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-        return s;
-    };
     const std::string source =
         head_panels.empty()
             ? "Each point is a whole matrix (one per layer and model)"
             : fmt::format(
                   "Per model: mean across attention heads (solid), median (dashed) and mean ± 1 "
                   "standard deviation (band) in {}{}",
-                  list(head_panels),
+                  fmt::join(head_panels, ", "),
                   whole_panels.empty() ? ""
                                        : fmt::format("; {} show the whole matrix (no head block with "
                                                      "a value)",
-                                                     list(whole_panels)));
+                                                     fmt::join(whole_panels, ", ")));
     return {figure_id("layers", field), fmt::format("Layer-wise {}", field),
             fmt::format("{} against layer index, one panel per role. {}. Hover a point for its value.{}",
                         metric_label(field), source, flagged_fits_sentence(ctx, field, !flagged.empty())),

@@ -127,10 +127,8 @@ void check_output(const ReportOptions& o) {
     }
 }
 
-}  // namespace
-
-BuiltReport build_report(const ReportOptions& o) {
-    check_config(o);
+// The figures of checked options (build_report and write_report check first, each once).
+BuiltReport build_checked(const ReportOptions& o) {
     const auto data = load_inputs(o);
     FigureContext ctx(data, o.config);
     for (const auto& m : o.config.models)
@@ -141,10 +139,17 @@ BuiltReport build_report(const ReportOptions& o) {
     return {std::move(figures), std::move(ctx.notes), data.heads};
 }
 
+}  // namespace
+
+BuiltReport build_report(const ReportOptions& o) {
+    check_config(o);
+    return build_checked(o);
+}
+
 ReportSummary write_report(const ReportOptions& o) {
     check_config(o);
     check_output(o);
-    const auto built = build_report(o);
+    const auto built = build_checked(o);
     ReportSummary summary;
     summary.figures = built.figures.size();
     summary.notes = built.notes;

@@ -210,9 +210,8 @@ void note_uniform_update(const std::string& model, const NoiseFloor& floor, Comp
         if (!std::isnan(v)) largest = std::max(largest, v);
     result.findings.push_back(fmt::format(
         "{}: no head's update stands out from the others' (largest robust z {:.2f} <= {}, none >= {}x the "
-        "median "
-        "relative update: as uniform noise or a quantisation error is): its importance ranking orders noise "
-        "(docs/compare.md)",
+        "median relative update: as uniform noise or a quantisation error is): its importance ranking orders "
+        "noise (docs/compare.md)",
         model, largest, kStandsOutZ, kStandsOutRatio));
 }
 
@@ -242,7 +241,6 @@ void rank_model_heads(const CompareOptions& o, const ComparePlan& plan,
             row.domain = dom[i];
             if (auto it = ref_of.find({dom[i].layer, dom[i].head}); it != ref_of.end()) row.ref = *it->second;
             row.ranked = ranked[i];
-            row.relative_update = relative[i];
             row.update_z = floor.z[i];
             row.stands_out = floor.stands_out[i] != 0;
             result.heads.push_back(row);

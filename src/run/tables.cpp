@@ -117,7 +117,7 @@ Table heads_table(const CompareResult& result) {
                      }},
                     {column::seed, [ranking](const HeadRow&) -> Cell { return ranking.seed; }},
                     {column::rank, [](const HeadRow& h) { return count(h.ranked.rank); }},
-                    {"relative_update", [](const HeadRow& h) -> Cell { return h.relative_update; }},
+                    {"relative_update", [](const HeadRow& h) -> Cell { return h.domain.relative_update(); }},
                     {"update_z", [](const HeadRow& h) -> Cell { return h.update_z; }},
                     {"stands_out", [](const HeadRow& h) { return count(h.stands_out ? 1 : 0); }}});
     return make_table(columns, result.heads);

@@ -46,7 +46,7 @@ def test_options_and_errors_name_the_python_argument(results, tmp_path):
     figs = diffract.figures(results["root"] / "an", metrics="stable_rank", roles=["mlp_down"], layers=range(2))
     ids = figs.ids()
     assert "layers-stable_rank" in ids and "layers-pl_alpha" not in ids
-    with pytest.raises(TypeError, match="unexpected keyword argument metrix"):
+    with pytest.raises(TypeError, match="figures\\(\\) got an unexpected keyword argument 'metrix'"):
         diffract.figures(results["root"] / "an", metrix="pl_alpha")
     with pytest.raises(diffract.InputError, match="report\\(\\): key 'scatter'"):
         diffract.figures(results["root"] / "an", scatter=["pl_alpha"])

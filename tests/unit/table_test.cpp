@@ -47,7 +47,8 @@ TEST(Table, HeadsTableNamesItsColumnsAndFillsThemInOrder) {
     h.layer = 2, h.head = 3, h.kv_head = 1, h.kv_group_size = 2;
     for (int p = 0; p < analysis::kProjections; ++p) h.domain.block_norm[p] = p + 1;
     h.ranked.update_norm = 5.5, h.ranked.rank = 4;
-    h.relative_update = 0.25, h.update_z = 4.5, h.stands_out = true;
+    for (int p = 0; p < analysis::kProjections; ++p) h.domain.base_block_norm[p] = 4 * (p + 1);  // 25 %
+    h.update_z = 4.5, h.stands_out = true;
     r.heads.push_back(h);
     EXPECT_EQ(to_csv(run::heads_table(r)),
               "model,reference,layer,head,kv_head,kv_group_size,update_norm,q_update_norm,k_update_norm,"

@@ -134,9 +134,8 @@ struct HeadRow {
     int layer = 0, head = 0, kv_head = 0, kv_group_size = 1;
     HeadStats domain, ref;  // ref: NaN norms without a reference
     RankedHead ranked;
-    double relative_update = std::numeric_limits<double>::quiet_NaN();  // domain.relative_update()
-    double update_z = std::numeric_limits<double>::quiet_NaN();         // robust_z among the model's heads
-    bool stands_out = false;                                            // noise_floor's verdict
+    double update_z = std::numeric_limits<double>::quiet_NaN();  // robust_z among the model's heads
+    bool stands_out = false;                                     // noise_floor's verdict
 };
 
 }  // namespace diffract::analysis

@@ -527,9 +527,16 @@ FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::
     return out;
 }
 
+namespace {
+
+// The svd kernel's singular vectors: computed only when one of them is asked for.
+bool is_singular_vector_field(std::string_view f) { return f == "weights_lsvs" || f == "weights_rsvs"; }
+
+}  // namespace
+
 bool fields_need_vectors(const std::vector<std::string>& fields) {
     return std::any_of(fields.begin(), fields.end(),
-                       [](const std::string& f) { return f == "weights_lsvs" || f == "weights_rsvs"; });
+                       [](const std::string& f) { return is_singular_vector_field(f); });
 }
 
 template <typename T>
@@ -544,8 +551,7 @@ FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>&
         // Every output the table declares is produced (a value may be NaN, never absent): a field no
         // kernel produced is a defect here, not a NaN in a user's table.
         for (auto f : k.outputs) {
-            // The singular vectors are computed only when asked for (fields_need_vectors).
-            if (!c.want_vectors && (f == "weights_lsvs" || f == "weights_rsvs")) continue;
+            if (!c.want_vectors && is_singular_vector_field(f)) continue;
             if (!c.values.scalars.count(std::string(f)) && !c.values.vectors.count(std::string(f)))
                 throw std::logic_error(fmt::format("kernel '{}' did not produce its field '{}'", k.name, f));
         }
