@@ -43,73 +43,6 @@ struct Context {
     std::optional<std::vector<std::vector<double>>> extra_null_svals;
 };
 
-struct Kernel {
-    std::string_view name;
-    std::vector<std::string_view> inputs;   // fields this kernel reads
-    std::vector<std::string_view> outputs;  // fields it produces
-};
-
-// Kernels in dependency order: a kernel only reads fields produced by kernels above it.
-const std::vector<Kernel>& kernels() {
-    static const std::vector<Kernel> k = {
-        {"shape", {}, {"greater_dim", "lower_dim", "aspect_ratio"}},
-        {"weights_std", {}, {"weights_std"}},
-        {"svd", {}, {"weights_svals", "weights_lsvs", "weights_rsvs"}},
-        {"rand_svd", {}, {"weights_rand_svals"}},
-        {"esd",
-         {"weights_svals", "greater_dim"},
-         {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"}},
-        {"esd_rand",
-         {"weights_rand_svals", "greater_dim"},
-         {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval",
-          "esd_rand_max_null_std", "esd_rand_min_null_std", "max_weights_rand_sval_null_std",
-          "min_weights_rand_sval_null_std"}},
-        {"norms",
-         {"weights_svals"},
-         {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"}},
-        {"hard_rank", {"esd"}, {"hard_rank"}},
-        {"marchenko_pastur",
-         {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
-         {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration",
-          "mp_presence", "mp_num_spikes", "mp_soft_rank", "mp_n_bulk", "mp_status"}},
-        {"tracy_widom",
-         {"esd", "mp_bulk_std", "greater_dim", "lower_dim"},
-         {"tw_esd_bound", "tw_num_spikes"}},
-        {"power_law",
-         {"esd"},
-         {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted",
-          "pl_alpha_norm", "pl_n_tail", "pl_status", "pl_alpha_xmin2", "pl_n_tail_xmin2", "pl_ks_gap"}},
-        {"truncated_power_law",
-         {"esd"},
-         {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence",
-          "tpl_scale", "tpl_alpha_norm", "tpl_n_tail", "tpl_status"}},
-        {"exponential",
-         {"esd"},
-         {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence",
-          "expon_scale", "expon_n_tail", "expon_status"}},
-        {"pl_alpha_ci", {"esd"}, {"pl_alpha_ci_low", "pl_alpha_ci_high"}},
-        {"pl_p_value", {"esd"}, {"pl_p_value"}},
-        {"tpl_p_value", {"esd"}, {"tpl_p_value"}},
-        {"expon_p_value", {"esd"}, {"expon_p_value"}},
-        {"w1_rand", {"esd", "esd_rand"}, {"w1_rand_distance", "w1_rand_distance_null_std"}},
-    };
-    return k;
-}
-
-const Kernel* producer_of(std::string_view field) {
-    for (const auto& k : kernels())
-        if (std::find(k.outputs.begin(), k.outputs.end(), field) != k.outputs.end()) return &k;
-    return nullptr;
-}
-
-// Marks the kernels needed for `field` (and, recursively, for its inputs).
-void require(std::string_view field, std::set<std::string_view>& needed) {
-    const Kernel* k = producer_of(field);
-    if (!k) throw std::logic_error(fmt::format("no kernel produces field '{}'", field));
-    if (!needed.insert(k->name).second) return;
-    for (auto in : k->inputs) require(in, needed);
-}
-
 // Σ f(x) by pairwise summation, as numpy sums: up to 128 terms in eight interleaved running sums,
 // longer ranges split in two (at a multiple of eight) and the halves' sums added. The error grows
 // like ε·log n instead of ε·n, and the eight running sums are independent chains of additions where
@@ -315,154 +248,312 @@ bool too_few(Context<T>& c, const std::string& status_field) {
 }
 
 template <typename T>
-void run_kernel(std::string_view name, Context<T>& c) {
-    const auto& cfg = c.config;
-    if (name == "shape") {
-        const double N = static_cast<double>(std::max(c.input.rows, c.input.cols)),
-                     M = static_cast<double>(std::min(c.input.rows, c.input.cols));
-        c.s("greater_dim") = N;
-        c.s("lower_dim") = M;
-        c.s("aspect_ratio") = M > 0 ? N / M : kNaN;
-    } else if (name == "weights_std") {
-        c.s("weights_std") = population_std(c.w());
-    } else if (name == "svd") {
-        if (c.want_vectors) {
-            auto svd = c.backend.svd(c.w());
-            c.v("weights_svals") = std::move(svd.s);
-            c.v("weights_lsvs").assign(svd.u.data.begin(), svd.u.data.end());
-            c.v("weights_rsvs").assign(svd.v.data.begin(), svd.v.data.end());
-        } else {
-            c.v("weights_svals") = c.input.singular_values ? std::move(*c.input.singular_values)
-                                                           : c.backend.singular_values(c.w(), cfg.route);
-        }
-    } else if (name == "rand_svd") {
-        c.v("weights_rand_svals") = null_draw_values(c);
-    } else if (name == "esd" || name == "esd_rand") {
-        const bool rand = name == "esd_rand";
-        const auto& sv = c.v(rand ? "weights_rand_svals" : "weights_svals");
-        auto& e = c.v(rand ? "esd_rand" : "esd");
-        e = squared_over(sv, c.s("greater_dim"));
-        const std::string p = rand ? "esd_rand" : "esd";
-        c.s(p + "_max") = e.empty() ? kNaN : e.back();
-        c.s(p + "_min") = e.empty() ? kNaN : e.front();
-        c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") = largest(sv);
-        c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") = smallest(sv);
-        if (rand) {  // --null-draws K > 1: the mean over K draws, and their spread
-            const double n = c.s("greater_dim");
-            summarise_null(c, "esd_rand_max", [&](const auto& v) { return largest(v) * largest(v) / n; });
-            summarise_null(c, "esd_rand_min", [&](const auto& v) { return smallest(v) * smallest(v) / n; });
-            summarise_null(c, "max_weights_rand_sval", largest);
-            summarise_null(c, "min_weights_rand_sval", smallest);
-        }
-    } else if (name == "norms") {
-        const auto& sv = c.v("weights_svals");
-        double ss = 0, sum = 0, mx = 0;
-        for (double x : sv) ss += x * x, sum += x, mx = std::max(mx, x);
-        const double frob = std::sqrt(ss);
-        c.s("frob_norm") = frob;
-        c.s("nuclear_norm") = sum;
-        c.s("l2_norm") = mx;
-        c.s("stable_rank") = (frob / (mx + kEps)) * (frob / (mx + kEps));
-        double h = 0;
-        for (double x : sv) {
-            const double p = x / (sum + kEps);
-            h -= p * std::log(p + kEps);
-        }
-        c.s("effective_rank") = std::exp(h);
-    } else if (name == "hard_rank") {
-        const auto& e = c.v("esd");
-        c.s("hard_rank") = e.empty() ? 0 : count_above(e, cfg.hard_rank_rtol * e.back());
-    } else if (name == "marchenko_pastur") {
-        const auto& e = c.v("esd");
-        const double Q = c.s("aspect_ratio");
-        auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q,
-                                        static_cast<std::size_t>(c.s("lower_dim")));
-        // The bulk the fit describes; below min_fit_size eigenvalues the fit is not reported.
-        const auto n_bulk =
-            std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; });
-        const bool too_few = std::isnan(fit.esd_max) || n_bulk < std::max(cfg.min_fit_size, 0);
-        c.s("mp_n_bulk") = static_cast<double>(n_bulk);
-        c.s("mp_status") = static_cast<double>(too_few ? FitStatus::too_few : FitStatus::ok);
-        if (too_few) fit = MarchenkoPasturFit{};
-        c.s("mp_esd_max") = fit.esd_max;
-        c.s("mp_esd_min") = fit.esd_min;
-        c.s("mp_bulk_std") = fit.bulk_std;
-        c.s("mp_sval_max") = std::sqrt(fit.esd_max * c.s("greater_dim"));
-        c.s("mp_ks") = mp_ks_distance(e, fit, Q);
-        bool any_nan = std::isnan(fit.esd_max) || std::isnan(fit.esd_min);
-        for (double l : e) any_nan = any_nan || std::isnan(l);
-        const double inside = static_cast<double>(std::count_if(
-            e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; }));
-        c.s("mp_concentration") = any_nan || e.empty() ? kNaN : inside / static_cast<double>(e.size());
-        const double width = e.empty() ? 0 : e.back() - e.front();
-        c.s("mp_presence") = std::clamp((fit.esd_max - fit.esd_min) / (width + kEps), 0.0, 1.0);
-        c.s("mp_num_spikes") = too_few ? kNaN : count_above(e, fit.esd_max);
-        c.s("mp_soft_rank") = fit.esd_max / ((e.empty() ? kNaN : e.back()) + kEps);
-    } else if (name == "tracy_widom") {
-        const double bound =
-            tw_esd_bound(static_cast<std::size_t>(c.s("greater_dim")),
-                         static_cast<std::size_t>(c.s("lower_dim")), c.s("mp_bulk_std"), cfg.tw_p);
-        c.s("tw_esd_bound") = bound;
-        c.s("tw_num_spikes") = count_above(c.v("esd"), bound);
-    } else if (name == "power_law") {
-        const auto& e = c.v("esd");
-        const auto f = fit_power_law(e);
-        store_fit(c, "pl", f, false, true);
-        const double alpha = c.s("pl_alpha");
-        c.s("pl_alpha_weighted") = e.empty() ? kNaN : alpha * std::log10(e.back());
-        // The model aggregate model_pl_alpha_norm averages trusted fits only: NaN for a too_few fit.
-        c.s("pl_alpha_norm") = too_few(c, "pl_status") ? kNaN : alpha_norm(e, alpha);
-        const auto second =
-            too_few(c, "pl_status")
-                ? XminRunnerUp{}
-                : power_law_runner_up(e, static_cast<std::size_t>(std::max(cfg.min_fit_size, 2)));
-        c.s("pl_alpha_xmin2") = second.alpha;
-        c.s("pl_ks_gap") = second.ks_gap;
-        c.s("pl_n_tail_xmin2") = second.n_tail > 0 ? static_cast<double>(second.n_tail) : kNaN;
-    } else if (name == "truncated_power_law") {
-        const auto& e = c.v("esd");
-        const auto f = fit_truncated_power_law(e);
-        store_fit(c, "tpl", f, true, true);
-        c.s("tpl_scale") = e.empty() ? kNaN : e.back() * c.s("tpl_lambda");
-        c.s("tpl_alpha_norm") = too_few(c, "tpl_status") ? kNaN : alpha_norm(e, c.s("tpl_alpha"));
-    } else if (name == "exponential") {
-        const auto& e = c.v("esd");
-        const auto f = fit_exponential(e);
-        store_fit(c, "expon", f, true, false);
-        c.s("expon_scale") = e.empty() ? kNaN : e.back() * c.s("expon_lambda");
-    } else if (name == "pl_alpha_ci") {
-        const auto& e = c.v("esd");
-        const auto f = fit_power_law(e);
-        const bool reported = tail_fit_status(f, false, true, cfg.min_fit_size) != FitStatus::too_few;
-        const auto ci =
-            reported ? power_law_alpha_ci(e, cfg.alpha_ci_draws, cfg.alpha_ci_seed, 0.95, c.input.on_draw)
-                     : AlphaInterval{};
-        c.s("pl_alpha_ci_low") = ci.low;
-        c.s("pl_alpha_ci_high") = ci.high;
-    } else if (name == "pl_p_value" || name == "tpl_p_value" || name == "expon_p_value") {
-        const auto& e = c.v("esd");
-        const int kind = name == "pl_p_value" ? 0 : (name == "tpl_p_value" ? 1 : 2);
-        const TailFit f =
-            kind == 0 ? fit_power_law(e) : (kind == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
-        // A fit not reported (too_few) has no p-value either.
-        const bool reported =
-            f.n_tail > 0 && f.n_tail >= static_cast<std::size_t>(std::max(cfg.min_fit_size, 0));
-        c.s(std::string(name)) =
-            reported ? tail_p_value(f, e, kind, cfg.p_value_bootstraps, cfg.p_value_seed, c.input.on_draw)
-                     : kNaN;
-    } else if (name == "w1_rand") {
-        const auto& e = c.v("esd");
-        const double mean =
-            e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
-        auto w1 = [&](const std::vector<double>& rand_esd) {
-            return mean <= 0 ? 0.0 : wasserstein1(e, rand_esd) / mean;
-        };
-        c.s("w1_rand_distance") = w1(c.v("esd_rand"));
-        summarise_null(c, "w1_rand_distance",
-                       [&](const auto& v) { return w1(squared_over(v, c.s("greater_dim"))); });
+void shape_kernel(Context<T>& c) {
+    const double N = static_cast<double>(std::max(c.input.rows, c.input.cols)),
+                 M = static_cast<double>(std::min(c.input.rows, c.input.cols));
+    c.s("greater_dim") = N;
+    c.s("lower_dim") = M;
+    c.s("aspect_ratio") = M > 0 ? N / M : kNaN;
+}
+
+template <typename T>
+void weights_std_kernel(Context<T>& c) {
+    c.s("weights_std") = population_std(c.w());
+}
+
+template <typename T>
+void svd_kernel(Context<T>& c) {
+    if (c.want_vectors) {
+        auto svd = c.backend.svd(c.w());
+        c.v("weights_svals") = std::move(svd.s);
+        c.v("weights_lsvs").assign(svd.u.data.begin(), svd.u.data.end());
+        c.v("weights_rsvs").assign(svd.v.data.begin(), svd.v.data.end());
     } else {
-        throw std::logic_error(fmt::format("kernel '{}' has no implementation", name));
+        c.v("weights_svals") = c.input.singular_values ? std::move(*c.input.singular_values)
+                                                       : c.backend.singular_values(c.w(), c.config.route);
     }
+}
+
+template <typename T>
+void rand_svd_kernel(Context<T>& c) {
+    c.v("weights_rand_svals") = null_draw_values(c);
+}
+
+// The empirical spectral density λ = σ² / N of the weights (`esd`) or of their permutation null.
+template <typename T>
+void esd_kernel(Context<T>& c, bool rand) {
+    const auto& sv = c.v(rand ? "weights_rand_svals" : "weights_svals");
+    auto& e = c.v(rand ? "esd_rand" : "esd");
+    e = squared_over(sv, c.s("greater_dim"));
+    const std::string p = rand ? "esd_rand" : "esd";
+    c.s(p + "_max") = e.empty() ? kNaN : e.back();
+    c.s(p + "_min") = e.empty() ? kNaN : e.front();
+    c.s(rand ? "max_weights_rand_sval" : "max_weights_sval") = largest(sv);
+    c.s(rand ? "min_weights_rand_sval" : "min_weights_sval") = smallest(sv);
+    if (rand) {  // --null-draws K > 1: the mean over K draws, and their spread
+        const double n = c.s("greater_dim");
+        summarise_null(c, "esd_rand_max", [&](const auto& v) { return largest(v) * largest(v) / n; });
+        summarise_null(c, "esd_rand_min", [&](const auto& v) { return smallest(v) * smallest(v) / n; });
+        summarise_null(c, "max_weights_rand_sval", largest);
+        summarise_null(c, "min_weights_rand_sval", smallest);
+    }
+}
+
+template <typename T>
+void norms_kernel(Context<T>& c) {
+    const auto& sv = c.v("weights_svals");
+    double ss = 0, sum = 0, mx = 0;
+    for (double x : sv) ss += x * x, sum += x, mx = std::max(mx, x);
+    const double frob = std::sqrt(ss);
+    c.s("frob_norm") = frob;
+    c.s("nuclear_norm") = sum;
+    c.s("l2_norm") = mx;
+    c.s("stable_rank") = (frob / (mx + kEps)) * (frob / (mx + kEps));
+    double h = 0;
+    for (double x : sv) {
+        const double p = x / (sum + kEps);
+        h -= p * std::log(p + kEps);
+    }
+    c.s("effective_rank") = std::exp(h);
+}
+
+template <typename T>
+void hard_rank_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    c.s("hard_rank") = e.empty() ? 0 : count_above(e, c.config.hard_rank_rtol * e.back());
+}
+
+template <typename T>
+void marchenko_pastur_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    const double Q = c.s("aspect_ratio");
+    auto fit = fit_marchenko_pastur(e, c.v("esd_rand"), c.s("weights_std"), Q,
+                                    static_cast<std::size_t>(c.s("lower_dim")));
+    // The bulk the fit describes; below min_fit_size eigenvalues the fit is not reported.
+    const auto n_bulk =
+        std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; });
+    const bool too_few = std::isnan(fit.esd_max) || n_bulk < std::max(c.config.min_fit_size, 0);
+    c.s("mp_n_bulk") = static_cast<double>(n_bulk);
+    c.s("mp_status") = static_cast<double>(too_few ? FitStatus::too_few : FitStatus::ok);
+    if (too_few) fit = MarchenkoPasturFit{};
+    c.s("mp_esd_max") = fit.esd_max;
+    c.s("mp_esd_min") = fit.esd_min;
+    c.s("mp_bulk_std") = fit.bulk_std;
+    c.s("mp_sval_max") = std::sqrt(fit.esd_max * c.s("greater_dim"));
+    c.s("mp_ks") = mp_ks_distance(e, fit, Q);
+    bool any_nan = std::isnan(fit.esd_max) || std::isnan(fit.esd_min);
+    for (double l : e) any_nan = any_nan || std::isnan(l);
+    const double inside = static_cast<double>(
+        std::count_if(e.begin(), e.end(), [&](double l) { return l >= fit.esd_min && l <= fit.esd_max; }));
+    c.s("mp_concentration") = any_nan || e.empty() ? kNaN : inside / static_cast<double>(e.size());
+    const double width = e.empty() ? 0 : e.back() - e.front();
+    c.s("mp_presence") = std::clamp((fit.esd_max - fit.esd_min) / (width + kEps), 0.0, 1.0);
+    c.s("mp_num_spikes") = too_few ? kNaN : count_above(e, fit.esd_max);
+    c.s("mp_soft_rank") = fit.esd_max / ((e.empty() ? kNaN : e.back()) + kEps);
+}
+
+template <typename T>
+void tracy_widom_kernel(Context<T>& c) {
+    const double bound =
+        tw_esd_bound(static_cast<std::size_t>(c.s("greater_dim")), static_cast<std::size_t>(c.s("lower_dim")),
+                     c.s("mp_bulk_std"), c.config.tw_p);
+    c.s("tw_esd_bound") = bound;
+    c.s("tw_num_spikes") = count_above(c.v("esd"), bound);
+}
+
+template <typename T>
+void power_law_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    const auto f = fit_power_law(e);
+    store_fit(c, "pl", f, false, true);
+    const double alpha = c.s("pl_alpha");
+    c.s("pl_alpha_weighted") = e.empty() ? kNaN : alpha * std::log10(e.back());
+    // The model aggregate model_pl_alpha_norm averages trusted fits only: NaN for a too_few fit.
+    c.s("pl_alpha_norm") = too_few(c, "pl_status") ? kNaN : alpha_norm(e, alpha);
+    const auto second =
+        too_few(c, "pl_status")
+            ? XminRunnerUp{}
+            : power_law_runner_up(e, static_cast<std::size_t>(std::max(c.config.min_fit_size, 2)));
+    c.s("pl_alpha_xmin2") = second.alpha;
+    c.s("pl_ks_gap") = second.ks_gap;
+    c.s("pl_n_tail_xmin2") = second.n_tail > 0 ? static_cast<double>(second.n_tail) : kNaN;
+}
+
+template <typename T>
+void truncated_power_law_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    store_fit(c, "tpl", fit_truncated_power_law(e), true, true);
+    c.s("tpl_scale") = e.empty() ? kNaN : e.back() * c.s("tpl_lambda");
+    c.s("tpl_alpha_norm") = too_few(c, "tpl_status") ? kNaN : alpha_norm(e, c.s("tpl_alpha"));
+}
+
+template <typename T>
+void exponential_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    store_fit(c, "expon", fit_exponential(e), true, false);
+    c.s("expon_scale") = e.empty() ? kNaN : e.back() * c.s("expon_lambda");
+}
+
+template <typename T>
+void pl_alpha_ci_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    const auto& cfg = c.config;
+    const auto f = fit_power_law(e);
+    const bool reported = tail_fit_status(f, false, true, cfg.min_fit_size) != FitStatus::too_few;
+    const auto ci = reported
+                        ? power_law_alpha_ci(e, cfg.alpha_ci_draws, cfg.alpha_ci_seed, 0.95, c.input.on_draw)
+                        : AlphaInterval{};
+    c.s("pl_alpha_ci_low") = ci.low;
+    c.s("pl_alpha_ci_high") = ci.high;
+}
+
+// The bootstrap goodness-of-fit p-value of one tail family (0 power law, 1 truncated, 2 exponential).
+template <typename T>
+void p_value_kernel(Context<T>& c, int family, const std::string& field) {
+    const auto& e = c.v("esd");
+    const auto& cfg = c.config;
+    const TailFit f =
+        family == 0 ? fit_power_law(e) : (family == 1 ? fit_truncated_power_law(e) : fit_exponential(e));
+    // A fit not reported (too_few) has no p-value either.
+    const bool reported = f.n_tail > 0 && f.n_tail >= static_cast<std::size_t>(std::max(cfg.min_fit_size, 0));
+    c.s(field) = reported
+                     ? tail_p_value(f, e, family, cfg.p_value_bootstraps, cfg.p_value_seed, c.input.on_draw)
+                     : kNaN;
+}
+
+template <typename T>
+void w1_rand_kernel(Context<T>& c) {
+    const auto& e = c.v("esd");
+    const double mean =
+        e.empty() ? 0 : std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
+    auto w1 = [&](const std::vector<double>& rand_esd) {
+        return mean <= 0 ? 0.0 : wasserstein1(e, rand_esd) / mean;
+    };
+    c.s("w1_rand_distance") = w1(c.v("esd_rand"));
+    summarise_null(c, "w1_rand_distance",
+                   [&](const auto& v) { return w1(squared_over(v, c.s("greater_dim"))); });
+}
+
+template <typename T>
+using KernelRun = void (*)(Context<T>&);
+
+// A kernel: the fields it reads and produces, and its implementation for f32 and f64 entries. The
+// table is the one place that ties a field's name to the code that computes it.
+struct Kernel {
+    std::string_view name;
+    std::vector<std::string_view> inputs;   // fields this kernel reads
+    std::vector<std::string_view> outputs;  // fields it produces
+    KernelRun<float> run_f32;
+    KernelRun<double> run_f64;
+    // Resampling draws per matrix (progress and cost estimates): the option that sets them, if any.
+    int KernelConfig::*draws = nullptr;
+
+    // `run` is a captureless generic lambda: it converts to the implementation for either precision.
+    template <typename Run>
+    Kernel(std::string_view name, std::vector<std::string_view> inputs, std::vector<std::string_view> outputs,
+           Run run, int KernelConfig::*draws = nullptr)
+        : name(name),
+          inputs(std::move(inputs)),
+          outputs(std::move(outputs)),
+          run_f32(run),
+          run_f64(run),
+          draws(draws) {}
+
+    template <typename T>
+    void run(Context<T>& c) const {
+        if constexpr (std::is_same_v<T, float>)
+            run_f32(c);
+        else
+            run_f64(c);
+    }
+};
+
+// Kernels in dependency order: a kernel only reads fields produced by kernels above it.
+const std::vector<Kernel>& kernels() {
+    static const std::vector<Kernel> k = {
+        {"shape", {}, {"greater_dim", "lower_dim", "aspect_ratio"}, [](auto& c) { shape_kernel(c); }},
+        {"weights_std", {}, {"weights_std"}, [](auto& c) { weights_std_kernel(c); }},
+        {"svd", {}, {"weights_svals", "weights_lsvs", "weights_rsvs"}, [](auto& c) { svd_kernel(c); }},
+        {"rand_svd", {}, {"weights_rand_svals"}, [](auto& c) { rand_svd_kernel(c); }},
+        {"esd",
+         {"weights_svals", "greater_dim"},
+         {"esd", "esd_max", "esd_min", "max_weights_sval", "min_weights_sval"},
+         [](auto& c) { esd_kernel(c, false); }},
+        {"esd_rand",
+         {"weights_rand_svals", "greater_dim"},
+         {"esd_rand", "esd_rand_max", "esd_rand_min", "max_weights_rand_sval", "min_weights_rand_sval",
+          "esd_rand_max_null_std", "esd_rand_min_null_std", "max_weights_rand_sval_null_std",
+          "min_weights_rand_sval_null_std"},
+         [](auto& c) { esd_kernel(c, true); }},
+        {"norms",
+         {"weights_svals"},
+         {"frob_norm", "nuclear_norm", "l2_norm", "stable_rank", "effective_rank"},
+         [](auto& c) { norms_kernel(c); }},
+        {"hard_rank", {"esd"}, {"hard_rank"}, [](auto& c) { hard_rank_kernel(c); }},
+        {"marchenko_pastur",
+         {"esd", "esd_rand", "weights_std", "aspect_ratio", "lower_dim", "greater_dim"},
+         {"mp_esd_max", "mp_esd_min", "mp_bulk_std", "mp_sval_max", "mp_ks", "mp_concentration",
+          "mp_presence", "mp_num_spikes", "mp_soft_rank", "mp_n_bulk", "mp_status"},
+         [](auto& c) { marchenko_pastur_kernel(c); }},
+        {"tracy_widom",
+         {"esd", "mp_bulk_std", "greater_dim", "lower_dim"},
+         {"tw_esd_bound", "tw_num_spikes"},
+         [](auto& c) { tracy_widom_kernel(c); }},
+        {"power_law",
+         {"esd"},
+         {"pl_alpha", "pl_esd_xmin", "pl_ks", "pl_concentration", "pl_presence", "pl_alpha_weighted",
+          "pl_alpha_norm", "pl_n_tail", "pl_status", "pl_alpha_xmin2", "pl_n_tail_xmin2", "pl_ks_gap"},
+         [](auto& c) { power_law_kernel(c); }},
+        {"truncated_power_law",
+         {"esd"},
+         {"tpl_alpha", "tpl_lambda", "tpl_esd_xmin", "tpl_ks", "tpl_concentration", "tpl_presence",
+          "tpl_scale", "tpl_alpha_norm", "tpl_n_tail", "tpl_status"},
+         [](auto& c) { truncated_power_law_kernel(c); }},
+        {"exponential",
+         {"esd"},
+         {"expon_lambda", "expon_esd_xmin", "expon_ks", "expon_concentration", "expon_presence",
+          "expon_scale", "expon_n_tail", "expon_status"},
+         [](auto& c) { exponential_kernel(c); }},
+        {"pl_alpha_ci",
+         {"esd"},
+         {"pl_alpha_ci_low", "pl_alpha_ci_high"},
+         [](auto& c) { pl_alpha_ci_kernel(c); },
+         &KernelConfig::alpha_ci_draws},
+        {"pl_p_value",
+         {"esd"},
+         {"pl_p_value"},
+         [](auto& c) { p_value_kernel(c, 0, "pl_p_value"); },
+         &KernelConfig::p_value_bootstraps},
+        {"tpl_p_value",
+         {"esd"},
+         {"tpl_p_value"},
+         [](auto& c) { p_value_kernel(c, 1, "tpl_p_value"); },
+         &KernelConfig::p_value_bootstraps},
+        {"expon_p_value",
+         {"esd"},
+         {"expon_p_value"},
+         [](auto& c) { p_value_kernel(c, 2, "expon_p_value"); },
+         &KernelConfig::p_value_bootstraps},
+        {"w1_rand",
+         {"esd", "esd_rand"},
+         {"w1_rand_distance", "w1_rand_distance_null_std"},
+         [](auto& c) { w1_rand_kernel(c); }},
+    };
+    return k;
+}
+
+const Kernel* producer_of(std::string_view field) {
+    for (const auto& k : kernels())
+        if (std::find(k.outputs.begin(), k.outputs.end(), field) != k.outputs.end()) return &k;
+    return nullptr;
+}
+
+// Marks the kernels needed for `field` (and, recursively, for its inputs).
+void require(std::string_view field, std::set<std::string_view>& needed) {
+    const Kernel* k = producer_of(field);
+    if (!k) throw std::logic_error(fmt::format("no kernel produces field '{}'", field));
+    if (!needed.insert(k->name).second) return;
+    for (auto in : k->inputs) require(in, needed);
 }
 
 std::set<std::string_view> needed_kernels(const std::vector<std::string>& fields) {
@@ -483,12 +574,9 @@ std::vector<std::string> kernels_for(const std::vector<std::string>& fields) {
 
 std::size_t resampling_draws(const std::vector<std::string>& fields, const KernelConfig& config) {
     std::size_t draws = 0;
-    for (const auto& k : kernels_for(fields)) {
-        if (k == "pl_p_value" || k == "tpl_p_value" || k == "expon_p_value")
-            draws += static_cast<std::size_t>(std::max(config.p_value_bootstraps, 0));
-        else if (k == "pl_alpha_ci")
-            draws += static_cast<std::size_t>(std::max(config.alpha_ci_draws, 0));
-    }
+    const auto needed = needed_kernels(fields);
+    for (const auto& k : kernels())
+        if (k.draws && needed.count(k.name)) draws += static_cast<std::size_t>(std::max(config.*k.draws, 0));
     return draws;
 }
 
@@ -547,7 +635,7 @@ FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>&
     c.want_vectors = fields_need_vectors(fields);
     for (const auto& k : kernels()) {
         if (!needed.count(k.name)) continue;
-        run_kernel(k.name, c);
+        k.run(c);
         // Every output the table declares is produced (a value may be NaN, never absent): a field no
         // kernel produced is a defect here, not a NaN in a user's table.
         for (auto f : k.outputs) {
