@@ -190,10 +190,9 @@ std::vector<HeadBlock> head_blocks(const CompareResult& result, const std::vecto
     std::vector<HeadBlock> blocks;
     for (std::size_t r = 0; r < result.rows.size(); ++r) {
         const auto& row = result.rows[r];
-        const auto role = model::role_from_name(row.role);
-        if (row_model[r] != model_index || !row.head || !row.layer || !role) continue;
+        if (row_model[r] != model_index || !row.head || !row.layer) continue;
         const auto& v = row.values;
-        blocks.push_back({*row.layer, *role, *row.head, v.at("delta_frob_norm"), v.at("avg_l_agreement"),
+        blocks.push_back({*row.layer, row.role, *row.head, v.at("delta_frob_norm"), v.at("avg_l_agreement"),
                           v.at("avg_r_agreement"), v.at("pl_ks"), v.at("rel_delta_frob_norm")});
     }
     return blocks;

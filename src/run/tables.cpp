@@ -33,7 +33,7 @@ std::vector<Column<Row>> identity() {
         c.push_back({column::base, [](const Row& r) -> Cell { return r.base; }});
     c.push_back({column::tensor, [](const Row& r) -> Cell { return r.tensor; }});
     c.push_back({column::layer, [](const Row& r) { return optional_count(r.layer); }});
-    c.push_back({column::role, [](const Row& r) -> Cell { return r.role; }});
+    c.push_back({column::role, [](const Row& r) -> Cell { return std::string(model::role_name(r.role)); }});
     c.push_back({column::head, [](const Row& r) { return optional_count(r.head); }});
     c.push_back({column::rows, [](const Row& r) { return count(r.rows); }});
     c.push_back({column::cols, [](const Row& r) { return count(r.cols); }});

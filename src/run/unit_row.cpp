@@ -7,7 +7,7 @@ UnitRow unit_row(const std::string& model, const analysis::MatrixUnit& unit) {
     row.model = model;
     row.tensor = unit.tensor->name;
     row.layer = unit.layer;
-    row.role = std::string(model::role_name(unit.role));
+    row.role = unit.role;
     row.head = unit.head;
     row.rows = unit.block.logical_rows();
     row.cols = unit.block.logical_cols();

@@ -62,7 +62,7 @@ TEST(Table, MatrixTablesLeaveMissingLayerAndHeadEmptyAndNameFitStatuses) {
     run::AnalyzeResult r;
     r.fields = {"alpha", "pl_status"};
     run::MetricRow row;
-    row.model = "m", row.tensor = "embed", row.role = "embed", row.rows = 4, row.cols = 3;
+    row.model = "m", row.tensor = "embed", row.role = model::Role::embed, row.rows = 4, row.cols = 3;
     row.values = {{"alpha", 2.5}, {"pl_status", 0}};
     r.rows.push_back(row);
     const auto t = run::metrics_table(r);

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/model/schema.hpp"
 
 namespace diffract::run {
 
 struct UnitRow {
     std::string model, tensor;
     std::optional<int> layer;
-    std::string role;
+    model::Role role = model::Role::other;  // text only in the tables (role_name)
     std::optional<int> head;
     std::int64_t rows = 0, cols = 0;
     // NaN/Inf entries read at the run's precision (compare: positions where the model's or the base's
