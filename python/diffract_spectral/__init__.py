@@ -400,7 +400,7 @@ def _code_version(fn: Callable) -> str:
 def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = None,
            version: Optional[str] = None) -> Callable:
     """Decorator: a custom per-matrix metric, computed by the engine for every matrix and head block
-    after the built-in fields and kept in the store like them.
+    in the task of its built-in fields (on the worker threads) and kept in the store like them.
 
     needs: the inputs, passed positionally in this order — "weights_svals" (singular values,
     ascending), "esd" (sigma^2 / max(rows, cols), ascending), "weights" (the matrix, float64). The

@@ -39,60 +39,74 @@ struct PlannedUnit {
     MatrixUnit unit;
 };
 
+// The job's result slots: slot i < units is unit i's built-in fields; slot units·(1 + c) + i is
+// custom field c of unit i, kept in the store under its own configuration (the field's version), so a
+// changed function is recomputed alone and the built-in fields are reused. Custom fields are computed
+// in the same tasks as the unit's built-in fields: on the job's threads, under its memory budget.
+struct Slots {
+    std::size_t units = 0, custom = 0;
+    std::size_t count() const { return units * (1 + custom); }
+    std::size_t unit_of(std::size_t slot) const { return slot % units; }
+    std::optional<std::size_t> custom_of(std::size_t slot) const {
+        return slot < units ? std::nullopt : std::optional<std::size_t>(slot / units - 1);
+    }
+    std::size_t custom_slot(std::size_t c, std::size_t unit) const { return units * (1 + c) + unit; }
+};
+
+// The units a task's slots belong to, in order, each once.
+std::vector<std::size_t> task_units(const Slots& slots, const Task& task) {
+    std::vector<std::size_t> out;
+    for (auto s : task.slots)
+        if (std::find(out.begin(), out.end(), slots.unit_of(s)) == out.end()) out.push_back(slots.unit_of(s));
+    return out;
+}
+
 // Run time: the units' SVD flops. Memory: the largest unit's working set, plus, for a batch, the
 // tensor decoded once as f64 (and as f32 on its way there: 12 bytes an element).
-TaskCost task_cost(const std::vector<PlannedUnit>& units, const std::vector<std::size_t>& slots, bool f64) {
+// A custom field that reads the entries holds them once more, as f64.
+TaskCost task_cost(const std::vector<PlannedUnit>& units, const std::vector<std::size_t>& unit_ids, bool f64,
+                   bool custom_weights) {
     TaskCost c{0, 0};
-    for (auto i : slots) {
-        c.cost += units[i].unit.flops();
-        c.bytes = std::max(c.bytes, units[i].unit.bytes(f64));
+    for (auto i : unit_ids) {
+        const auto& u = units[i].unit;
+        c.cost += u.flops();
+        c.bytes = std::max(c.bytes, u.bytes(f64) + (custom_weights ? u.bytes(true) : 0));
     }
-    if (slots.size() > 1)
-        c.bytes += 12 * static_cast<std::uint64_t>(units[slots.front()].unit.tensor->numel());
+    if (unit_ids.size() > 1)
+        c.bytes += 12 * static_cast<std::uint64_t>(units[unit_ids.front()].unit.tensor->numel());
     return c;
 }
 
-// The pending units, in plan order, one task each or, `by_tensor`, grouped by (model, tensor). Each
-// unit moves the progress line by one step and one per resampling draw (`draws`).
-std::vector<Task> make_tasks(const std::vector<PlannedUnit>& units, const Job& job, bool by_tensor, bool f64,
-                             std::size_t draws) {
+// The units with a pending slot, in plan order, one task each or, `by_tensor`, grouped by (model,
+// tensor); a task holds its units' pending slots. Built-in fields move the progress line by one step
+// and one per resampling draw (`draws`), each custom field by one.
+std::vector<Task> make_tasks(const std::vector<PlannedUnit>& units, const Slots& slots, const Job& job,
+                             bool by_tensor, bool f64, std::size_t draws, bool custom_weights) {
     std::vector<Task> tasks;
     std::map<std::pair<std::size_t, const TensorInfo*>, std::size_t> index;
     for (std::size_t i = 0; i < units.size(); ++i) {
-        if (!job.pending(i)) continue;
+        std::vector<std::size_t> pending;
+        if (job.pending(i)) pending.push_back(i);
+        for (std::size_t c = 0; c < slots.custom; ++c)
+            if (job.pending(slots.custom_slot(c, i))) pending.push_back(slots.custom_slot(c, i));
+        if (pending.empty()) continue;
         if (!by_tensor) {
-            tasks.push_back({{i}, {}, 1});
+            tasks.push_back({pending, {}, 1});
             continue;
         }
         const auto [it, fresh] = index.try_emplace({units[i].model, units[i].unit.tensor}, tasks.size());
         if (fresh) tasks.emplace_back();
-        tasks[it->second].slots.push_back(i);
+        auto& t = tasks[it->second].slots;
+        t.insert(t.end(), pending.begin(), pending.end());
     }
     for (auto& t : tasks) {
-        t.cost = task_cost(units, t.slots, f64), t.progress_steps = t.slots.size() * (1 + draws);
-        t.reads = {units[t.slots.front()].unit.tensor};
+        const auto ids = task_units(slots, t);
+        t.cost = task_cost(units, ids, f64, custom_weights);
+        t.progress_steps = 0;
+        for (auto s : t.slots) t.progress_steps += slots.custom_of(s) ? 1 : 1 + draws;
+        t.reads = {units[ids.front()].unit.tensor};
     }
     return tasks;
-}
-
-// Custom fields are kept in the store one by one, each under its own configuration (the field's
-// version): a changed function is recomputed, never mixed up with the old values.
-void apply_custom_fields(const std::vector<analysis::CustomField>& fields, store::Store& db,
-                         const store::ResultKey& key, const TensorInfo& tensor, const MatrixBlock& block,
-                         FieldValues& values) {
-    analysis::CustomFieldComputer computer(tensor, block, values);
-    for (const auto& f : fields) {
-        store::ResultKey k = key;
-        k.config = analysis::custom_field_config(key.config, f);
-        if (auto hit = db.get(k, {f.name})) {
-            values.scalars[f.name] = hit->scalars.at(f.name);
-            continue;
-        }
-        FieldValues v;
-        v.scalars[f.name] = computer.compute(f);
-        db.put(k, v, {});
-        values.scalars[f.name] = v.scalars[f.name];
-    }
 }
 
 // What to compute and keep: the metrics.csv columns (per-matrix fields, then custom fields), the
@@ -102,6 +116,7 @@ struct FieldPlan {
     std::vector<std::string> compute;       // built-in fields and vectors the kernels compute
     std::vector<std::string> stored_check;  // what a stored result must hold
     std::vector<analysis::CustomField> custom;
+    std::vector<std::vector<std::string>> custom_stored;  // per custom field: its name, what its slot holds
 };
 
 FieldPlan plan_fields(const AnalyzeOptions& o) {
@@ -124,7 +139,7 @@ FieldPlan plan_fields(const AnalyzeOptions& o) {
     p.stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
     // Registered custom fields named in metrics: computed after the built-in ones, own columns.
     p.custom = custom_fields_in(o.metrics);
-    for (const auto& f : p.custom) p.columns.push_back(f.name);
+    for (const auto& f : p.custom) p.columns.push_back(f.name), p.custom_stored.push_back({f.name});
     return p;
 }
 
@@ -141,9 +156,12 @@ std::vector<PlannedUnit> plan_units(const AnalyzeOptions& o) {
     return units;
 }
 
-// Results are keyed by the content of the tensors they are computed from (rank 0 hashes them).
-std::function<store::ResultKey(std::size_t)> unit_keys(const AnalyzeOptions& o,
-                                                       const std::vector<PlannedUnit>& units, Job& job) {
+// Results are keyed by the content of the tensors they are computed from (rank 0 hashes them); a
+// custom field's slot by its unit's key under the field's own configuration.
+std::function<store::ResultKey(std::size_t)> slot_keys(const AnalyzeOptions& o,
+                                                       const std::vector<PlannedUnit>& units,
+                                                       const Slots& slots, const FieldPlan& fields,
+                                                       Job& job) {
     auto content = std::make_shared<ContentIds>();
     for (std::size_t m = 0; m < o.models.size(); ++m) {
         std::vector<const TensorInfo*> tensors;
@@ -151,47 +169,79 @@ std::function<store::ResultKey(std::size_t)> unit_keys(const AnalyzeOptions& o,
             if (u.model == m) tensors.push_back(u.unit.tensor);
         content->merge(job.identify(o.models[m], tensors));
     }
-    return [&units, content, config = o.kernel.key()](std::size_t i) {
-        return store::ResultKey{content->at(units[i].unit.tensor), "", units[i].unit.store_block(), config};
+    return [&units, &fields, slots, content, config = o.kernel.key()](std::size_t slot) {
+        const auto& unit = units[slots.unit_of(slot)].unit;
+        store::ResultKey key{content->at(unit.tensor), "", unit.store_block(), config};
+        if (const auto c = slots.custom_of(slot)) key.config = custom_field_config(config, fields.custom[*c]);
+        return key;
     };
 }
 
-// Computes one task's units. With `precompute` (a device's whole-tensor task) the blocks' singular
+// The custom fields of one unit among a task's slots, from the unit's built-in `values` (which hold its
+// singular values): NaN for a unit with NaN/Inf entries, which a callback is never handed.
+void custom_task_fields(const FieldPlan& fields, const Slots& slots, const PlannedUnit& unit,
+                        const std::vector<std::size_t>& custom_slots, const FieldValues& values,
+                        const Job::Done& done, const Job::Advance& advance) {
+    const bool clean = values.scalars.at(kNonfiniteCountField) == 0;
+    CustomFieldComputer computer(*unit.unit.tensor, unit.unit.block, values);
+    for (auto s : custom_slots) {
+        throw_if_cancelled();
+        const auto& f = fields.custom[*slots.custom_of(s)];
+        FieldValues v;
+        v.scalars[f.name] = clean ? computer.compute(f) : std::nan("");
+        done(s, std::move(v));
+        advance(1);
+    }
+}
+
+// Computes one task's slots. With `precompute` (a device's whole-tensor task) the blocks' singular
 // values are computed together first: NaN/Inf entries are counted before the device (or the batch)
 // sees the tensor, the whole tensor once, its blocks only when it has some; blocks with any stay out
-// of the batch.
-void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units,
-                  const std::vector<std::string>& compute, const Task& task, bool precompute,
-                  std::size_t draws, const Job::Done& done, const Job::Advance& advance) {
+// of the batch. A unit whose built-in fields were reused but whose custom field is pending computes
+// only its singular values again.
+void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units, const FieldPlan& fields,
+                  const Slots& slots, const Task& task, bool precompute, std::size_t draws,
+                  const Job::Done& done, const Job::Advance& advance) {
     thread_local auto backend = linalg::make_backend(o.run.device);
     const bool f64 = o.kernel.precision == Precision::f64;
-    const auto& tensor = *units[task.slots.front()].unit.tensor;
-    std::vector<std::optional<std::vector<double>>> svals(task.slots.size());
-    std::vector<std::optional<std::int64_t>> nonfinite(task.slots.size());
+    const auto ids = task_units(slots, task);
+    const auto& tensor = *units[ids.front()].unit.tensor;
+    std::vector<std::optional<std::vector<double>>> svals(ids.size());
+    std::vector<std::optional<std::int64_t>> nonfinite(ids.size());
     if (precompute) {
         const bool clean = count_nonfinite(tensor, f64) == 0;
         std::vector<MatrixBlock> blocks;
         std::vector<std::size_t> batched;
-        for (std::size_t k = 0; k < task.slots.size(); ++k) {
-            nonfinite[k] = clean ? 0 : count_nonfinite(tensor, units[task.slots[k]].unit.block, f64);
-            if (*nonfinite[k] == 0) blocks.push_back(units[task.slots[k]].unit.block), batched.push_back(k);
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+            nonfinite[k] = clean ? 0 : count_nonfinite(tensor, units[ids[k]].unit.block, f64);
+            if (*nonfinite[k] == 0) blocks.push_back(units[ids[k]].unit.block), batched.push_back(k);
         }
         const TensorScope scope(tensor.path(), tensor.name);
         auto s = blocks.empty() ? std::vector<std::vector<double>>{}
                                 : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
         for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
     }
-    for (std::size_t k = 0; k < task.slots.size(); ++k) {
-        const auto& unit = units[task.slots[k]].unit;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        const auto i = ids[k];
+        const auto& unit = units[i].unit;
+        const bool builtin = std::find(task.slots.begin(), task.slots.end(), i) != task.slots.end();
+        std::vector<std::size_t> custom_slots;
+        for (auto s : task.slots)
+            if (s != i && slots.unit_of(s) == i) custom_slots.push_back(s);
         std::size_t ticks = 0;  // a fit with too few points skips its draws: the rest is advanced below
         auto on_draw = [&] {
             if (ticks < draws) ++ticks, advance(1);
         };
-        done(task.slots[k], f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k],
-                                                              compute, o.kernel, *backend, on_draw)
-                                : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k], compute,
-                                                             o.kernel, *backend, on_draw));
-        advance(1 + draws - ticks);
+        const auto& wanted = builtin ? fields.compute : kStoredVectors;
+        auto values = f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k], wanted,
+                                                        o.kernel, *backend, on_draw)
+                          : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k], wanted,
+                                                       o.kernel, *backend, on_draw);
+        custom_task_fields(fields, slots, units[i], custom_slots, values, done, advance);
+        if (builtin) {
+            done(i, std::move(values));
+            advance(1 + draws - ticks);
+        }
     }
     // The tensor's pages are no longer needed by this thread: keep resident memory small.
     tensor.file->dont_need(tensor.offset, tensor.nbytes);
@@ -258,9 +308,22 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     check_model_names(inputs);
     Job job("analyze", o.run, inputs);
     const auto units = plan_units(o);
-    const auto key_of = unit_keys(o, units, job);
-    job.look_up(std::vector<char>(units.size(), 1), key_of, fields.stored_check, kStoredVectors);
-    result.reused = job.reused();
+    const Slots slots{units.size(), fields.custom.size()};
+    job.look_up(
+        std::vector<char>(slots.count(), 1), slot_keys(o, units, slots, fields, job),
+        [&](std::size_t slot) -> const std::vector<std::string>& {
+            const auto c = slots.custom_of(slot);
+            return c ? fields.custom_stored[*c] : fields.stored_check;
+        },
+        kStoredVectors);
+    // Counted per unit: one whose slots were all reused is reused, any other is computed.
+    std::size_t pending_units = 0;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+        bool pending = job.pending(i);
+        for (std::size_t c = 0; c < slots.custom; ++c) pending |= job.pending(slots.custom_slot(c, i));
+        pending_units += pending;
+    }
+    result.reused = units.size() - pending_units;
 
     // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
     // tensor is uploaded once at its storage width and the blocks' singular values computed
@@ -274,24 +337,20 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     const std::size_t draws = resampling_draws(fields.compute, o.kernel);
     // Values computed in advance serve every metric but singular vectors.
     const bool precompute = by_tensor && !fields_need_vectors(fields.compute);
-    job.run(make_tasks(units, job, by_tensor, f64, draws),
+    const bool custom_weights = std::any_of(fields.custom.begin(), fields.custom.end(), [](const auto& f) {
+        return std::find(f.needs.begin(), f.needs.end(), "weights") != f.needs.end();
+    });
+    job.run(make_tasks(units, slots, job, by_tensor, f64, draws, custom_weights),
             [&](const Task& task, const Job::Done& done, const Job::Advance& advance) {
-                analyze_task(o, units, fields.compute, task, precompute, draws, done, advance);
+                analyze_task(o, units, fields, slots, task, precompute, draws, done, advance);
             });
-    result.computed = job.computed();
+    result.computed = job.is_root() ? pending_units : job.computed();
     if (!job.is_root()) return result;
+    auto& slot_values = job.values();
     std::vector<FieldValues> values;
-    for (auto& v : job.values()) values.push_back(std::move(*v));
-    if (!fields.custom.empty())
-        for (std::size_t i = 0; i < units.size(); ++i) {
-            throw_if_cancelled();
-            if (values[i].scalars[kNonfiniteCountField] > 0) {  // never handed NaN/Inf data: NaN
-                for (const auto& f : fields.custom) values[i].scalars[f.name] = std::nan("");
-                continue;
-            }
-            apply_custom_fields(fields.custom, *job.store(), key_of(i), *units[i].unit.tensor,
-                                units[i].unit.block, values[i]);
-        }
+    for (std::size_t i = 0; i < units.size(); ++i) values.push_back(std::move(*slot_values[i]));
+    for (std::size_t s = units.size(); s < slots.count(); ++s)
+        for (auto& [field, v] : slot_values[s]->scalars) values[slots.unit_of(s)].scalars[field] = v;
     collect_rows(o, units, values, result);
     return result;
 }

@@ -34,6 +34,13 @@ ContentIds Job::identify(const formats::Checkpoint& ck, const std::vector<const 
 
 void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
                   const std::vector<std::string>& stored_fields, std::vector<std::string> vector_fields) {
+    look_up(
+        active, std::move(key), [&](std::size_t) -> const std::vector<std::string>& { return stored_fields; },
+        std::move(vector_fields));
+}
+
+void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
+                  const StoredFields& stored_fields, std::vector<std::string> vector_fields) {
     key_ = std::move(key);
     vector_fields_ = std::move(vector_fields);
     state_.assign(active.size(), kInactive);
@@ -42,7 +49,7 @@ void Job::look_up(const std::vector<char>& active, std::function<store::ResultKe
         if (!active[i]) continue;
         state_[i] = kPending;
         if (!store_) continue;
-        if (auto hit = store_->get(key_(i), stored_fields)) {
+        if (auto hit = store_->get(key_(i), stored_fields(i))) {
             values_[i] = std::move(*hit);
             state_[i] = kReused;
             ++reused_;

@@ -364,6 +364,47 @@ def test_custom_metric_is_a_column_and_stored(family_f32, tmp_path):
         diffract.analyze(family_f32 / "math", metrics="top3_energy", store=tmp_path / "s.sqlite")
 
 
+def test_custom_metric_runs_in_the_job(family_f32, tmp_path):
+    """Custom fields are job slots: computed on the job's worker threads (not after the job on the
+    caller's), reusing stored built-in fields, and a new version recomputes only the custom field."""
+    threads = set()
+    calls = []
+
+    def make(version):
+        @diffract.metric(needs=["weights_svals", "weights"], name="spread_check", version=version)
+        def spread_check(s, w):
+            """Largest singular value from the engine minus numpy's (≈ 0)."""
+            threads.add(threading.get_ident())
+            calls.append(version)
+            return float(s[-1] - svals(w)[-1])
+        return spread_check
+
+    store = tmp_path / "s.sqlite"
+    path = family_f32 / "math"
+    try:
+        plain = diffract.analyze(path, metrics="frob_norm", heads=False, store=store)
+        n = len(plain.metrics)
+        make("1")
+        first = diffract.analyze(path, metrics="frob_norm,spread_check", heads=False, store=store, threads=2)
+        # The built-in fields were reused; every unit computed its custom field once, on worker threads.
+        assert first.computed == n and first.reused == 0 and len(calls) == n
+        assert threading.get_ident() not in threads
+        assert np.abs(first.metrics["spread_check"]).max() < 1e-9 * first.metrics["frob_norm"].max()
+        pd.testing.assert_series_equal(first.metrics["frob_norm"], plain.metrics["frob_norm"])
+        db = sqlite3.connect(store)
+        built_in = db.execute("SELECT COUNT(*) FROM results WHERE field='frob_norm'").fetchone()[0]
+        again = diffract.analyze(path, metrics="frob_norm,spread_check", heads=False, store=store)
+        assert again.computed == 0 and again.reused == n and len(calls) == n
+        make("2")  # a new version: only the custom field is computed again, under its own key
+        second = diffract.analyze(path, metrics="frob_norm,spread_check", heads=False, store=store)
+        assert second.computed == n and calls.count("2") == n
+        assert db.execute("SELECT COUNT(*) FROM results WHERE field='frob_norm'").fetchone()[0] == built_in
+        assert db.execute("SELECT COUNT(*) FROM results WHERE field='spread_check'").fetchone()[0] == 2 * n
+        db.close()
+    finally:
+        diffract.unregister_metric("spread_check")
+
+
 def test_custom_metric_errors(family_f32, tmp_path):
     with pytest.raises(diffract.InputError, match="built-in field"):
         diffract.metric(name="l2_norm")(lambda s: 0.0)

@@ -1,10 +1,12 @@
 // User-defined fields (custom metrics): a named per-matrix scalar computed from inputs the engine
 // already has — the singular values (weights_svals, ascending), the ESD (esd, lambda_i = sigma_i^2 / N)
 // and the matrix itself (weights, logical out x in, f64) — by a callback. `analyze` computes every
-// registered field named in AnalyzeOptions::metrics after the built-in kernels, for each matrix and
-// head block, and the run layer keeps it in the store under the matrix's result key, with the field's version
-// in the configuration string (a changed function, given a new version, is recomputed, never mixed up). A
-// field becomes a metrics.csv column like any other, after the catalog's columns.
+// registered field named in AnalyzeOptions::metrics for each matrix and head block, in the task that
+// computes the unit's built-in fields (on the job's threads, under its memory budget: a callback may
+// run on any worker thread, several at once), and the run layer keeps it in the store under the
+// matrix's result key, with the field's version in the configuration string (a changed function, given
+// a new version, is recomputed alone, never mixed up). A field becomes a metrics.csv column like any
+// other, after the catalog's columns.
 #pragma once
 
 #include <cstdint>

@@ -65,6 +65,10 @@ public:
     // are vectors when a result is put.
     void look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
                  const std::vector<std::string>& stored_fields, std::vector<std::string> vector_fields);
+    // The same where slots hold different fields: `stored_fields(i)` is what slot i's result must hold.
+    using StoredFields = std::function<const std::vector<std::string>&(std::size_t slot)>;
+    void look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
+                 const StoredFields& stored_fields, std::vector<std::string> vector_fields);
     bool pending(std::size_t slot) const { return state_[slot] == kPending; }
     bool active(std::size_t slot) const { return state_[slot] != kInactive; }
 
