@@ -108,83 +108,87 @@ nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
     return p;
 }
 
-}  // namespace
+// Each tensor's role and whether the selection takes it (a regex search), once for every stage.
+struct Selected {
+    std::vector<model::TensorRole> roles;
+    std::vector<char> chosen;
+};
 
-EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
+Selected select_tensors(const EditJob& job) {
     const auto& primary = *job.primary;
-    std::vector<const formats::Checkpoint*> all{job.primary};
-    all.insert(all.end(), job.aligned.begin(), job.aligned.end());
-    // Plan: which tensors are edited, and their aligned counterparts (checked before writing anything).
-    std::vector<formats::TensorSpec> specs;
-    std::vector<std::optional<EditTensor>> plan;
-    EditSummary summary;
-    for (const auto* ck : job.aligned)
-        for (const auto& t : ck->tensors)
-            if (!formats::counterpart(primary, *ck, t))
-                summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
-    // Each tensor's role and whether the selection takes it (a regex search), once for the check and
-    // the plan below.
-    const std::size_t n = primary.tensors.size();
-    std::vector<model::TensorRole> roles(n);
-    std::vector<char> chosen(n);
-    bool any_selected = false;
-    std::size_t shared = 0;  // selected floating tensors that every input holds
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto& t = primary.tensors[i];
-        roles[i] = model::classify_tensor(t.name);
-        chosen[i] = job.common.selection.selects(t.name, roles[i]);
-        any_selected =
-            any_selected || (chosen[i] && is_editable(t, roles[i], primary.schema, Editable::any_float));
+    Selected s;
+    bool any = false;
+    for (const auto& t : primary.tensors) {
+        s.roles.push_back(model::classify_tensor(t.name));
+        s.chosen.push_back(job.common.selection.selects(t.name, s.roles.back()));
+        any = any || (s.chosen.back() && is_editable(t, s.roles.back(), primary.schema, Editable::any_float));
     }
-    if (!any_selected)
+    if (!any)
         analysis::throw_nothing_selected(primary.path, job.common.selection,
                                          "no floating-point tensor to edit");
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto& t = primary.tensors[i];
-        const auto& role = roles[i];
-        // Its pair in each aligned input (looked up once). A tensor not in every input is carried
-        // from the primary as it is (EditSummary's rule).
-        std::vector<formats::TensorPair> pairs;
-        for (const auto* ck : job.aligned) pairs.push_back(formats::align(*ck, primary, t));
-        const bool in_all = std::all_of(pairs.begin(), pairs.end(),
-                                        [](const auto& p) { return p.issue != formats::PairIssue::missing; });
-        if (!in_all) summary.only_in_primary.push_back(t.name);
-        const bool selected = chosen[i];
-        if (selected && in_all && is_editable(t, role, primary.schema, Editable::any_float)) ++shared;
-        const bool edited =
-            in_all && job.edit && selected && is_editable(t, role, primary.schema, job.editable);
-        // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
-        EditTensor e{&t, {}, role, &primary.schema};
-        if (in_all && (edited || job.editable == Editable::none))
-            for (std::size_t k = 0; k < pairs.size(); ++k)
-                e.inputs.push_back(&aligned_tensor(*job.aligned[k], pairs[k], t, primary));
-        // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
-        specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
-        if (!edited) {
-            // Copied, yet checked for NaN/Inf where an edit would have read it: interpolation's
-            // endpoints, and a tensor not in every input.
-            if ((job.editable == Editable::none || !in_all) && selected &&
-                is_editable(t, role, primary.schema, Editable::any_float)) {
-                const PlainViews views(t, e.inputs);
-                nonfinite_mask(views.tensor, views.input_pointers, job.common.allow_nonfinite);
-            }
-            plan.emplace_back();
-            ++summary.copied;
-            continue;
-        }
-        plan.emplace_back(std::move(e));
-        ++summary.edited;
+    return s;
+}
+
+// The plan: each primary tensor's output spec and, for a tensor the edit rewrites, what it reads.
+struct EditPlan {
+    std::vector<formats::TensorSpec> specs;
+    std::vector<std::optional<EditTensor>> tensors;  // empty: copied as stored
+    EditSummary summary;
+    std::size_t shared = 0;  // selected floating tensors that every input holds
+};
+
+// Plans one tensor: its pairs in the aligned inputs (looked up once; a tensor not in every input is
+// carried from the primary as it is, EditSummary's rule), whether it is rewritten, and the checks
+// that come before anything is written.
+void plan_tensor(const EditJob& job, const TensorInfo& t, const model::TensorRole& role, bool selected,
+                 EditPlan& plan) {
+    const auto& primary = *job.primary;
+    std::vector<formats::TensorPair> pairs;
+    for (const auto* ck : job.aligned) pairs.push_back(formats::align(*ck, primary, t));
+    const bool in_all = std::all_of(pairs.begin(), pairs.end(),
+                                    [](const auto& p) { return p.issue != formats::PairIssue::missing; });
+    if (!in_all) plan.summary.only_in_primary.push_back(t.name);
+    const bool floating = is_editable(t, role, primary.schema, Editable::any_float);
+    if (selected && in_all && floating) ++plan.shared;
+    EditTensor e{&t, {}, role, &primary.schema};
+    // A tensor the edit leaves as it is (job.touches) is copied as stored, a GGUF tensor in its own type.
+    const bool edited = in_all && job.edit && selected &&
+                        is_editable(t, role, primary.schema, job.editable) &&
+                        (!job.touches || job.touches(e));
+    // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
+    if (in_all && (edited || job.editable == Editable::none))
+        for (std::size_t k = 0; k < pairs.size(); ++k)
+            e.inputs.push_back(&aligned_tensor(*job.aligned[k], pairs[k], t, primary));
+    // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
+    plan.specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
+    if (edited) {
+        plan.tensors.emplace_back(std::move(e));
+        ++plan.summary.edited;
+        return;
     }
-    // An edit that edits nothing is refused, never an unedited copy reported as a success (an
-    // interpolation or merge with a model whose header is empty lost the other model's changes).
-    if (!job.aligned.empty() && shared == 0)
+    // Copied, yet checked for NaN/Inf where an edit would have read it: interpolation's endpoints,
+    // and a tensor not in every input.
+    if ((job.editable == Editable::none || !in_all) && selected && floating) {
+        const PlainViews views(t, e.inputs);
+        nonfinite_mask(views.tensor, views.input_pointers, job.common.allow_nonfinite);
+    }
+    plan.tensors.emplace_back();
+    ++plan.summary.copied;
+}
+
+// An edit that edits nothing is refused, never an unedited copy reported as a success (an
+// interpolation or merge with a model whose header is empty lost the other model's changes).
+void refuse_empty_edit(const EditJob& job, const EditPlan& plan) {
+    const auto& primary = *job.primary;
+    if (!job.aligned.empty() && plan.shared == 0)
         throw_input_error(
             primary.path, "",
             fmt::format("no selected floating-point tensor is in every input ({} holds none of "
                         "this model's, e.g. '{}'): nothing would be edited",
                         job.aligned.front()->path,
-                        summary.only_in_primary.empty() ? "" : summary.only_in_primary.front()));
-    if (job.edit && job.editable != Editable::none && summary.edited == 0)
+                        plan.summary.only_in_primary.empty() ? "" : plan.summary.only_in_primary.front()));
+    // A job with `touches` may leave every tensor as it is (a rewind of no head): an honest copy.
+    if (job.edit && job.editable != Editable::none && plan.summary.edited == 0 && !job.touches)
         throw_input_error(primary.path, "", fmt::format("nothing to edit: no selected tensor is {}", [&] {
                               switch (job.editable) {
                                   case Editable::matrices:
@@ -195,18 +199,38 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
                                       return "a floating-point tensor in every input";
                               }
                           }()));
+}
 
+EditPlan plan_edit(const EditJob& job) {
+    const auto& primary = *job.primary;
+    EditPlan plan;
+    for (const auto* ck : job.aligned)
+        for (const auto& t : ck->tensors)
+            if (!formats::counterpart(primary, *ck, t))
+                plan.summary.only_in_other.push_back(fmt::format("{} ({})", t.name, ck->name));
+    const auto selected = select_tensors(job);
+    for (std::size_t i = 0; i < primary.tensors.size(); ++i)
+        plan_tensor(job, primary.tensors[i], selected.roles[i], selected.chosen[i], plan);
+    refuse_empty_edit(job, plan);
+    return plan;
+}
+
+// Where and how the output is written: the primary's other files carried (its weight files and index
+// replaced by the output's), the inputs never overwritten, the provenance.
+formats::WriteOptions write_options(const EditJob& job, EditSummary& summary) {
+    const auto& primary = *job.primary;
+    std::vector<const formats::Checkpoint*> all{job.primary};
+    all.insert(all.end(), job.aligned.begin(), job.aligned.end());
     formats::WriteOptions w;
     w.max_shard_bytes = job.common.max_shard_bytes;
-    const bool gguf = primary.format == formats::CheckpointFormat::gguf;
-    if (gguf) w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
+    if (primary.format == formats::CheckpointFormat::gguf)
+        w.weights_file = std::filesystem::path(gguf_file_of(primary)).filename().string();
     w.copy_files_from = primary.directory();
     w.extra_files = job.common.extra_files;
     w.inputs = formats::input_paths(all);
     w.provenance = provenance(job, summary);
     w.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
     if (!w.copy_files_from.empty()) {
-        // The primary's weight files and its index are replaced by the output's, not left behind.
         std::set<std::string> own{primary.format == formats::CheckpointFormat::pytorch
                                       ? "pytorch_model.bin.index.json"
                                       : "model.safetensors.index.json"};
@@ -214,40 +238,58 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
             own.insert(std::filesystem::relative(t.path(), w.copy_files_from).generic_string());
         w.replaced_weight_files.assign(own.begin(), own.end());
     }
+    return w;
+}
+
+// One output tensor's bytes: the edit of its plain views (counted as changed when its bytes differ
+// from the primary's plain view), or the primary's stored bytes.
+void produce_tensor(const EditJob& job, const TensorInfo& t, const std::optional<EditTensor>& planned,
+                    std::span<std::byte> out, EditSummary& summary) {
+    if (!planned) {
+        const auto bytes = t.bytes();
+        std::memcpy(out.data(), bytes.data(), bytes.size());
+        return;
+    }
+    const TensorScope scope(t.path(), t.name);  // a failing factorisation names the tensor
+    const PlainViews views(t, planned->inputs);
+    EditTensor e = *planned;
+    e.tensor = &views.tensor;
+    e.inputs = views.input_pointers;
+    const auto mask = nonfinite_mask(views.tensor, e.inputs, job.common.allow_nonfinite);
+    e.nonfinite = mask.empty() ? nullptr : &mask;
+    job.edit(e, out);
+    finish_output(views.tensor, mask, out);
+    const auto before = views.tensor.bytes();
+    if (before.size() != out.size() || std::memcmp(before.data(), out.data(), out.size()) != 0)
+        ++summary.changed;
+}
+
+}  // namespace
+
+// The stages: plan (and refuse) before anything is written, then write the tensors in the primary's
+// order as the writer asks for them.
+EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
+    const auto& primary = *job.primary;
+    auto plan = plan_edit(job);
+    const auto w = write_options(job, plan.summary);
+    const auto& specs = plan.specs;
     std::size_t next = 0;  // tensors are produced in the order given
     Progress progress("edit", specs.size(), static_cast<bool>(job.common.progress), job.common.progress);
     const formats::TensorProducer produce = [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
         std::size_t i = next < specs.size() && specs[next].name == spec.name ? next : 0;
         while (i < specs.size() && specs[i].name != spec.name) ++i;
         next = i + 1;
-        const auto& t = primary.tensors[i];
-        if (plan[i]) {
-            const TensorScope scope(t.path(), t.name);  // a failing factorisation names the tensor
-            const PlainViews views(t, plan[i]->inputs);
-            EditTensor e = *plan[i];
-            e.tensor = &views.tensor;
-            e.inputs = views.input_pointers;
-            const auto mask = nonfinite_mask(views.tensor, e.inputs, job.common.allow_nonfinite);
-            e.nonfinite = mask.empty() ? nullptr : &mask;
-            job.edit(e, out);
-            finish_output(views.tensor, mask, out);
-            const auto before = views.tensor.bytes();
-            if (before.size() != out.size() || std::memcmp(before.data(), out.data(), out.size()) != 0)
-                ++summary.changed;
-        } else {
-            const auto bytes = t.bytes();
-            std::memcpy(out.data(), bytes.data(), bytes.size());
-        }
+        produce_tensor(job, primary.tensors[i], plan.tensors[i], out, plan.summary);
         progress.advance();
     };
-    if (gguf) {
+    if (primary.format == formats::CheckpointFormat::gguf) {
         // The GGUF is re-read for its stored metadata and ggml types; its tensors are the primary's.
         const auto source = formats::open_gguf(gguf_file_of(primary));
         std::vector<std::optional<DType>> rewritten;
-        for (std::size_t i = 0; i < plan.size(); ++i) {
-            if (source.tensors.size() != plan.size() || source.tensors[i].name != specs[i].name)
+        for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+            if (source.tensors.size() != plan.tensors.size() || source.tensors[i].name != specs[i].name)
                 throw std::logic_error("run_edit: the GGUF's tensors differ from the checkpoint's");
-            rewritten.push_back(plan[i] ? std::optional<DType>(specs[i].dtype) : std::nullopt);
+            rewritten.push_back(plan.tensors[i] ? std::optional<DType>(specs[i].dtype) : std::nullopt);
         }
         formats::write_model_directory(out_dir, w, [&](const std::string& tmp) {
             formats::write_gguf((std::filesystem::path(tmp) / w.weights_file).string(), source, rewritten,
@@ -257,7 +299,7 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
         formats::write_checkpoint(out_dir, specs, produce, w);
     }
     progress.finish();
-    return summary;
+    return plan.summary;
 }
 
 void decode_into(const TensorInfo& t, std::span<double> out) {

@@ -158,6 +158,26 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
     job.editable = Editable::attention_heads;
     job.common = common;
     job.common.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
+    // Only tensors holding a rewound head (or its bias slice) are rewritten: the others keep their
+    // stored bytes and type (a quantised GGUF tensor stays quantised).
+    job.touches = [&](const EditTensor& t) {
+        if (!t.role.layer) return false;
+        const int layer = *t.role.layer;
+        const auto& cpt = *t.tensor;
+        if (cpt.shape.size() == 1) {
+            const TensorInfo* weight =
+                model.find(cpt.name.substr(0, cpt.name.size() - std::string_view("bias").size()) + "weight");
+            if (!weight || weight->shape.size() != 2) return false;
+            const auto blocks = model::head_blocks(model.schema, *weight, t.role.role);
+            return std::any_of(blocks.begin(), blocks.end(), [&](const model::HeadBlock& hb) {
+                return set.rewinds_bias(layer, hb, o_bias, common.selection);
+            });
+        }
+        const auto blocks = model::head_blocks(*t.schema, cpt, t.role.role);
+        return std::any_of(blocks.begin(), blocks.end(), [&](const model::HeadBlock& hb) {
+            return common.selection.selects_role(hb.proj) && set.rewinds(layer, hb);
+        });
+    };
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         const auto& cpt = *t.tensor;
         const auto& pre = *t.inputs[0];

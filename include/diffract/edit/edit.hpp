@@ -84,6 +84,10 @@ struct EditJob {
     std::vector<const formats::Checkpoint*> aligned;  // must hold each edited tensor with the same shape
     Editable editable = Editable::matrices;
     TensorEditFn edit;
+    // Optional: whether the edit may change a planned tensor (given before anything is read). A tensor
+    // it leaves as is is copied as stored instead of rewritten (a GGUF tensor keeps its quantised type)
+    // and counted as copied, and a job that leaves every tensor as is writes an honest copy.
+    std::function<bool(const EditTensor&)> touches;
     EditCommon common;
 };
 
