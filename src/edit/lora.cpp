@@ -27,6 +27,11 @@ EditSummary merge_lora(const std::string& out_dir, const formats::Checkpoint& ba
     job.aligned = {&merged};
     job.editable = Editable::any_float;
     job.common = common;
+    // A tensor the adapter leaves alone is the base's own (the same stored bytes): copied, not rewritten.
+    job.touches = [&merged](const EditTensor& e) {
+        const TensorInfo* m = merged.find(e.tensor->name);
+        return !m || m->path() != e.tensor->path() || m->offset != e.tensor->offset;
+    };
     // The merged values (W + scale·B·A, computed in f64) rounded once into the base's dtype, as
     // PEFT's merge_and_unload stores them; tensors the adapter does not touch round-trip exactly.
     job.edit = [](const EditTensor& e, std::span<std::byte> out) {

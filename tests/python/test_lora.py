@@ -112,6 +112,12 @@ def test_merge_lora_writes_the_merge_in_the_base_dtype(setup, tmp_path):
     assert (out / "tokenizer.json").read_text() == "{}"
     record = json.loads((out / "diffract_edit.json").read_text())
     assert record["edit"] == "merge-lora" and record["parameters"]["adapter"] == str(setup["adapter"])
+    # Only the tensors the adapter changes are rewritten; the base's others are copied as stored.
+    base = st.load_file(str(setup["base"] / "model.safetensors"))
+    touched = [n for n, w in setup["expected"].items() if not np.array_equal(w.astype(np.float32), base[n])]
+    assert 0 < len(touched) < len(base)
+    assert record["tensors_edited"] == len(touched) and record["tensors_changed"] == len(touched)
+    assert record["tensors_copied"] == len(base) - len(touched)
 
 
 def test_compare_base_with_its_adapter(setup, tmp_path):
