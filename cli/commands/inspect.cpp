@@ -2,12 +2,14 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/formats/checkpoint.hpp"
+#include "diffract/formats/checkpoint_description.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -17,9 +19,28 @@ struct InspectArgs {
     bool json = false;
 };
 
-std::string dtype_label(const formats::Checkpoint& ck, const TensorInfo& t) {
-    auto it = ck.unsupported_types.find(t.name);
-    return it != ck.unsupported_types.end() ? it->second : std::string(dtype_name(t.dtype));
+// "r 8, lora_alpha 16, scale 2 (rslora)": the adapter's configured values, then what applies where
+// rank_pattern / alpha_pattern give modules other values.
+void print_adapter(const nlohmann::ordered_json& a) {
+    auto text = [](const nlohmann::ordered_json& x) {  // 3 rather than 3.0, names unquoted
+        return x.is_string() ? x.get<std::string>()
+                             : (x.is_number_float() ? fmt::format("{}", x.get<double>()) : x.dump());
+    };
+    auto list = [&](const nlohmann::ordered_json& v) {
+        std::vector<std::string> items;
+        for (const auto& x : v) items.push_back(text(x));
+        return fmt::format("{}", fmt::join(items, ", "));
+    };
+    fmt::print("adapter:      {} (PEFT LoRA on {})\n", a["path"].get<std::string>(),
+               a["base"].get<std::string>());
+    fmt::print("              r {}, lora_alpha {}{}{}; {} modules (ranks {}; alphas {})\n", text(a["r"]),
+               text(a["lora_alpha"]), a["use_rslora"].get<bool>() ? ", rslora" : "",
+               a["fan_in_fan_out"].get<bool>() ? ", fan_in_fan_out" : "", a["targets"].size(),
+               list(a["ranks"]), list(a["alphas"]));
+    const auto& tm = a["target_modules"];
+    fmt::print("              target_modules: {}\n",
+               tm.is_null() ? "(all)" : (tm.is_array() ? list(tm) : tm.get<std::string>()));
+    if (!a["replaced"].empty()) fmt::print("              replaced whole: {}\n", list(a["replaced"]));
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -29,35 +50,9 @@ int run_inspect(const InspectArgs& a) {
     for (const auto& t : ck.tensors) model::head_blocks(ck.schema, t, model::classify_tensor(t.name).role);
     for (const auto& w : ck.schema.warnings)
         std::fprintf(stderr, "diffract: warning: %s\n", one_line(ck.path + ": " + w).c_str());
-
+    const auto d = formats::describe_checkpoint(ck);
     if (a.json) {
-        nlohmann::ordered_json out;
-        out["model"] = ck.name;
-        out["path"] = ck.path;
-        out["format"] = formats::format_name(ck.format);
-        out["architecture"] = ck.schema.architecture;
-        out["family"] = ck.schema.family;
-        if (ck.schema.heads) {
-            const auto& g = *ck.schema.heads;
-            out["heads"] = {{"num_attention_heads", g.n_heads},
-                            {"num_key_value_heads", g.n_kv_heads},
-                            {"head_dim", g.head_dim},
-                            {"hidden_size", g.hidden}};
-        } else {
-            out["heads"] = nullptr;
-        }
-        out["tensors"] = nlohmann::ordered_json::array();
-        for (const auto& t : ck.tensors) {
-            const auto r = model::classify_tensor(t.name);
-            out["tensors"].push_back(
-                {{"name", t.name},
-                 {"dtype", dtype_label(ck, t)},
-                 {"shape", t.shape},
-                 {"layer", r.layer ? nlohmann::ordered_json(*r.layer) : nlohmann::ordered_json(nullptr)},
-                 {"role", model::role_name(r.role)},
-                 {"file", t.path()}});
-        }
-        std::puts(json_text(out, 2).c_str());
+        std::puts(json_text(d, 2).c_str());
         return 0;
     }
     fmt::print("model:        {}\npath:         {}\nformat:       {}\narchitecture: {} (family {})\n",
@@ -69,16 +64,15 @@ int run_inspect(const InspectArgs& a) {
     } else {
         fmt::print("heads:        not split\n");
     }
-    std::uint64_t params = 0;
-    for (const auto& t : ck.tensors) params += static_cast<std::uint64_t>(t.numel());
+    if (d.contains("adapter")) print_adapter(d["adapter"]);
     fmt::print("tensors:      {} ({:.3f} M parameters)\n\n", ck.tensors.size(),
-               static_cast<double>(params) / 1e6);
+               static_cast<double>(d["parameters"].get<std::uint64_t>()) / 1e6);
     fmt::print("{:<56} {:<8} {:<16} {:>5} {:<10} {}\n", "name", "dtype", "shape", "layer", "role", "file");
-    for (const auto& t : ck.tensors) {
-        const auto r = model::classify_tensor(t.name);
-        fmt::print("{:<56} {:<8} {:<16} {:>5} {:<10} {}\n", t.name, dtype_label(ck, t), shape_string(t.shape),
-                   r.layer ? std::to_string(*r.layer) : "-", model::role_name(r.role), t.path());
-    }
+    for (const auto& t : d["tensors"])
+        fmt::print("{:<56} {:<8} {:<16} {:>5} {:<10} {}\n", t["name"].get<std::string>(),
+                   t["dtype"].get<std::string>(), shape_string(t["shape"].get<std::vector<std::int64_t>>()),
+                   t["layer"].is_null() ? "-" : t["layer"].dump(), t["role"].get<std::string>(),
+                   t["file"].get<std::string>());
     return 0;
 }
 

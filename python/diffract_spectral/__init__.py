@@ -119,6 +119,12 @@ class Checkpoint:
         """Name, dtype (safetensors spelling), shape, nbytes, offset and file path of one tensor."""
         return self._core.tensor_info(name)
 
+    def describe(self) -> dict:
+        """What `diffract inspect --json` prints: format, architecture, heads, parameters, tensors and,
+        for a model with a LoRA adapter merged, "adapter" (path, base, r, lora_alpha, use_rslora,
+        target_modules, per-module targets with rank/alpha/scale, tensors replaced whole)."""
+        return self._core.describe()
+
     def tensor(self, name: str, *, decode: bool = False) -> np.ndarray:
         """One tensor as a numpy array (see the class docstring); decode=True: a float32 copy."""
         if decode:

@@ -13,6 +13,7 @@
 #include "diffract/core/dtype.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/formats/checkpoint_description.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 
 namespace diffract::python {
@@ -180,7 +181,15 @@ void bind_checkpoint(nb::module_& m) {
         .def("tensor_info", &tensor_info, nb::arg("name"))
         .def("view", &tensor_view, nb::arg("name"),
              "The stored bytes viewed in place (BF16/F8 as their bits)")
-        .def("decoded", &tensor_decoded, nb::arg("name"), "A floating tensor decoded into a float32 copy");
+        .def("decoded", &tensor_decoded, nb::arg("name"), "A floating tensor decoded into a float32 copy")
+        .def(
+            "describe",
+            [](const PyCheckpoint& c) {
+                const auto text = formats::describe_checkpoint(*c.ck).dump();
+                return nb::module_::import_("json").attr("loads")(text);
+            },
+            "What `diffract inspect --json` prints: format, architecture, heads, the LoRA adapter (path, "
+            "base, r, lora_alpha, targets) when one is merged, parameters, tensors");
     m.def("open_checkpoint", &open, nb::arg("spec"), nb::call_guard<nb::gil_scoped_release>());
     m.def("from_buffers", &from_buffers, nb::arg("name"), nb::arg("tensors"), nb::arg("config_json") = "");
 }

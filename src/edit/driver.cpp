@@ -78,10 +78,15 @@ std::string gguf_file_of(const formats::Checkpoint& ck) {
 // untouched tensors and carried files come from it), what was edited, and the primary's own record
 // when it was itself made by an edit.
 nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
+    // A BASE+ADAPTER input names its adapter beside the base's path (the path alone would say the base).
+    auto input = [](const formats::Checkpoint& ck, const char* role) {
+        nlohmann::json j{{"name", ck.name}, {"path", ck.path}, {"role", role}};
+        if (!ck.adapter.empty()) j["adapter"] = ck.adapter, j["base"] = ck.path;
+        return j;
+    };
     nlohmann::json inputs = nlohmann::json::array();
-    inputs.push_back({{"name", job.primary->name}, {"path", job.primary->path}, {"role", "primary"}});
-    for (const auto* ck : job.aligned)
-        inputs.push_back({{"name", ck->name}, {"path", ck->path}, {"role", "aligned"}});
+    inputs.push_back(input(*job.primary, "primary"));
+    for (const auto* ck : job.aligned) inputs.push_back(input(*ck, "aligned"));
     nlohmann::json p{
         {"tool", "diffract"},
         {"edit", job.record.edit},

@@ -26,7 +26,7 @@ CLI_ONLY_COMMANDS = {
     "": "the program's own --help/--version",
     "edit": "a group: its subcommands are checked", "sweep": "a group: its subcommands are checked",
     "store": "a group: its subcommands are checked",
-    "inspect": "diffract.open(...) returns the Checkpoint (tensor_names, info, config) inspect prints",
+    "inspect": "diffract.open(...).describe() returns what inspect --json prints (a dict)",
     "metrics": "diffract.catalog() returns the table `diffract metrics` prints",
     "export": "the Python results are DataFrames already; export writes the store as CSV/JSONL files",
     "store list": "a store maintenance command (sqlite3 or the CLI)",

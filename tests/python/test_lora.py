@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import diffract_spectral as diffract
 from conftest import assert_input_error, run
 
 st = pytest.importorskip("safetensors.numpy")
@@ -101,6 +102,30 @@ def test_base_plus_adapter_is_the_merged_model(setup, tmp_path):
     assert "model:        ft" in p
 
 
+def test_inspect_shows_the_adapter(setup, tmp_path):
+    """inspect of an adapter says what it is: its directory and base, r/alpha as configured and per
+    module (rank_pattern, alpha_pattern), rslora, targets, and what it replaces whole."""
+    d = json.loads(run(["inspect", "--json", setup["adapter"]]).stdout)
+    a = d["adapter"]
+    assert a["path"] == str(setup["adapter"]) and a["base"] == str(setup["base"])
+    assert a["base_model_name_or_path"] == str(setup["base"])
+    assert (a["r"], a["lora_alpha"], a["use_rslora"], a["target_modules"]) == (4, 8, True, ["query", "value"])
+    by_tensor = {t["tensor"]: t for t in a["targets"]}
+    q, v = by_tensor[setup["q0"] + ".weight"], by_tensor[setup["v1"] + ".weight"]
+    assert (q["rank"], q["alpha"], v["rank"], v["alpha"]) == (4, 8, 2, 3)
+    assert q["scale"] == pytest.approx(8 / np.sqrt(4)) and v["scale"] == pytest.approx(3 / np.sqrt(2))
+    assert a["ranks"] == [2, 4] and a["alphas"] == [3, 8] and a["replaced"] == ["pooler.dense.weight"]
+    assert d["parameters"] == sum(int(np.prod(t["shape"])) for t in d["tensors"])
+    text = run(["inspect", setup["adapter"]]).stdout
+    assert f"adapter:      {setup['adapter']} (PEFT LoRA on {setup['base']})" in text
+    assert "r 4, lora_alpha 8, rslora; 2 modules (ranks 2, 4; alphas 3, 8)" in text
+    assert "target_modules: query, value" in text and "replaced whole: pooler.dense.weight" in text
+    # Python describes it alike.
+    assert diffract.open(setup["adapter"]).describe() == d
+    # A plain model has no adapter section.
+    assert "adapter" not in json.loads(run(["inspect", "--json", setup["base"]]).stdout)
+
+
 def test_merge_lora_writes_the_merge_in_the_base_dtype(setup, tmp_path):
     out = tmp_path / "merged"
     run(["edit", "merge-lora", "--adapter", setup["adapter"], "--out", out, "--quiet"])
@@ -118,6 +143,9 @@ def test_merge_lora_writes_the_merge_in_the_base_dtype(setup, tmp_path):
     assert 0 < len(touched) < len(base)
     assert record["tensors_edited"] == len(touched) and record["tensors_changed"] == len(touched)
     assert record["tensors_copied"] == len(base) - len(touched)
+    # Provenance names the adapter and its base, not only the base's path.
+    merged_input = next(i for i in record["inputs"] if i["role"] == "aligned")
+    assert merged_input["adapter"] == str(setup["adapter"]) and merged_input["base"] == str(setup["base"])
 
 
 def test_compare_base_with_its_adapter(setup, tmp_path):

@@ -1,0 +1,18 @@
+// What `inspect` shows of a checkpoint, as one JSON object that the CLI prints (--json, or as text)
+// and Python returns: format, architecture, head geometry, every tensor, and for a model with a LoRA
+// adapter merged (BASE+ADAPTER) the adapter: its directory, its base, rank, alpha and targets.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "diffract/formats/checkpoint.hpp"
+
+namespace diffract::formats {
+
+// Keys: model, path, format, architecture, family, heads (null when not split), adapter (only with an
+// adapter: path, base, base_model_name_or_path, r, lora_alpha, use_rslora, fan_in_fan_out,
+// target_modules as configured, ranks and alphas in use, targets [{module, tensor, rank, alpha,
+// scale}], replaced [tensor]), parameters, tensors [{name, dtype, shape, layer, role, file}].
+nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck);
+
+}  // namespace diffract::formats
