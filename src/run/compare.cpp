@@ -61,23 +61,23 @@ std::uint64_t job_bytes(const TensorJob& job, bool f64, linalg::SvdRoute route, 
 // The store key of every slot: the content of both tensors it is computed from (rank 0 hashes them)
 // and the configuration. A factored delta is the adapter's exact update, not the rounded merged bytes'
 // difference: it is stored under its own configuration.
-std::function<store::ResultKey(std::size_t)> slot_keys(const CompareOptions& o, const ComparePlan& plan,
-                                                       Job& job) {
+std::function<store::ResultKey(std::size_t)> slot_keys(const ComparePlan& plan, Job& job) {
     std::vector<const TensorInfo*> tensors;
     for (const auto& tj : plan.jobs) tensors.push_back(tj.tensor);
-    auto base_content = std::make_shared<ContentIds>(job.identify(o.base, tensors));
+    auto base_content = std::make_shared<ContentIds>(job.identify(*plan.base, tensors));
     auto content = std::make_shared<std::vector<ContentIds>>(plan.models.size());
     for (std::size_t m = 0; m < plan.models.size(); ++m) {
         tensors.clear();
         for (const auto& tj : plan.jobs)
             if (tj.in_model[m]) tensors.push_back(tj.in_model[m]);
         (*content)[m] = job.identify(*plan.models[m], tensors);
-        if (job.store()) job.store()->record_pair(plan.models[m]->name, o.base.name);
+        if (job.store()) job.store()->record_pair(plan.models[m]->name, plan.base->name);
     }
-    return [&o, &plan, base_content, content, config = o.config_key()](std::size_t i) {
+    return [&plan, base_content, content](std::size_t i) {
         const auto w = plan.where(i);
         const auto& tj = plan.jobs[w.job];
-        const bool factored = factored_delta(o, *tj.tensor, *tj.in_model[w.model]);
+        const bool factored = factored_delta(plan.settings, *tj.tensor, *tj.in_model[w.model]);
+        const auto& config = plan.config_key;
         return store::ResultKey{(*content)[w.model].at(tj.in_model[w.model]), base_content->at(tj.tensor),
                                 tj.units[w.unit].store_block(), factored ? config + ";factored" : config};
     };
@@ -85,9 +85,9 @@ std::function<store::ResultKey(std::size_t)> slot_keys(const CompareOptions& o, 
 
 // One task per base tensor against every model, longest first; it reads the base tensor and the
 // models' counterparts that have a unit to compute.
-std::vector<Task> compare_tasks(const CompareOptions& o, const ComparePlan& plan, const Job& job) {
-    const bool f64 = o.precision == Precision::f64;
-    const std::uint64_t budget = o.run.resolved_max_memory();
+std::vector<Task> compare_tasks(const ComparePlan& plan, const Job& job) {
+    const auto& s = plan.settings;
+    const bool f64 = s.precision == Precision::f64;
     const std::size_t n_models = plan.models.size();
     std::vector<Task> tasks;
     for (std::size_t j = 0; j < plan.jobs.size(); ++j) {
@@ -95,7 +95,8 @@ std::vector<Task> compare_tasks(const CompareOptions& o, const ComparePlan& plan
         double flops = 0;
         for (const auto& u : tj.units) flops += u.flops();
         Task t{{},
-               {flops * static_cast<double>(n_models + 1), job_bytes(tj, f64, o.route, o.delta_only, budget)},
+               {flops * static_cast<double>(n_models + 1),
+                job_bytes(tj, f64, s.route, s.delta_only, plan.budget)},
                1};
         for (std::size_t i = plan.first_slot(j); i < plan.end_slot(j); ++i) t.slots.push_back(i);
         t.reads.push_back(tj.tensor);
@@ -113,10 +114,10 @@ std::vector<Task> compare_tasks(const CompareOptions& o, const ComparePlan& plan
 // Computes one tensor job against every model. NaN/Inf entries are counted before anything is
 // factorised or sent to a device: each tensor once, the blocks only of a tensor that has some. A unit
 // with any gets NaN fields.
-void compare_tensor(const CompareOptions& o, const ComparePlan& plan, std::size_t j, Job& job,
-                    const Job::Done& done) {
-    thread_local auto backend = linalg::make_backend(o.run.device);
-    const bool f64 = o.precision == Precision::f64;
+void compare_tensor(const ComparePlan& plan, std::size_t j, Job& job, const Job::Done& done) {
+    thread_local auto backend = linalg::make_backend(plan.device);
+    const auto& s = plan.settings;
+    const bool f64 = s.precision == Precision::f64;
     const auto& tj = plan.jobs[j];
     std::vector<BaseFactorization> cache(tj.units.size());
     std::optional<bool> base_clean;
@@ -131,7 +132,7 @@ void compare_tensor(const CompareOptions& o, const ComparePlan& plan, std::size_
             if (!base_clean) base_clean = count_nonfinite(*tj.tensor, f64) == 0;
             // A factored delta's merged tensor is never formed: its base and factors are checked.
             if (!model_clean)
-                model_clean = factored_delta(o, *tj.tensor, mt)
+                model_clean = factored_delta(s, *tj.tensor, mt)
                                   ? *base_clean && count_nonfinite(mt.low_rank->a, f64) == 0 &&
                                         count_nonfinite(mt.low_rank->b, f64) == 0
                                   : count_nonfinite(mt, f64) == 0;
@@ -139,8 +140,8 @@ void compare_tensor(const CompareOptions& o, const ComparePlan& plan, std::size_
                                  ? NonfinitePair{}
                                  : count_nonfinite_pair(*tj.tensor, mt, unit.block, f64);
             auto fv = bad.either > 0 ? nonfinite_compare_values()
-                      : f64          ? compare_unit<double>(o, unit, mt, cache[u], *backend)
-                                     : compare_unit<float>(o, unit, mt, cache[u], *backend);
+                      : f64          ? compare_unit<double>(s, unit, mt, cache[u], *backend)
+                                     : compare_unit<float>(s, unit, mt, cache[u], *backend);
             set_nonfinite_counts(bad, fv);
             done(plan.slot(j, m, u), std::move(fv));
         }
@@ -152,7 +153,7 @@ void compare_tensor(const CompareOptions& o, const ComparePlan& plan, std::size_
 
 // The rows, model by model in plan order, and the warnings for tensors with NaN/Inf entries.
 // `row_model`: each row's model index.
-void collect_rows(const CompareOptions& o, const ComparePlan& plan, Job& job, CompareResult& result,
+void collect_rows(const ComparePlan& plan, Job& job, CompareResult& result,
                   std::vector<std::size_t>& row_model) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
@@ -176,7 +177,7 @@ void collect_rows(const CompareOptions& o, const ComparePlan& plan, Job& job, Co
                                      take(kNonfiniteBaseField));
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
                                      take(kNonfiniteModelField));
-                CompareRow row{unit_row(plan.models[m]->name, unit), o.base.name};
+                CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
                 row.nonfinite_count = nonfinite;
                 row.values = std::move(v->scalars);
                 result.rows.push_back(std::move(row));
@@ -215,9 +216,9 @@ void note_uniform_update(const std::string& model, const NoiseFloor& floor, Comp
 }
 
 // Per head of each model (the reference aside): its statistics, those of the reference, its rank.
-void rank_model_heads(const CompareOptions& o, const ComparePlan& plan,
-                      const std::vector<std::size_t>& row_model, CompareResult& result) {
-    const auto& g = *o.base.schema.heads;
+void rank_model_heads(const ComparePlan& plan, const std::vector<std::size_t>& row_model,
+                      CompareResult& result) {
+    const auto& g = *plan.base->schema.heads;
     const int ref = plan.ref_index;
     std::vector<HeadStats> ref_stats;
     if (ref >= 0) ref_stats = head_stats_of(head_blocks(result, row_model, static_cast<std::size_t>(ref)), g);
@@ -226,7 +227,7 @@ void rank_model_heads(const CompareOptions& o, const ComparePlan& plan,
     for (std::size_t m = 0; m < plan.models.size(); ++m) {
         if (static_cast<int>(m) == ref) continue;
         const auto dom = head_stats_of(head_blocks(result, row_model, m), g);
-        const auto ranked = rank_heads(dom, ref >= 0 ? &ref_stats : nullptr, o.ranking);
+        const auto ranked = rank_heads(dom, ref >= 0 ? &ref_stats : nullptr, *plan.ranking);
         std::vector<double> relative;
         for (const auto& s : dom) relative.push_back(s.relative_update());
         const auto floor = noise_floor(relative);
@@ -257,23 +258,23 @@ CompareResult compare(const CompareOptions& o) {
     result.allow_partial = o.allow_partial;
     const auto plan = plan_compare(o, result.skipped);
 
-    std::vector<const formats::Checkpoint*> inputs{&o.base};
+    std::vector<const formats::Checkpoint*> inputs{plan.base};
     inputs.insert(inputs.end(), plan.models.begin(), plan.models.end());
     Job job("compare", o.run, inputs);
     std::vector<char> compared(plan.slots(), 0);
     for (std::size_t i = 0; i < plan.slots(); ++i) compared[i] = plan.compared(i);
-    job.look_up(compared, slot_keys(o, plan, job), stored_fields(), compare_vector_fields());
+    job.look_up(compared, slot_keys(plan, job), stored_fields(), compare_vector_fields());
     result.reused = job.reused();
 
-    job.run(compare_tasks(o, plan, job), [&](const Task& task, const Job::Done& done, const Job::Advance&) {
-        compare_tensor(o, plan, plan.where(task.slots.front()).job, job, done);
+    job.run(compare_tasks(plan, job), [&](const Task& task, const Job::Done& done, const Job::Advance&) {
+        compare_tensor(plan, plan.where(task.slots.front()).job, job, done);
     });
     result.computed = job.computed();
     if (!job.is_root()) return result;
 
     std::vector<std::size_t> row_model;
-    collect_rows(o, plan, job, result, row_model);
-    if (o.heads && o.base.schema.heads) rank_model_heads(o, plan, row_model, result);
+    collect_rows(plan, job, result, row_model);
+    if (plan.ranking) rank_model_heads(plan, row_model, result);
     return result;
 }
 

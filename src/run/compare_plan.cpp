@@ -149,6 +149,12 @@ void ComparePlan::index_slots() {
 ComparePlan plan_compare(const CompareOptions& o, std::vector<SkippedItem>& skipped) {
     check_options(o);
     ComparePlan plan;
+    plan.base = &o.base;
+    plan.settings = o;
+    plan.config_key = o.config_key();
+    plan.device = o.run.device;
+    plan.budget = o.run.resolved_max_memory();
+    if (o.heads && o.base.schema.heads) plan.ranking = o.ranking;
     for (const auto& m : o.models) plan.models.push_back(&m);
     if (o.reference) {
         plan.models.push_back(&*o.reference);

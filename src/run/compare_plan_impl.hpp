@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "diffract/analysis/matrix_plan.hpp"
@@ -20,11 +23,21 @@ struct TensorJob {
     std::vector<char> heads_ok;               // per model: head blocks compared
 };
 
+// What the later stages need, and nothing of the options beyond it: the keys, the tasks, the
+// computation, the rows and the head ranking read the plan alone.
 struct ComparePlan {
+    const formats::Checkpoint* base = nullptr;
     // The models, then the reference (ranked against, never ranked): ref_index, or -1 without one.
     std::vector<const formats::Checkpoint*> models;
     int ref_index = -1;
     std::vector<TensorJob> jobs;
+
+    analysis::CompareSettings settings;  // how a unit is computed (precision, route, delta_only, ...)
+    std::string config_key;              // the store's configuration string of `settings`
+    std::string device;                  // the backend each worker makes
+    std::uint64_t budget = 0;            // the run's memory budget, bytes
+    // The per-head ranking, when asked for and the base's heads are known.
+    std::optional<analysis::HeadRankOptions> ranking;
 
     struct Where {
         std::size_t job, model, unit;
