@@ -10,6 +10,7 @@
 #include "commands/run_options.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/edit/edit_jobs.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
 #include "diffract/formats/lora_adapter.hpp"
 #include "diffract/run/rewind_job.hpp"
@@ -27,27 +28,21 @@ struct EditArgs {
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
                                                     kv_policy = "all", o_bias = "keep";
-    // Optional, not NaN/-1 sentinels: "--omega nan" or "--rank -1" is a bad value to name, not an
-    // absent option.
+    // Optional, not NaN/-1 sentinels: "--fraction nan" is a bad value to name, not an absent option.
     std::optional<double> fraction;
     std::uint64_t seed = 42;
-    // truncate
-    std::optional<double> keep, energy;
-    std::optional<int> rank;
     bool as_lora = false;
-    // merge-lora
-    std::string adapter;
-    // interpolate
-    std::vector<std::string> pair;
-    std::optional<double> omega;
-    std::string grid;
-    std::int64_t max_candidates = edit::kDefaultMaxCandidates;
-    // merge
-    std::vector<std::string> models;
-    std::vector<double> weights;
+    // The other families' options are their library jobs' fields (edit/edit_jobs.hpp); the models are
+    // specs here, opened after the job's own checks.
+    edit::TruncateJob truncate;
+    edit::PermuteJob permute;
+    edit::InterpolateJob interpolate;
+    std::vector<std::string> pair;  // interpolate's A and B
+    edit::MergeJob merge;
+    std::vector<std::string> models;  // merge's models
     std::string method = "task_arithmetic";
-    double density = 1.0, lambda = 1.0;
     bool normalize = false, no_normalize = false;
+    edit::MergeLoraJob merge_lora;
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
@@ -132,74 +127,77 @@ int run_rewind(const EditArgs& a) {
     return 0;
 }
 
-int run_truncate(const EditArgs& a) {
-    const auto rule = edit::truncate_rule(a.keep, a.rank, a.energy);
+int run_truncate(EditArgs& a) {
+    auto& job = a.truncate;
+    job.check();
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
-    if (a.as_lora) {
-        const auto s = edit::truncate_as_lora(a.out, base, model, a.rank, common_of(a));
+    job.out = a.out, job.base = &base, job.model = &model, job.common = common_of(a);
+    const auto outcome = edit::run_job(job);
+    if (outcome.adapter) {
         if (a.run.quiet < 2)
             fmt::print(
                 stderr,
                 "edit truncate: rank-{} LoRA adapter of {} matrices ({} other tensors not in it) -> {}\n",
-                *a.rank, s.modules, s.not_in_adapter.size(), a.out);
+                *job.rank, outcome.adapter->modules, outcome.adapter->not_in_adapter.size(), a.out);
         return 0;
     }
-    report(a, "truncate", edit::truncate(a.out, base, model, rule, common_of(a)), a.out);
+    report(a, "truncate", *outcome.summary, a.out);
     return 0;
 }
 
-int run_merge_lora(const EditArgs& a) {
-    report(a, "merge-lora", edit::merge_lora_adapter(a.out, a.base, a.adapter, common_of(a)), a.out);
+int run_merge_lora(EditArgs& a) {
+    auto& job = a.merge_lora;
+    job.out = a.out, job.base = a.base, job.common = common_of(a);
+    report(a, "merge-lora", *edit::run_job(job).summary, a.out);
     return 0;
 }
 
 int run_transplant(const EditArgs& a) {
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
-    report(a, "transplant", edit::transplant(a.out, base, model, common_of(a)), a.out);
+    report(a, "transplant", *edit::run_job(edit::TransplantJob{a.out, &base, &model, common_of(a)}).summary,
+           a.out);
     return 0;
 }
 
-int run_permute(const EditArgs& a) {
+int run_permute(EditArgs& a) {
+    auto& job = a.permute;
     const auto model = formats::open_checkpoint(a.model);
-    report(a, "permute", edit::permute(a.out, model, a.seed, common_of(a)), a.out);
+    job.out = a.out, job.model = &model, job.common = common_of(a);
+    report(a, "permute", *edit::run_job(job).summary, a.out);
     return 0;
 }
 
-int run_interpolate(const EditArgs& a) {
-    if (a.omega.has_value() != a.grid.empty())
-        throw InputError("edit interpolate: give exactly one of --omega and --grid");
+int run_interpolate(EditArgs& a) {
+    auto& job = a.interpolate;
+    job.check();
     const auto ca = formats::open_checkpoint(a.pair[0]);
     const auto cb = formats::open_checkpoint(a.pair[1]);
-    const auto common = common_of(a);
-    if (a.grid.empty()) {
-        report(a, "interpolate", edit::interpolate(a.out, ca, cb, *a.omega, common), a.out);
-        return 0;
-    }
-    const auto omegas = edit::interpolate_grid(a.out, ca, cb, a.grid, a.max_candidates, common);
-    if (a.run.quiet < 2)
-        fmt::print(stderr, "edit interpolate: {} checkpoints -> {}/omega_*\n", omegas.size(), a.out);
+    job.out = a.out, job.a = &ca, job.b = &cb, job.common = common_of(a);
+    const auto outcome = edit::run_job(job);
+    if (outcome.summary)
+        report(a, "interpolate", *outcome.summary, a.out);
+    else if (a.run.quiet < 2)
+        fmt::print(stderr, "edit interpolate: {} checkpoints -> {}/omega_*\n", outcome.omegas.size(), a.out);
     return 0;
 }
 
-int run_merge(const EditArgs& a) {
+int run_merge(EditArgs& a) {
     if (a.normalize && a.no_normalize)
         throw InputError("edit merge: --normalize and --no-normalize conflict");
-    edit::MergeOptions o;
-    o.method = edit::parse_merge_method(a.method);
-    o.weights = a.weights;
-    o.density = a.density;
-    o.lambda = a.lambda;
+    auto& job = a.merge;
+    job.options.method = edit::parse_merge_method(a.method);
     using Normalize = edit::MergeOptions::Normalize;
-    o.normalize = a.normalize ? Normalize::on : a.no_normalize ? Normalize::off : Normalize::method_default;
-    o.seed = a.seed;
+    job.options.normalize = a.normalize      ? Normalize::on
+                            : a.no_normalize ? Normalize::off
+                                             : Normalize::method_default;
     const auto base = formats::open_checkpoint(a.base);
     std::vector<formats::Checkpoint> models;
     for (const auto& m : a.models) models.push_back(formats::open_checkpoint(m));
-    std::vector<const formats::Checkpoint*> ptrs;
-    for (const auto& m : models) ptrs.push_back(&m);
-    report(a, "merge", edit::merge(a.out, base, ptrs, o, common_of(a)), a.out);
+    job.out = a.out, job.base = &base, job.common = common_of(a);
+    for (const auto& m : models) job.models.push_back(&m);
+    report(a, "merge", *edit::run_job(job).summary, a.out);
     return 0;
 }
 
@@ -245,12 +243,13 @@ void add_edit(CLI::App& app) {
             add_edit_sub(edit, "truncate", "W = W_base + best rank-k approximation of (W - W_base)", *a);
         sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
         sub->add_option("--model", a->model, "The CPT checkpoint")->required();
-        sub->add_option("--keep", a->keep, "Keep k = ceil(F x min(rows, cols)) singular values of the delta");
-        sub->add_option("--rank", a->rank, "Keep k singular values of the delta");
-        sub->add_option("--energy", a->energy,
+        auto& t = a->truncate;
+        sub->add_option("--keep", t.keep, "Keep k = ceil(F x min(rows, cols)) singular values of the delta");
+        sub->add_option("--rank", t.rank, "Keep k singular values of the delta");
+        sub->add_option("--energy", t.energy,
                         "Keep the fewest singular values holding fraction E of sum(s^2)");
         sub->add_flag(
-            "--as-lora", a->as_lora,
+            "--as-lora", t.as_lora,
             "Write the rank-k deltas of the projection matrices as a PEFT LoRA adapter (with --rank)");
         add_per_head(sub, *a);
         on_run(sub, [a] { return run_truncate(*a); });
@@ -259,7 +258,7 @@ void add_edit(CLI::App& app) {
         auto a = std::make_shared<EditArgs>();
         auto* sub = add_edit_sub(edit, "merge-lora",
                                  "W = W_base + scale B A: a LoRA adapter merged into its base", *a);
-        sub->add_option("--adapter", a->adapter, "The PEFT LoRA adapter directory")->required();
+        sub->add_option("--adapter", a->merge_lora.adapter, "The PEFT LoRA adapter directory")->required();
         sub->add_option("--base", a->base,
                         "The base checkpoint (default: the adapter's base_model_name_or_path)");
         on_run(sub, [a] { return run_merge_lora(*a); });
@@ -276,7 +275,7 @@ void add_edit(CLI::App& app) {
         auto a = std::make_shared<EditArgs>();
         auto* sub = add_edit_sub(edit, "permute", "Permute each matrix's singular values (ablation)", *a);
         sub->add_option("--model", a->model, "The checkpoint")->required();
-        sub->add_option("--seed", a->seed, "Seed of the permutations")
+        sub->add_option("--seed", a->permute.seed, "Seed of the permutations")
             ->capture_default_str()
             ->check(unsigned_seed());
         add_per_head(sub, *a);
@@ -286,16 +285,17 @@ void add_edit(CLI::App& app) {
         auto a = std::make_shared<EditArgs>();
         auto* sub = add_edit_sub(edit, "interpolate", "W = (1 - omega) A + omega B", *a);
         sub->add_option("models", a->pair, "A and B")->required()->expected(2);
-        auto* w = sub->add_option("--omega", a->omega, "Interpolation weight of B");
-        sub->add_option("--grid", a->grid, "START:STOP:STEP: one checkpoint per omega in OUT/omega_X.XX")
+        auto& j = a->interpolate;
+        auto* w = sub->add_option("--omega", j.omega, "Interpolation weight of B");
+        sub->add_option("--grid", j.grid, "START:STOP:STEP: one checkpoint per omega in OUT/omega_X.XX")
             ->excludes(w);
-        sub->add_option("--max-candidates", a->max_candidates, "Largest --grid allowed")
+        sub->add_option("--max-candidates", j.max_candidates, "Largest --grid allowed")
             ->capture_default_str();
         on_run(sub, [a] { return run_interpolate(*a); });
     }
     {
         auto a = std::make_shared<EditArgs>();
-        a->seed = 0;
+        auto& o = a->merge.options;
         auto* sub =
             add_edit_sub(edit, "merge", "Merge models' deltas from a base (mergekit's definitions)", *a);
         sub->add_option("--base", a->base, "The base checkpoint")->required();
@@ -304,14 +304,14 @@ void add_edit(CLI::App& app) {
             ->delimiter(',');
         sub->add_option("--method", a->method, "task_arithmetic, ties, dare_linear or dare_ties")
             ->capture_default_str();
-        sub->add_option("--weights", a->weights, "One weight per model (default 1 each)")->delimiter(',');
-        sub->add_option("--density", a->density, "ties: fraction kept by magnitude; dare: keep probability")
+        sub->add_option("--weights", o.weights, "One weight per model (default 1 each)")->delimiter(',');
+        sub->add_option("--density", o.density, "ties: fraction kept by magnitude; dare: keep probability")
             ->capture_default_str();
-        sub->add_option("--lambda", a->lambda, "Scale of the merged delta")->capture_default_str();
+        sub->add_option("--lambda", o.lambda, "Scale of the merged delta")->capture_default_str();
         sub->add_flag("--normalize", a->normalize,
                       "Divide by the sum of the (agreeing) weights (ties default)");
         sub->add_flag("--no-normalize", a->no_normalize, "Do not divide by the weights");
-        sub->add_option("--seed", a->seed, "Seed of DARE's random drop")
+        sub->add_option("--seed", o.seed, "Seed of DARE's random drop")
             ->capture_default_str()
             ->check(unsigned_seed());
         on_run(sub, [a] { return run_merge(*a); });

@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/edit/edit_jobs.hpp"
 #include "diffract/run/head_scores.hpp"
 #include "diffract/run/rewind_job.hpp"
 #include "interruptible.hpp"
@@ -92,63 +93,74 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
     return d;
 }
 
+// What a job wrote: the summary of its checkpoint, the checkpoints of a grid, or an adapter's summary.
+nb::dict outcome_dict(const edit::EditOutcome& o) {
+    if (o.summary) return summary(*o.summary);
+    nb::dict d;
+    if (o.adapter) {
+        d["modules"] = o.adapter->modules;
+        d["not_in_adapter"] = nb::cast(o.adapter->not_in_adapter);
+        return d;
+    }
+    nb::list dirs;
+    for (double w : o.omegas) dirs.append(nb::make_tuple(w, edit::omega_dir(w)));
+    d["checkpoints"] = dirs;
+    return d;
+}
+
+// Runs a job (its checks first, before any model is opened) with the GIL released.
+template <typename Job>
+nb::dict run_job(Job& job, const EditArgs& a) {
+    job.common = common_of(a);
+    return outcome_dict(run_interruptible([&] { return edit::run_job(job); }));
+}
+
 nb::dict truncate(const std::string& out, const ModelArg& base, const ModelArg& model,
                   std::optional<double> keep, std::optional<int> rank, std::optional<double> energy,
                   bool as_lora, const EditArgs& a) {
-    const auto rule = edit::truncate_rule(keep, rank, energy);
+    edit::TruncateJob job;
+    job.out = out, job.keep = keep, job.rank = rank, job.energy = energy, job.as_lora = as_lora;
+    job.check();
     const auto b = opened(base), m = opened(model);
-    const auto common = common_of(a);
-    if (as_lora) {
-        const auto s = run_interruptible([&] { return edit::truncate_as_lora(out, *b, *m, rank, common); });
-        nb::dict d;
-        d["modules"] = s.modules;
-        d["not_in_adapter"] = nb::cast(s.not_in_adapter);
-        return d;
-    }
-    return summary(run_interruptible([&] { return edit::truncate(out, *b, *m, rule, common); }));
+    job.base = b.get(), job.model = m.get();
+    return run_job(job, a);
 }
 
 nb::dict transplant(const std::string& out, const ModelArg& base, const ModelArg& model, const EditArgs& a) {
     const auto b = opened(base), m = opened(model);
-    const auto common = common_of(a);
-    return summary(run_interruptible([&] { return edit::transplant(out, *b, *m, common); }));
+    edit::TransplantJob job{out, b.get(), m.get(), {}};
+    return run_job(job, a);
 }
 
 nb::dict permute(const std::string& out, const ModelArg& model, std::uint64_t seed, const EditArgs& a) {
     const auto m = opened(model);
-    const auto common = common_of(a);
-    return summary(run_interruptible([&] { return edit::permute(out, *m, seed, common); }));
+    edit::PermuteJob job{out, m.get(), seed, {}};
+    return run_job(job, a);
 }
 
 nb::dict interpolate(const std::string& out, const ModelArg& a_model, const ModelArg& b_model,
                      std::optional<double> omega, const std::string& grid, std::int64_t max_candidates,
                      const EditArgs& a) {
-    if (omega.has_value() == !grid.empty())
-        throw InputError("edit interpolate: give exactly one of omega and grid");
+    edit::InterpolateJob job;
+    job.out = out, job.omega = omega, job.grid = grid, job.max_candidates = max_candidates;
+    job.check();
     const auto ca = opened(a_model), cb = opened(b_model);
-    const auto common = common_of(a);
-    if (!grid.empty()) {
-        const auto omegas = run_interruptible(
-            [&] { return edit::interpolate_grid(out, *ca, *cb, grid, max_candidates, common); });
-        nb::dict d;
-        nb::list dirs;
-        for (double w : omegas) dirs.append(nb::make_tuple(w, edit::omega_dir(w)));
-        d["checkpoints"] = dirs;
-        return d;
-    }
-    return summary(run_interruptible([&] { return edit::interpolate(out, *ca, *cb, *omega, common); }));
+    job.a = ca.get(), job.b = cb.get();
+    return run_job(job, a);
 }
 
 nb::dict merge_lora(const std::string& out, const std::string& adapter, const std::string& base,
                     const EditArgs& a) {
-    const auto common = common_of(a);
-    return summary(run_interruptible([&] { return edit::merge_lora_adapter(out, base, adapter, common); }));
+    edit::MergeLoraJob job{out, adapter, base, {}};
+    return run_job(job, a);
 }
 
 nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<ModelArg>& models,
                const std::string& method, const std::vector<double>& weights, double density, double lambda,
                std::optional<bool> normalize, std::uint64_t seed, const EditArgs& a) {
-    edit::MergeOptions o;
+    edit::MergeJob job;
+    job.out = out;
+    auto& o = job.options;
     o.method = edit::parse_merge_method(method);
     o.weights = weights;
     o.density = density;
@@ -158,10 +170,9 @@ nb::dict merge(const std::string& out, const ModelArg& base, const std::vector<M
     o.seed = seed;
     const auto b = opened(base);
     std::vector<std::shared_ptr<const formats::Checkpoint>> held;
-    std::vector<const formats::Checkpoint*> ptrs;
-    for (const auto& m : models) held.push_back(opened(m)), ptrs.push_back(held.back().get());
-    const auto common = common_of(a);
-    return summary(run_interruptible([&] { return edit::merge(out, *b, ptrs, o, common); }));
+    for (const auto& m : models) held.push_back(opened(m)), job.models.push_back(held.back().get());
+    job.base = b.get();
+    return run_job(job, a);
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ def test_interpolate_grid(family_f32, tmp_path):
     r = diffract.edit.interpolate(f / "pretrained", f / "math", grid=[0, 0.5, 1], out=tmp_path / "py")
     assert [d for _, d in r["checkpoints"]] == ["omega_0.00", "omega_0.50", "omega_1.00"]
     assert digest(tmp_path / "cli") == digest(tmp_path / "py")
-    with pytest.raises(diffract.InputError, match="exactly one of omega and grid"):
+    with pytest.raises(diffract.InputError, match="exactly one of --omega and --grid"):
         diffract.edit.interpolate(f / "pretrained", f / "math", out=tmp_path / "q")
     with pytest.raises(diffract.InputError, match="101 candidates exceed the limit"):
         diffract.edit.interpolate(f / "pretrained", f / "math", grid="0:1:0.01", max_candidates=10,

@@ -7,6 +7,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/edit/edit.hpp"
+#include "diffract/edit/edit_jobs.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "diffract/synth/synthetic_family.hpp"
 
@@ -178,4 +179,38 @@ TEST(EditFailure, LeavesNoOutputAndRefusesInputs) {
     EXPECT_FALSE(fs::exists(tmp.path / "half"));
     for (const auto& e : fs::directory_iterator(tmp.path))
         EXPECT_EQ(e.path().filename().string().find(".half"), std::string::npos);
+}
+
+// The edit jobs: checks that need no input refuse before a model is opened, a job without its inputs
+// is a defect, and a grid job writes one checkpoint per omega (the same bytes as the one-omega job).
+TEST(EditJobs, CheckFirstThenRunTheFamily) {
+    TempDir tmp;
+    edit::InterpolateJob both;
+    both.omega = 0.5, both.grid = "0:1:0.5";
+    EXPECT_THROW(both.check(), InputError);
+    EXPECT_THROW(edit::InterpolateJob{}.check(), InputError);  // neither
+    edit::TruncateJob rule;
+    rule.keep = 0.5, rule.rank = 2;
+    EXPECT_THROW(rule.check(), InputError);
+    edit::PermuteJob no_model;
+    no_model.out = (tmp.path / "p").string();
+    EXPECT_THROW(edit::run_job(no_model), std::logic_error);
+    EXPECT_FALSE(fs::exists(tmp.path / "p"));
+
+    const auto dir = family(tmp.path / "fam");
+    const auto a = formats::open_checkpoint((dir / "pretrained").string());
+    const auto b = formats::open_checkpoint((dir / "math").string());
+    edit::InterpolateJob grid;
+    grid.out = (tmp.path / "grid").string(), grid.a = &a, grid.b = &b, grid.grid = "0:1:0.5";
+    const auto g = edit::run_job(grid);
+    EXPECT_EQ(g.omegas, (std::vector<double>{0, 0.5, 1}));
+    EXPECT_FALSE(g.summary.has_value());
+    edit::InterpolateJob one = grid;
+    one.out = (tmp.path / "one").string(), one.grid.clear(), one.omega = 0.5;
+    const auto o = edit::run_job(one);
+    ASSERT_TRUE(o.summary.has_value());
+    EXPECT_GT(o.summary->changed, 0u);
+    const auto from_grid = formats::open_checkpoint((tmp.path / "grid" / edit::omega_dir(0.5)).string());
+    const auto alone = formats::open_checkpoint(one.out);
+    EXPECT_EQ(values(from_grid, kQ), values(alone, kQ));
 }
