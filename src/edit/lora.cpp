@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -64,25 +65,28 @@ struct LoraTarget {
     int k = 0;
 };
 
-}  // namespace
-
-LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Checkpoint& base,
-                                   const formats::Checkpoint& model, std::optional<int> rank_given,
-                                   const EditCommon& common) {
-    if (!rank_given) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
+// What --as-lora refuses before reading any matrix: no rank, --per-head, GGUF inputs.
+int check_as_lora(const formats::Checkpoint& base, const formats::Checkpoint& model, std::optional<int> rank,
+                  const EditCommon& common) {
+    if (!rank) throw InputError("edit truncate --as-lora: give the adapter's rank with --rank");
     if (common.per_head) throw InputError("edit truncate --as-lora: --per-head has no LoRA form");
-    const int rank = *rank_given;
-    if (rank <= 0)
-        throw InputError(fmt::format("truncate --as-lora: --rank must be at least 1, found {}", rank));
+    if (*rank <= 0)
+        throw InputError(fmt::format("truncate --as-lora: --rank must be at least 1, found {}", *rank));
     for (const auto* ck : {&base, &model})
         if (ck->format ==
             formats::CheckpointFormat::gguf)  // llama.cpp's names are not the modules PEFT targets
             throw_input_error(ck->path, "",
                               "truncate --as-lora writes a PEFT adapter, which names Hugging Face modules: "
                               "give the Hugging Face checkpoints (found gguf)");
-    const bool transposed = model.schema.conv1d_transposed;
+    return *rank;
+}
+
+// The selected 2-D projections of the model, each with its base matrix (same shape) and its rank (the
+// requested one, or the matrix's full rank when smaller); every other floating tensor is listed as
+// not in the adapter.
+std::vector<LoraTarget> plan_targets(const formats::Checkpoint& base, const formats::Checkpoint& model,
+                                     int rank, const EditCommon& common, LoraExportSummary& summary) {
     std::vector<LoraTarget> targets;
-    LoraExportSummary summary;
     for (const auto& t : model.tensors) {
         const auto role = model::classify_tensor(t.name);
         const bool matrix = t.shape.size() == 2 && dtype_is_float(t.dtype) && t.name.ends_with(".weight");
@@ -100,8 +104,13 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
         targets.push_back({&t, b, t.name.substr(0, t.name.size() - 7), k});
     }
     if (targets.empty()) throw InputError("truncate --as-lora: no projection matrix is selected");
+    return targets;
+}
 
-    // adapter_config.json: scale alpha / r = 1, so B·A is the truncated delta itself.
+// adapter_config.json: scale alpha / r = 1, so B·A is the truncated delta itself; a matrix smaller than
+// the rank gets its own r and alpha through rank_pattern / alpha_pattern.
+nlohmann::ordered_json adapter_config(const formats::Checkpoint& base, const std::vector<LoraTarget>& targets,
+                                      int rank, bool transposed) {
     nlohmann::ordered_json config;
     config["peft_type"] = "LORA";
     config["base_model_name_or_path"] = fs::absolute(base.path).string();
@@ -120,7 +129,7 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
                            alpha_pattern = nlohmann::ordered_json::object();
     for (const auto& t : targets) {
         modules.push_back(t.module);
-        if (t.k != rank) {  // a matrix smaller than the rank
+        if (t.k != rank) {
             rank_pattern[escape_regex(t.module)] = t.k;
             alpha_pattern[escape_regex(t.module)] = t.k;
         }
@@ -128,47 +137,55 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
     config["target_modules"] = modules;
     config["rank_pattern"] = rank_pattern;
     config["alpha_pattern"] = alpha_pattern;
+    return config;
+}
 
-    std::vector<formats::TensorSpec> specs;
-    std::map<std::string, std::pair<const LoraTarget*, bool>> by_key;  // key -> target, is A
-    for (const auto& t : targets) {
-        const std::int64_t out = transposed ? t.model->shape[1] : t.model->shape[0];
-        const std::int64_t in = transposed ? t.model->shape[0] : t.model->shape[1];
-        const std::string key = "base_model.model." + t.module;
-        specs.push_back({key + ".lora_A.weight", DType::F32, {t.k, in}});
-        specs.push_back({key + ".lora_B.weight", DType::F32, {out, t.k}});
-        by_key[specs[specs.size() - 2].name] = {&t, true};
-        by_key[specs.back().name] = {&t, false};
+// The factors of one target's truncated delta, computed once for its A and its B (the writer asks for
+// them one after the other).
+class TruncatedFactors {
+public:
+    TruncatedFactors(const std::string& device, bool transposed)
+        : backend_(linalg::make_backend(device)), transposed_(transposed) {}
+
+    const Matrix<double>& get(const LoraTarget& t, bool a) {
+        if (cached_for_ != &t) compute(t);
+        return a ? a_ : b_;
     }
 
-    auto backend = linalg::make_backend(common.device);
-    const LoraTarget* cached_for = nullptr;
-    Matrix<double> cached_a, cached_b;
-    auto factors = [&](const LoraTarget& t) {
-        if (cached_for == &t) return;
+private:
+    void compute(const LoraTarget& t) {
         const std::int64_t rows = t.model->shape[0], cols = t.model->shape[1];
         auto delta = read_matrix<double>(*t.model, {0, rows, 0, cols, false});
         const auto w0 = read_matrix<double>(*t.base, {0, rows, 0, cols, false});
         for (std::size_t i = 0; i < delta.data.size(); ++i) delta.data[i] -= w0.data[i];
         if (!std::all_of(delta.data.begin(), delta.data.end(), [](double x) { return std::isfinite(x); }))
             throw_input_error(t.model->path(), t.model->name, "the delta holds NaN or Inf values");
-        const auto f = backend->svd(delta);  // ascending singular values
+        const auto f = backend_->svd(delta);  // ascending singular values
         // Stored D = U S Vᵀ. Unstored (fan_in_fan_out) the delta is Dᵀ = V S Uᵀ: B = V S, A = Uᵀ.
-        const auto& left = transposed ? f.v : f.u;
-        const auto& right = transposed ? f.u : f.v;
+        const auto& left = transposed_ ? f.v : f.u;
+        const auto& right = transposed_ ? f.u : f.v;
         const std::size_t n = f.s.size();
-        cached_b = Matrix<double>(left.rows, t.k);
-        cached_a = Matrix<double>(t.k, right.rows);
+        b_ = Matrix<double>(left.rows, t.k);
+        a_ = Matrix<double>(t.k, right.rows);
         for (int c = 0; c < t.k; ++c) {
             const std::size_t j = n - 1 - static_cast<std::size_t>(c);
             for (std::int64_t i = 0; i < left.rows; ++i)
-                cached_b(i, c) = left(i, static_cast<std::int64_t>(j)) * f.s[j];
-            for (std::int64_t i = 0; i < right.rows; ++i)
-                cached_a(c, i) = right(i, static_cast<std::int64_t>(j));
+                b_(i, c) = left(i, static_cast<std::int64_t>(j)) * f.s[j];
+            for (std::int64_t i = 0; i < right.rows; ++i) a_(c, i) = right(i, static_cast<std::int64_t>(j));
         }
-        cached_for = &t;
-    };
+        cached_for_ = &t;
+    }
 
+    std::unique_ptr<linalg::Backend> backend_;
+    bool transposed_;
+    const LoraTarget* cached_for_ = nullptr;
+    Matrix<double> a_, b_;
+};
+
+// The adapter directory: adapter_model.safetensors alone, adapter_config.json and the provenance.
+formats::WriteOptions adapter_write_options(const formats::Checkpoint& base, const formats::Checkpoint& model,
+                                            const nlohmann::ordered_json& config, int rank,
+                                            const LoraExportSummary& summary, std::size_t modules) {
     formats::WriteOptions options;
     options.max_shard_bytes = UINT64_MAX;
     options.weights_file = "adapter_model.safetensors";
@@ -182,16 +199,40 @@ LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Ch
     options.provenance["edit"] = "truncate";
     options.provenance["parameters"] = {{"rank", rank}, {"as_lora", true}};
     options.provenance["inputs"] = inputs;
-    options.provenance["modules"] = targets.size();
+    options.provenance["modules"] = modules;
     options.provenance["not_in_adapter"] = summary.not_in_adapter;
+    return options;
+}
+
+}  // namespace
+
+LoraExportSummary truncate_as_lora(const std::string& out_dir, const formats::Checkpoint& base,
+                                   const formats::Checkpoint& model, std::optional<int> rank_given,
+                                   const EditCommon& common) {
+    const int rank = check_as_lora(base, model, rank_given, common);
+    const bool transposed = model.schema.conv1d_transposed;
+    LoraExportSummary summary;
+    const auto targets = plan_targets(base, model, rank, common, summary);
+    std::vector<formats::TensorSpec> specs;
+    std::map<std::string, std::pair<const LoraTarget*, bool>> by_key;  // key -> target, is A
+    for (const auto& t : targets) {
+        const std::int64_t out = transposed ? t.model->shape[1] : t.model->shape[0];
+        const std::int64_t in = transposed ? t.model->shape[0] : t.model->shape[1];
+        const std::string key = "base_model.model." + t.module;
+        specs.push_back({key + ".lora_A.weight", DType::F32, {t.k, in}});
+        specs.push_back({key + ".lora_B.weight", DType::F32, {out, t.k}});
+        by_key[specs[specs.size() - 2].name] = {&t, true};
+        by_key[specs.back().name] = {&t, false};
+    }
+    TruncatedFactors factors(common.device, transposed);
     formats::write_checkpoint(
         out_dir, specs,
         [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
             const auto& [t, is_a] = by_key.at(spec.name);
-            factors(*t);
-            encode((is_a ? cached_a : cached_b).data, DType::F32, out);
+            encode(factors.get(*t, is_a).data, DType::F32, out);
         },
-        options);
+        adapter_write_options(base, model, adapter_config(base, targets, rank, transposed), rank, summary,
+                              targets.size()));
     summary.modules = targets.size();
     return summary;
 }
