@@ -107,6 +107,27 @@ void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Ch
     if (whole) std::memcpy(out.data(), src.data(), out.size());
 }
 
+bool any_bias_rewound(const formats::Checkpoint& model, const std::string& bias_name,
+                      const model::TensorRole& role, const HeadSet& set, OBias o_bias,
+                      const analysis::Selection& selection) {
+    if (!role.layer) return false;
+    const TensorInfo* weight =
+        model.find(bias_name.substr(0, bias_name.size() - std::string_view("bias").size()) + "weight");
+    if (!weight || weight->shape.size() != 2) return false;
+    const auto blocks = model::head_blocks(model.schema, *weight, role.role);
+    return std::any_of(blocks.begin(), blocks.end(), [&](const model::HeadBlock& hb) {
+        return set.rewinds_bias(*role.layer, hb, o_bias, selection);
+    });
+}
+
+nlohmann::json rewind_parameters(const std::vector<RewindHead>& heads, KvPolicy kv, OBias o_bias) {
+    nlohmann::json rewound = nlohmann::json::array();
+    for (const auto& h : heads) rewound.push_back({h.layer, h.head});
+    return {{"heads", rewound},
+            {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
+            {"o_bias", o_bias == OBias::base ? "base" : "keep"}};
+}
+
 }  // namespace detail
 
 using detail::head_set;
@@ -147,12 +168,7 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
     check_heads(heads, model, common.selection);
     const auto set = head_set(heads, model.schema, kv, model.path);
     EditJob job;
-    nlohmann::json rewound = nlohmann::json::array();
-    for (const auto& h : heads) rewound.push_back({h.layer, h.head});
-    job.record = {"rewind",
-                  {{"heads", rewound},
-                   {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
-                   {"o_bias", o_bias == OBias::base ? "base" : "keep"}}};
+    job.record = {"rewind", detail::rewind_parameters(heads, kv, o_bias)};
     job.primary = &model;
     job.aligned = {&base};
     job.editable = Editable::attention_heads;
@@ -164,15 +180,8 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
         if (!t.role.layer) return false;
         const int layer = *t.role.layer;
         const auto& cpt = *t.tensor;
-        if (cpt.shape.size() == 1) {
-            const TensorInfo* weight =
-                model.find(cpt.name.substr(0, cpt.name.size() - std::string_view("bias").size()) + "weight");
-            if (!weight || weight->shape.size() != 2) return false;
-            const auto blocks = model::head_blocks(model.schema, *weight, t.role.role);
-            return std::any_of(blocks.begin(), blocks.end(), [&](const model::HeadBlock& hb) {
-                return set.rewinds_bias(layer, hb, o_bias, common.selection);
-            });
-        }
+        if (cpt.shape.size() == 1)
+            return detail::any_bias_rewound(model, cpt.name, t.role, set, o_bias, common.selection);
         const auto blocks = model::head_blocks(*t.schema, cpt, t.role.role);
         return std::any_of(blocks.begin(), blocks.end(), [&](const model::HeadBlock& hb) {
             return common.selection.selects_role(hb.proj) && set.rewinds(layer, hb);

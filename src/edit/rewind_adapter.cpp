@@ -37,6 +37,77 @@ void add_block(Zeroing& z, const MatrixBlock& b, std::int64_t R, std::int64_t C,
         (transposed ? z.b_rows : z.a_cols).push_back({b.col0, b.cols});
 }
 
+// Factor tensor name -> what to zero in it (and whether it is a B factor): the rewound head blocks of
+// every attention module of the adapter. NaN/Inf in the factors, or a merge that overflows (a huge
+// lora_alpha), is refused unless --allow-nonfinite, as the full rewind does: the merged tensor is what a
+// loader would compute.
+std::map<std::string, std::pair<Zeroing, bool>> plan_factor_edits(const formats::LoraAdapter& adapter,
+                                                                  const formats::Checkpoint& model,
+                                                                  const detail::HeadSet& set,
+                                                                  const EditCommon& common) {
+    std::map<std::string, std::pair<Zeroing, bool>> edits;
+    for (const auto& m : adapter.modules) {
+        const TensorInfo* w = model.find(m.target);
+        const auto role = model::classify_tensor(m.target);
+        if (!w || !role.layer || !model::role_is_attention(role.role)) continue;
+        nonfinite_mask(m.a, {}, common.allow_nonfinite);
+        nonfinite_mask(m.b, {}, common.allow_nonfinite);
+        nonfinite_mask(*w, {}, common.allow_nonfinite);
+        Zeroing z;
+        for (const auto& hb : model::head_blocks(model.schema, *w, role.role)) {
+            if (!common.selection.selects_role(hb.proj) || !set.rewinds(*role.layer, hb)) continue;
+            add_block(z, hb.block, w->shape[0], w->shape[1], m.transposed, model.adapter, m.target);
+        }
+        // A factor with nothing to zero (no rewound head, or only B's rows for a Q/K/V module) stays as
+        // stored.
+        if (!z.a_cols.empty()) edits[m.a.name] = {z, false};
+        if (!z.b_rows.empty()) edits[m.b.name] = {std::move(z), true};
+    }
+    return edits;
+}
+
+// Zeroes a factor's rows (B) or columns (A) in its output bytes.
+void zero_factor(const TensorInfo& t, const Zeroing& zero, bool is_b, std::span<std::byte> out) {
+    const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
+    const std::int64_t cols = t.shape[1];
+    if (is_b) {
+        for (const auto& [first, count] : zero.b_rows)
+            std::memset(out.data() + first * cols * es, 0, static_cast<std::size_t>(count * cols * es));
+        return;
+    }
+    for (std::int64_t r = 0; r < t.shape[0]; ++r)
+        for (const auto& [first, count] : zero.a_cols)
+            std::memset(out.data() + (r * cols + first) * es, 0, static_cast<std::size_t>(count * es));
+}
+
+// The adapter directory: every file of the input adapter carried, its weights replaced, the rewound
+// heads' table and the provenance (the adapter and its base).
+formats::WriteOptions adapter_options(const formats::Checkpoint& base, const formats::Checkpoint& model,
+                                      const std::vector<RewindHead>& heads, KvPolicy kv, OBias o_bias,
+                                      EditSummary& summary) {
+    formats::WriteOptions options;
+    options.max_shard_bytes = UINT64_MAX;
+    options.weights_file = "adapter_model.safetensors";
+    options.copy_files_from = model.adapter;
+    options.replaced_weight_files = {"adapter_model.safetensors"};
+    options.inputs = formats::input_paths({&base, &model});
+    options.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
+    nlohmann::json inputs = nlohmann::json::array();
+    inputs.push_back({{"name", model.name}, {"path", model.adapter}, {"role", "adapter"}});
+    inputs.push_back({{"name", base.name}, {"path", base.path}, {"role", "base"}});
+    auto parameters = detail::rewind_parameters(heads, kv, o_bias);
+    parameters["as_lora"] = true;
+    options.provenance = {
+        {"tool", "diffract"}, {"edit", "rewind"}, {"parameters", parameters}, {"inputs", inputs}};
+    // The counts are known once the tensors are written (a factor is rewritten only where a head is).
+    options.complete_provenance = [&summary](nlohmann::json& p) {
+        p["tensors_edited"] = summary.edited;
+        p["tensors_changed"] = summary.changed;
+        p["tensors_copied"] = summary.copied;
+    };
+    return options;
+}
+
 }  // namespace
 
 EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint& base,
@@ -48,26 +119,7 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
     check_heads(heads, model, common.selection);
     const auto set = detail::head_set(heads, model.schema, kv, model.path);
     const auto adapter = formats::open_lora_adapter(model.adapter, base);
-
-    // Factor tensor name -> what to zero in it; the adapter's replacement tensors by their key.
-    std::map<std::string, std::pair<Zeroing, bool /*is B*/>> factor_edits;
-    for (const auto& m : adapter.modules) {
-        const TensorInfo* w = model.find(m.target);
-        const auto role = model::classify_tensor(m.target);
-        if (!w || !role.layer || !model::role_is_attention(role.role)) continue;
-        // As the full rewind: NaN/Inf in the factors, or a merge that overflows (a huge lora_alpha),
-        // is refused unless --allow-nonfinite; the merged tensor is what a loader would compute.
-        nonfinite_mask(m.a, {}, common.allow_nonfinite);
-        nonfinite_mask(m.b, {}, common.allow_nonfinite);
-        nonfinite_mask(*w, {}, common.allow_nonfinite);
-        Zeroing z;
-        for (const auto& hb : model::head_blocks(model.schema, *w, role.role)) {
-            if (!common.selection.selects_role(hb.proj) || !set.rewinds(*role.layer, hb)) continue;
-            add_block(z, hb.block, w->shape[0], w->shape[1], m.transposed, model.adapter, m.target);
-        }
-        factor_edits[m.a.name] = {z, false};
-        factor_edits[m.b.name] = {std::move(z), true};
-    }
+    const auto factor_edits = plan_factor_edits(adapter, model, set, common);
     std::map<std::string, const TensorInfo*> replacement_of;
     for (const auto& r : adapter.replacements) replacement_of[r.key] = &r.tensor;
     std::vector<formats::TensorSpec> specs;
@@ -76,57 +128,27 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
         specs.push_back({t.name, t.dtype, t.shape});
         source_by_name[t.name] = &t;
     }
-
     EditSummary summary;
-    formats::WriteOptions options;
-    options.max_shard_bytes = UINT64_MAX;
-    options.weights_file = "adapter_model.safetensors";
-    options.copy_files_from = model.adapter;
-    options.replaced_weight_files = {"adapter_model.safetensors"};
-    options.inputs = formats::input_paths({&base, &model});
-    options.extra_files["rewound_heads.csv"] = rewound_heads_csv(heads, model, kv, o_bias);
-    nlohmann::json rewound = nlohmann::json::array();
-    for (const auto& h : heads) rewound.push_back({h.layer, h.head});
-    nlohmann::json inputs = nlohmann::json::array();
-    inputs.push_back({{"name", model.name}, {"path", model.adapter}, {"role", "adapter"}});
-    inputs.push_back({{"name", base.name}, {"path", base.path}, {"role", "base"}});
-    options.provenance = nlohmann::json::object();
-    options.provenance["tool"] = "diffract";
-    options.provenance["edit"] = "rewind";
-    options.provenance["parameters"] = {{"heads", rewound},
-                                        {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
-                                        {"o_bias", o_bias == OBias::base ? "base" : "keep"},
-                                        {"as_lora", true}};
-    options.provenance["inputs"] = inputs;
-    options.complete_provenance = [&summary](nlohmann::json& p) { p["tensors_changed"] = summary.changed; };
-
+    // A rewritten tensor counts as edited, and as changed when its bytes differ from the adapter's.
+    auto rewritten = [&summary](const TensorInfo& t, std::span<const std::byte> out) {
+        ++summary.edited;
+        if (std::memcmp(out.data(), t.bytes().data(), out.size()) != 0) ++summary.changed;
+    };
     formats::write_checkpoint(
         out_dir, specs,
         [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
             const TensorInfo& t = *source_by_name.at(spec.name);
             std::memcpy(out.data(), t.bytes().data(), out.size());
-            const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
             if (const auto f = factor_edits.find(t.name); f != factor_edits.end()) {
-                const auto& [zero, is_b] = f->second;
-                const std::int64_t cols = t.shape[1];
-                if (is_b) {
-                    for (const auto& [first, count] : zero.b_rows)
-                        std::memset(out.data() + first * cols * es, 0,
-                                    static_cast<std::size_t>(count * cols * es));
-                } else {
-                    for (std::int64_t r = 0; r < t.shape[0]; ++r)
-                        for (const auto& [first, count] : zero.a_cols)
-                            std::memset(out.data() + (r * cols + first) * es, 0,
-                                        static_cast<std::size_t>(count * es));
-                }
-                ++summary.edited;
-                if (std::memcmp(out.data(), t.bytes().data(), out.size()) != 0) ++summary.changed;
-                return;
+                zero_factor(t, f->second.first, f->second.second, out);
+                return rewritten(t, out);
             }
+            // A trained Q/K/V bias of the adapter takes the base's slices of the rewound heads.
             if (const auto r = replacement_of.find(t.name); r != replacement_of.end()) {
                 const auto role = model::classify_tensor(r->second->name);
                 const TensorInfo* pre = base.find(r->second->name);
-                if (t.shape.size() == 1 && role.layer && model::role_is_attention(role.role) && pre) {
+                if (t.shape.size() == 1 && role.layer && model::role_is_attention(role.role) && pre &&
+                    detail::any_bias_rewound(model, r->second->name, role, set, o_bias, common.selection)) {
                     if (pre->dtype != t.dtype)
                         throw_input_error(t.path(), t.name,
                                           fmt::format("dtype differs from the base's (expected {}, found {})",
@@ -138,14 +160,12 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                             return set.rewinds_bias(layer, hb, o_bias, common.selection);
                         },
                         out);
-                    ++summary.edited;
-                    if (std::memcmp(out.data(), t.bytes().data(), out.size()) != 0) ++summary.changed;
-                    return;
+                    return rewritten(t, out);
                 }
             }
             ++summary.copied;
         },
-        options);
+        adapter_options(base, model, heads, kv, o_bias, summary));
     return summary;
 }
 

@@ -51,4 +51,13 @@ void rewind_bias(const TensorInfo& cpt, const TensorInfo& pre, const formats::Ch
                  model::Role role, const std::function<bool(const model::HeadBlock&)>& take,
                  std::span<std::byte> out);
 
+// Whether the bias `bias_name` (of a layer's attention projection) holds a slice that the rewind gives
+// the base's values: some head block of its weight whose bias rewinds (HeadSet::rewinds_bias).
+bool any_bias_rewound(const formats::Checkpoint& model, const std::string& bias_name,
+                      const model::TensorRole& role, const HeadSet& set, OBias o_bias,
+                      const analysis::Selection& selection);
+
+// The "parameters" of a rewind's diffract_edit.json (the full checkpoint's and the adapter's alike).
+nlohmann::json rewind_parameters(const std::vector<RewindHead>& heads, KvPolicy kv, OBias o_bias);
+
 }  // namespace diffract::edit::detail

@@ -303,3 +303,18 @@ def test_rewind_as_lora_zeroes_the_rewound_heads(setup, tmp_path):
     assert not np.allclose(got[qb][0:D], base[qb][0:D])
     np.testing.assert_array_equal(got[o + ".weight"][:, D:2 * D], base[o + ".weight"][:, D:2 * D])
     assert not np.allclose(got[o + ".weight"][:, 0:D], base[o + ".weight"][:, 0:D])
+    record = json.loads((tmp_path / "rw" / "diffract_edit.json").read_text())
+    # Zeroed: q0's and v1's B (rows of Q/V heads), the O module's A (columns), and the trained query
+    # bias: 4 rewritten; their other factors and the pooler are copied as stored.
+    assert (record["tensors_edited"], record["tensors_changed"], record["tensors_copied"]) == (4, 4, 4)
+    # Only layer 1's head: the layer-0 factors and bias hold no rewound head and are copied as stored.
+    heads.write_text("layer,head\n1,2\n")
+    run(["edit", "rewind", "--base", setup["base"], "--model", spec, "--heads", heads, "--as-lora",
+         "--out", tmp_path / "rw1", "--quiet"])
+    record = json.loads((tmp_path / "rw1" / "diffract_edit.json").read_text())
+    assert (record["tensors_edited"], record["tensors_changed"], record["tensors_copied"]) == (1, 1, 7)
+    adapter_in = st.load_file(str(tmp_path / "ad" / "adapter_model.safetensors"))
+    adapter_out = st.load_file(str(tmp_path / "rw1" / "adapter_model.safetensors"))
+    for key in adapter_in:
+        if ".layer.1." not in key:
+            np.testing.assert_array_equal(adapter_out[key], adapter_in[key], err_msg=key)
