@@ -57,7 +57,8 @@ int run_compare(const CompareArgs& a) {
                    "compare: {} rows ({} computed{}, {} reused from {}{}), {} heads{} -> {}/compare.csv, "
                    "{}/heads.csv\n",
                    result.rows.size(), result.computed,
-                   o.route == linalg::SvdRoute::auto_route && result.computed > 0
+                   // --delta-only reads whole matrices by design: that is its route, not a fallback.
+                   o.route == linalg::SvdRoute::auto_route && !o.delta_only && result.computed > 0
                        ? fmt::format(", {} on the whole-matrix fallback", result.whole_route)
                        : "",
                    result.reused, o.run.resolved_store(),
