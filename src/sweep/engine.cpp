@@ -123,7 +123,8 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     std::size_t pending = 0;  // candidates to build and evaluate: one per content not yet recorded
     std::set<std::string> contents;
     for (const auto& cand : candidates)
-        if (!journal.content(cand.content) && contents.insert(cand.content).second) ++pending;
+        if (cand.same_as.empty() && !journal.content(cand.content) && contents.insert(cand.content).second)
+            ++pending;
     if (c.candidate_bytes > 0) {
         const std::uint64_t building = c.keep ? pending : std::min<std::size_t>(pending, 1);
         edit::check_free_space(c.out_dir, building * c.candidate_bytes,
@@ -139,7 +140,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     const fs::path work = out / (c.keep ? "candidates" : ".candidates");
     const Candidate* prebuilt = nullptr;  // the candidate built here
     for (const auto& cand : candidates) {
-        if (journal.content(cand.content)) continue;
+        if (!cand.same_as.empty() || journal.content(cand.content)) continue;
         std::error_code ec;
         fs::remove_all(work / cand.label, ec);  // a candidate left by an interrupted run
         fs::create_directories(work);
@@ -179,10 +180,18 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     }
 
     prebuilt_dir.reset();  // the loop below owns the prebuilt candidate now
-    std::size_t evaluated = 0, reused = 0;
+    std::size_t evaluated = 0, reused = 0, unedited = 0;
     for (const auto& cand : candidates) {
         Record r{cand.order, cand.seed, cand.x, cand.content, {}, cand.columns};
-        if (const auto* s = journal.content(cand.content)) {
+        if (!cand.same_as.empty()) {
+            const auto ref = std::find_if(run.references.begin(), run.references.end(),
+                                          [&](const Reference& x) { return x.role == cand.same_as; });
+            if (ref == run.references.end())
+                throw std::logic_error("sweep: a candidate is the same as reference '" + cand.same_as +
+                                       "', which the sweep does not evaluate");
+            r.scores = ref->scores;
+            ++unedited;
+        } else if (const auto* s = journal.content(cand.content)) {
             r.scores = *s;
             ++reused;
         } else {
@@ -214,8 +223,10 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     std::error_code ec;
     if (!c.keep) fs::remove(work, ec);  // only when empty
     if (c.quiet < 2)
-        fmt::print(stderr, "sweep: {} candidates evaluated, {} reused; evaluator output in {}\n", evaluated,
-                   reused, logs.string());
+        fmt::print(stderr, "sweep: {} candidates evaluated, {} reused{}; evaluator output in {}\n", evaluated,
+                   reused,
+                   unedited ? fmt::format(", {} equal to a reference (its scores)", unedited) : std::string(),
+                   logs.string());
     return run;
 }
 

@@ -89,6 +89,7 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
                 c.x = x;
                 c.label = fmt::format("{}_s{}_x{}", c.order, c.seed, x_label(x));
                 c.content = heads_content(heads, w.kv);
+                if (heads.empty()) c.same_as = "model";  // x = 0 rewinds nothing: the model itself
                 c.build = [&base, &model, &w, heads](const std::string& dir) {
                     edit::rewind(dir, base, model, heads, w.kv, w.common);
                 };
@@ -124,6 +125,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
         c.x = x;
         c.label = label;
         c.content = heads_content(heads, w.kv);
+        if (heads.empty()) c.same_as = "model";
         c.build = [&base, &model, &w, heads](const std::string& dir) {
             edit::rewind(dir, base, model, heads, w.kv, w.common);
         };
@@ -211,9 +213,11 @@ SweepOutputs sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
 SweepOutputs sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
     const auto& a = w.a;
     const auto& b = w.b;
-    const auto candidates =
+    auto candidates =
         grid_candidates("omega", "interpolate", w.omegas,
                         [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
+    // The endpoints copy A's and B's bytes (edit::interpolate): their scores are the references'.
+    for (auto& c : candidates) c.same_as = c.x == 0.0 ? "a" : c.x == 1.0 ? "b" : "";
     return write_outputs(config, "interpolate",
                          run_candidates(sized(config, a), {{"a", &a}, {"b", &b}}, candidates));
 }

@@ -160,8 +160,12 @@ def test_sweep_progress_counts_its_evaluations(family_f32, tmp_path, fake_tqdm, 
     res = diffract.sweep.interpolate(f / "pretrained", f / "math", omegas="0:1:0.5", out=tmp_path / "sw",
                                      eval=lambda path: float(len(str(path))), progress=True)
     [bar] = fake_tqdm.bars
-    # Two references (a, b) and three ω; ω = 0 and 1 reuse nothing here: each is its own candidate.
-    assert bar.desc == "diffract sweep" and bar.total == 2 + 3 == bar.n and bar.closed
+    # Two references (a, b) and three ω, of which ω = 0 and 1 are a and b byte for byte: they take the
+    # references' scores, so only ω = 0.5 is evaluated.
+    assert bar.desc == "diffract sweep" and bar.total == 2 + 1 == bar.n and bar.closed
+    refs = res.references.set_index("role")["score"]
+    assert list(res.curve["score"]) == [refs["a"], float(len(str(tmp_path / "sw" / ".candidates" / "omega_0.5"))),
+                                        refs["b"]]
     assert bar.updates == sorted(bar.updates)
     assert "ETA" not in capfd.readouterr().err  # the bar replaces the engine's lines
     assert len(res.curve["x"]) == 3

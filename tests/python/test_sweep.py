@@ -142,7 +142,12 @@ def test_select_and_report_evaluations(family_f32, bench, tmp_path):
     sel = json.loads((out / "summary.json").read_text())["selection"]["importance"]["curves"][0]
     assert sel["x"] == float(best["x"]) and sel["report_score"] == pytest.approx(float(best["report_score"]))
     assert 0 < sel["x"] < 1
-    assert (out / "candidates").is_dir() and len(list((out / "candidates").iterdir())) == 4
+    # x = 0 rewinds nothing: it is the model itself, takes its reference's scores and is never built.
+    assert sorted(p.name for p in (out / "candidates").iterdir()) == \
+        ["importance_s0_x0.25", "importance_s0_x0.5", "importance_s0_x1"]
+    model = json.loads((out / "summary.json").read_text())["references"]["model"]
+    x0 = next(r for r in rows if float(r["x"]) == 0)
+    assert float(x0["select_score"]) == model["select_score"] and float(x0["report_score"]) == model["report_score"]
 
 
 def test_rewind_each_records_each_heads_effect(family_f32, bench, tmp_path):

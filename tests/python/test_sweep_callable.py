@@ -63,8 +63,9 @@ def test_callable_curve_equals_the_command_curve(family_f32, scorer, tmp_path):
     pd.testing.assert_series_equal(py.curve["score"], cli["score"], rtol=1e-12)
     assert py.curve["score"].iloc[-1] == 0.0 and py.curve["score"].is_monotonic_increasing
     assert (py.curve["eval_seconds"] > 0).all()
-    # References (a and b as they are) and candidates, each a pathlib.Path to a directory.
-    assert all(isinstance(p, pathlib.Path) for p in seen) and len(seen) == 2 + 5
+    # References (a and b as they are) and candidates, each a pathlib.Path to a directory; ω = 0 and 1 are
+    # a and b byte for byte and take their scores.
+    assert all(isinstance(p, pathlib.Path) for p in seen) and len(seen) == 2 + 3
     assert seen[:2] == [fam / "math", fam / "code"]
     refs = py.references.set_index("role")
     assert list(refs.index) == ["a", "b"] and refs.loc["b", "score"] == 0.0

@@ -56,11 +56,13 @@ def test_logs_references_journal_and_eta(family_f32, bench, tmp_path):
     logs = sorted(x.name for x in (out / "logs").iterdir())
     assert "reference-base.log" in logs and "reference-model.log" in logs
     cand = (out / "logs" / "importance_s0_x0.5.log").read_text()
+    assert "importance_s0_x0.log" not in logs  # fraction 0 is the model: its reference's scores, no run
     assert "== --eval: " in cand and "loaded importance_s0_x0.5" in cand and "evaluating importance_s0_x0.5" in cand
     assert "== exit status 0" in cand
     assert "loaded math" in (out / "logs" / "reference-model.log").read_text()
-    # One log per evaluation run: the references and each distinct candidate (fraction 0 and 1 are shared).
-    assert len(logs) == calls(log) == 2 + 1 + 3 * 1 + 1
+    # One log per evaluation run: the references and each distinct candidate (fraction 1 is shared; fraction
+    # 0 is the model itself).
+    assert len(logs) == calls(log) == 2 + 3 * 1 + 1
 
     # The references: the inputs as they are, evaluated once, as the bench scores them by hand.
     s = json.loads((out / "summary.json").read_text())
@@ -85,12 +87,12 @@ def test_logs_references_journal_and_eta(family_f32, bench, tmp_path):
             by_content.setdefault(r["x"], set()).add(r["eval_seconds"])
     assert all(len(v) == 1 for v in by_content.values())
 
-    # Progress: [done/total] over this run's evaluations (2 references + 5 distinct candidates), with ETA.
+    # Progress: [done/total] over this run's evaluations (2 references + 4 distinct candidates), with ETA.
     progress = [ln for ln in p.stderr.splitlines() if ln.startswith("sweep [")]
     assert [re.match(r"sweep \[(\d+)/(\d+)\]", ln).groups() for ln in progress] == \
-        [(str(i), "7") for i in range(1, 8)]
+        [(str(i), "6") for i in range(1, 7)]
     assert all("elapsed" in ln and "ETA" in ln for ln in progress)
-    assert progress[0].startswith("sweep [1/7] reference base: score ")
+    assert progress[0].startswith("sweep [1/6] reference base: score ")
     assert progress[-1].endswith("ETA 0 s")
 
     # The journal holds the references: a resumed sweep evaluates nothing again, not even them.
@@ -122,12 +124,12 @@ def test_select_report_times_add_up_and_references_hold_both_scores(family_f32, 
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
     out = tmp_path / "sel"
-    run(["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,1",
+    run(["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,0.5,1",
          "--select-eval", f"{sys.executable} {script} {{model}} 0.3",
          "--report-eval", f"{sys.executable} {script} {{model}} 0.3", "--out", out, "--quiet"])
     for r in read_csv(out / "curve.csv"):
         assert float(r["eval_seconds"]) >= 0.6  # both evaluations of the candidate
-    log = (out / "logs" / "omega_0.log").read_text()
+    log = (out / "logs" / "omega_0.5.log").read_text()
     assert "== --select-eval: " in log and "== --report-eval: " in log
     s = json.loads((out / "summary.json").read_text())
     assert "baseline" not in s  # interpolation has no "unedited" model: its references are a and b

@@ -74,6 +74,9 @@ struct Candidate {
     std::string label;    // directory name (and DIR/logs/LABEL.log)
     std::string content;  // candidates with equal content are evaluated once
     std::function<void(const std::string& dir)> build;
+    // The role of a reference whose weights this candidate's equal byte for byte (rewinding no head,
+    // interpolating at ω = 0 or 1): it takes that reference's scores, never built or evaluated again.
+    std::string same_as = {};
     // Counts written after x in curve.csv (what a rewind puts back: query_heads, kv_blocks, parameters).
     std::vector<std::pair<std::string, std::int64_t>> columns = {};
 };
