@@ -5,6 +5,7 @@ quantities computed directly with torch, and `diffract sweep` over real HF model
 
 Needs torch and transformers (not in CI): run with /opt/torchenv/bin/python -m pytest.
 """
+import csv
 import json
 import math
 import subprocess
@@ -222,7 +223,7 @@ def test_rewind_sweep_of_a_bert_with_the_shipped_embedding_similarity(tmp_path):
     run(["sweep", "rewind", "--base", base, "--model", cpt, "--orders", "importance", "--fractions", "0,0.5,1",
          "--store", tmp_path / "s.sqlite", "--out", out, "--quiet", "--eval",
          f"{sys.executable} -m diffract_spectral.eval embedding-similarity {{model}} --text {sentences} --reference {cpt}"])
-    scores = [float(r.split(",")[3]) for r in (out / "curve.csv").read_text().splitlines()[1:]]
+    scores = [float(r["score"]) for r in csv.DictReader(open(out / "curve.csv"))]
     assert scores[0] == pytest.approx(1.0, abs=1e-9)  # nothing rewound: the model itself
     assert scores[1] < 1 and scores[2] < scores[0] and len(set(scores)) == 3
     refs = json.loads((out / "summary.json").read_text())["references"]

@@ -70,6 +70,7 @@ def convert(tensors, path, qtype=None):
     """Writes the GGUF the converter would: permuted Q/K, F32/F16, or 2-D weights quantised to qtype."""
     w = gguf.GGUFWriter(path, "llama")
     w.add_block_count(LAYERS)
+    w.add_vocab_size(VOCAB)  # what transformers' GGUF loader sizes the embedding by
     w.add_context_length(2048)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)

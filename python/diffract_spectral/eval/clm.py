@@ -32,10 +32,10 @@ def perplexity(model, text, *, max_tokens=None, stride=None, max_length=None, ba
     """{"loss", "neg_loss", "tokens", "seconds", "perplexity"} of the causal LM in directory `model` on the
     text in file `text`."""
     torch, transformers = hf.require("clm-perplexity")
+    source = hf.model_source(model)
     start = time.perf_counter()
-    model_dir = hf.model_directory(model)
-    tok = hf.load_tokenizer(transformers, model_dir, tokenizer)
-    net = hf.load_model(torch, transformers.AutoModelForCausalLM, model_dir, dtype, device, "causal-LM model")
+    tok = hf.load_tokenizer(transformers, source, tokenizer)
+    net = hf.load_model(torch, transformers.AutoModelForCausalLM, source, dtype, device, "causal-LM model")
     ids = tok(hf.read_text(text))["input_ids"]
     if max_tokens:
         ids = ids[:max_tokens]

@@ -12,10 +12,10 @@ from .errors import EvalError
 
 
 def sentence_embeddings(torch, transformers, model, sentences, max_length, batch_size, device, dtype, tokenizer):
-    model_dir = hf.model_directory(model)
-    tok = hf.load_tokenizer(transformers, model_dir, tokenizer)
+    source = hf.model_source(model)
+    tok = hf.load_tokenizer(transformers, source, tokenizer)
     # The pooler (absent from checkpoints saved with a masked-LM head) is not read.
-    net = hf.load_model(torch, transformers.AutoModel, model_dir, dtype, device, "encoder", unused=("pooler.",))
+    net = hf.load_model(torch, transformers.AutoModel, source, dtype, device, "encoder", unused=("pooler.",))
     length = hf.context_length(net.config, max_length)
     out = []
     with torch.no_grad():

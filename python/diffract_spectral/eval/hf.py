@@ -1,10 +1,14 @@
 """What the transformers-based evaluators share: importing torch and transformers (or saying what to
-install), finding the model directory and its tokenizer, reading the text, and timing."""
+install), finding the model (a Hugging Face directory, a GGUF file, a PEFT adapter) and its tokenizer,
+reading the text, and timing."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .errors import EvalError, MissingDependency
 
@@ -29,38 +33,90 @@ def require(evaluator: str):
     return tuple(modules)
 
 
-def model_directory(model) -> Path:
-    """The HF model directory: `model` itself, or the directory of a weights file (a reference point
-    given as model.safetensors)."""
+@dataclass(frozen=True)
+class ModelSource:
+    """What a model path holds: a Hugging Face directory ("hf"), a GGUF file ("gguf": `gguf_file` in
+    `directory`, loaded by transformers with gguf_file=, dequantised) or a PEFT adapter directory
+    ("adapter": merged into `base`, its base_model_name_or_path, with PEFT's merge_and_unload)."""
+    kind: str
+    directory: Path
+    gguf_file: Optional[str] = None
+    base: Optional[str] = None
+
+    def __str__(self) -> str:
+        return os.fspath(self.directory / self.gguf_file) if self.gguf_file else os.fspath(self.directory)
+
+
+def model_source(model) -> ModelSource:
+    """The ModelSource of `model`: a directory, a weights file in one (a reference point given as
+    model.safetensors), a .gguf file, a directory holding one .gguf (a diffract edit of a GGUF), or an
+    adapter directory. Anything else is an EvalError naming what was expected."""
     path = Path(model)
     if path.is_file():
+        if path.suffix == ".gguf":
+            return ModelSource("gguf", path.parent, path.name)
         path = path.parent
-    if not (path / "config.json").is_file():
-        raise EvalError(f"{model}: no config.json (expected a Hugging Face model directory)")
-    return path
+    if (path / "adapter_config.json").is_file():
+        try:
+            base = json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (OSError, ValueError, AttributeError) as e:
+            raise EvalError(f"{path / 'adapter_config.json'}: cannot read it ({e})") from None
+        if not base:
+            raise EvalError(f"{path / 'adapter_config.json'}: no base_model_name_or_path: the adapter's base "
+                            "is unknown (merge it first: diffract edit merge-lora --base BASE)")
+        return ModelSource("adapter", path, base=base)
+    if (path / "config.json").is_file():
+        return ModelSource("hf", path)
+    ggufs = sorted(p.name for p in path.glob("*.gguf")) if path.is_dir() else []
+    if len(ggufs) == 1:
+        return ModelSource("gguf", path, ggufs[0])
+    if len(ggufs) > 1:
+        raise EvalError(f"{model}: {len(ggufs)} GGUF files ({', '.join(ggufs[:3])}); give the one to evaluate")
+    raise EvalError(f"{model}: no config.json, .gguf file or adapter_config.json (expected a Hugging Face "
+                    "model directory, a GGUF file or a PEFT adapter directory)")
 
 
-def load_tokenizer(transformers, model_dir: Path, tokenizer=None):
-    """The tokenizer saved with the model; else `tokenizer` (a directory or hub name); else EvalError."""
-    source = tokenizer
-    if source is None:
-        if not any((model_dir / f).is_file() for f in TOKENIZER_FILES):
-            raise EvalError(f"{model_dir}: no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...); "
-                            "pass --tokenizer DIR (the base model's directory, for instance)")
-        source = model_dir
-    return transformers.AutoTokenizer.from_pretrained(os.fspath(source))
+def _require_module(name: str, what: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise MissingDependency(f"{what} needs {name}: pip install {name}") from None
 
 
-def load_model(torch, auto_class, model_dir: Path, dtype: str, device: str, what: str, unused=()):
+def load_tokenizer(transformers, source: ModelSource, tokenizer=None):
+    """The tokenizer saved with the model (a GGUF's own; an adapter's, else its base's); else `tokenizer`
+    (a directory or hub name); else EvalError."""
+    if tokenizer is not None:
+        return transformers.AutoTokenizer.from_pretrained(os.fspath(tokenizer))
+    if source.kind == "gguf":
+        _require_module("gguf", "a GGUF model")
+        return transformers.AutoTokenizer.from_pretrained(os.fspath(source.directory), gguf_file=source.gguf_file)
+    for where in (source.directory, Path(source.base) if source.base else None):
+        if where is not None and any((where / f).is_file() for f in TOKENIZER_FILES):
+            return transformers.AutoTokenizer.from_pretrained(os.fspath(where))
+    raise EvalError(f"{source}: no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...); "
+                    "pass --tokenizer DIR (the base model's directory, for instance)")
+
+
+def load_model(torch, auto_class, source: ModelSource, dtype: str, device: str, what: str, unused=()):
     """The model in eval mode on `device`. A checkpoint without the head `what` needs (a sentence encoder
     saved without its masked-LM head, say) is refused: transformers would initialise the head at random,
     differently on each load, and the candidates' scores would not be comparable. Weights whose names
     start with one of `unused` (parts the evaluator does not read) may be missing."""
-    model, info = auto_class.from_pretrained(model_dir, dtype=torch_dtype(torch, dtype), output_loading_info=True)
+    kwargs = {"dtype": torch_dtype(torch, dtype), "output_loading_info": True}
+    if source.kind == "gguf":
+        _require_module("gguf", "a GGUF model")
+        model, info = auto_class.from_pretrained(source.directory, gguf_file=source.gguf_file, **kwargs)
+    elif source.kind == "adapter":
+        peft = _require_module("peft", "a LoRA adapter")
+        model, info = auto_class.from_pretrained(source.base, **kwargs)
+        model = peft.PeftModel.from_pretrained(model, os.fspath(source.directory)).merge_and_unload()
+    else:
+        model, info = auto_class.from_pretrained(source.directory, **kwargs)
     missing = sorted(k for k in info.get("missing_keys") or () if not k.startswith(tuple(unused)))
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
-        raise EvalError(f"{model_dir}: {len(missing)} weights of the {what} are not in the checkpoint ({shown}); "
+        raise EvalError(f"{source}: {len(missing)} weights of the {what} are not in the checkpoint ({shown}); "
                         "transformers would draw them at random")
     return model.eval().to(device)
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from .errors import EvalError, MissingDependency
+from .hf import model_source
 
 
 def results_file(path) -> Path:
@@ -91,9 +92,20 @@ def run_lm_eval(model, tasks: str, metric="acc", task=None, device="cpu", batch_
     """Runs `lm_eval --model hf --model_args pretrained=MODEL --tasks TASKS` into a temporary directory
     (its output goes to stderr) and returns lm_eval_score of the result, with the seconds it took."""
     start = time.perf_counter()
-    margs = f"pretrained={os.fspath(model)}" + (f",{model_args}" if model_args else "")
+    command = lm_eval_command()
+    # lm_eval's hf model takes a GGUF as gguf_file= and an adapter as peft= over its base.
+    source = model_source(model) if Path(model).exists() else None  # else a hub name, passed as it is
+    if source is None:
+        margs = f"pretrained={model}"
+    elif source.kind == "gguf":
+        margs = f"pretrained={os.fspath(source.directory)},gguf_file={source.gguf_file}"
+    elif source.kind == "adapter":
+        margs = f"pretrained={source.base},peft={os.fspath(source.directory)}"
+    else:
+        margs = f"pretrained={os.fspath(source.directory)}"
+    margs += f",{model_args}" if model_args else ""
     with tempfile.TemporaryDirectory(prefix="diffract-lm-eval-") as out:
-        cmd = [*lm_eval_command(), "--model", "hf", "--model_args", margs, "--tasks", tasks, "--device", device,
+        cmd = [*command, "--model", "hf", "--model_args", margs, "--tasks", tasks, "--device", device,
                "--batch_size", str(batch_size), "--output_path", out]
         if limit is not None:
             cmd += ["--limit", str(limit)]

@@ -31,12 +31,12 @@ def masked_loss(model, text, *, mask_prob=0.15, seed=0, max_tokens=None, max_len
     """{"masked", "tokens", "seconds", "neg_loss", "perplexity", "loss"} of the masked LM in directory
     `model` on the text in file `text`."""
     torch, transformers = hf.require("mlm-loss")
+    source = hf.model_source(model)
     start = time.perf_counter()
-    model_dir = hf.model_directory(model)
-    tok = hf.load_tokenizer(transformers, model_dir, tokenizer)
+    tok = hf.load_tokenizer(transformers, source, tokenizer)
     if tok.mask_token_id is None:
-        raise EvalError(f"{model_dir}: the tokenizer has no mask token (mlm-loss is for masked LMs)")
-    net = hf.load_model(torch, transformers.AutoModelForMaskedLM, model_dir, dtype, device, "masked-LM model")
+        raise EvalError(f"{source}: the tokenizer has no mask token (mlm-loss is for masked LMs)")
+    net = hf.load_model(torch, transformers.AutoModelForMaskedLM, source, dtype, device, "masked-LM model")
     ids = tok(hf.read_text(text), add_special_tokens=False)["input_ids"]
     if max_tokens:
         ids = ids[:max_tokens]
