@@ -1,5 +1,5 @@
-// diffract sweep rewind|truncate|interpolate|rewind-each ... --eval 'CMD {model}' --out DIR: a grid of
-// edited candidates scored by the user's evaluation (see include/diffract/sweep/sweep.hpp, docs/edit.md).
+// diffract sweep rewind|rewind-each|validate|truncate|interpolate ... --eval 'CMD {model}' --out DIR: a grid
+// of edited candidates scored by the user's evaluation (see include/diffract/sweep/sweep.hpp, docs/edit.md).
 #include <optional>
 #include <sstream>
 
@@ -14,9 +14,10 @@
 namespace diffract::cli {
 namespace {
 
-// The library's sweep options, plus the two positional models of `interpolate`.
+// The library's sweep options, plus the two positional models of `interpolate` and validate's
+// --reference given once or twice.
 struct SweepArgs : sweep::SweepOptions {
-    std::vector<std::string> pair;
+    std::vector<std::string> pair, references;
 };
 
 // Options shared by every sweep: evaluation, output, candidates, run and selection.
@@ -95,6 +96,48 @@ void add_sweep(CLI::App& app) {
         on_run(sub, [a] {
             const auto config = sweep::sweep_config(*a, "rewind-each");
             sweep::sweep_rewind_each(config, rewind_inputs(*a));
+            return 0;
+        });
+    }
+    {
+        auto a = std::make_shared<SweepArgs>();
+        auto* sub = add_sweep_sub(sweep, "validate",
+                                  "Check the head ranking: one-head rewinds vs importance, least/most "
+                                  "important sets vs random, stability",
+                                  *a);
+        sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
+        sub->add_option("--model", a->model, "The CPT checkpoint")->required();
+        sub->add_option("--reference", a->references,
+                        "Reference model of the head-importance score; a second --reference checks the "
+                        "ranking's stability")
+            ->expected(0, 2)
+            ->take_all();
+        sub->add_option("--scale-scope", a->scale_scope, "Importance scaling: global, layer or projection")
+            ->capture_default_str();
+        sub->add_option("--kv-policy", a->kv_policy,
+                        "GQA: rewind a shared K/V block when all or any of its heads are")
+            ->capture_default_str();
+        sub->add_option("--k", a->k, "Heads per set (default: a quarter of the heads)");
+        sub->add_option("--seeds", a->seeds, "Random sets matched to each of the two sets")
+            ->capture_default_str();
+        sub->add_option("--seed", a->seed, "First seed of the random sets")
+            ->capture_default_str()
+            ->check(unsigned_seed());
+        sub->add_option("--direction", a->direction,
+                        "Which scores are better: higher or lower (perplexity, loss)")
+            ->capture_default_str();
+        on_run(sub, [a] {
+            if (a->references.size() > 2) throw InputError("--reference: give at most two reference models");
+            if (!a->references.empty()) a->reference = a->references[0];
+            if (a->references.size() == 2) a->second_reference = a->references[1];
+            const auto config = sweep::sweep_config(*a, "validate");
+            auto open = [](const std::string& spec) {
+                return spec.empty() ? std::nullopt : std::optional(formats::open_checkpoint(spec));
+            };
+            sweep::sweep_validate(
+                config, sweep::validate_sweep(*a, formats::open_checkpoint(a->base),
+                                              formats::open_checkpoint(a->model), open(a->reference),
+                                              open(a->second_reference)));
             return 0;
         });
     }

@@ -25,7 +25,7 @@ from ._keywords import refuse_unknown
 if TYPE_CHECKING:  # type checkers and IDEs only: pandas stays optional
     import pandas as pd
 
-__all__ = ["rewind", "truncate", "interpolate", "rewind_each", "SweepResult"]
+__all__ = ["rewind", "truncate", "interpolate", "rewind_each", "validate", "SweepResult"]
 
 Evaluation = Union[str, Callable[[os.PathLike], float], None]
 
@@ -36,13 +36,19 @@ class SweepResult:
     eval_seconds; None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta,
     greedy_rank, eval_seconds; only for rewind_each), `references` (the inputs evaluated as they are:
     role, score[, select_score, report_score], eval_seconds, path; roles base and model, or a and b for
-    interpolate), `summary` (summary.json as a dict) and `out` (the output directory). Tables are
-    pandas DataFrames, or dicts of lists without pandas."""
+    interpolate), `summary` (summary.json as a dict) and `out` (the output directory); for validate,
+    `heads_validation` (heads_validation.csv: layer, head, importance, rank, score, harm[,
+    importance_second, rank_second]), `sets` (sets.csv: set, seed, query_heads, kv_blocks, parameters,
+    score, harm) and `verdict` (the plain sentences it printed). Tables are pandas DataFrames, or dicts
+    of lists without pandas."""
     curve: Optional[pd.DataFrame]
     summary: dict
     out: str
     heads_effect: Optional[pd.DataFrame] = None
     references: Optional[pd.DataFrame] = None
+    heads_validation: Optional[pd.DataFrame] = None
+    sets: Optional[pd.DataFrame] = None
+    verdict: Optional[list] = None
 
 
 def _references(summary: dict):
@@ -177,6 +183,30 @@ def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global"
     return _result(_run(_core.sweep_rewind_each, out, options, _spec(base), _spec(model),
                         None if reference is None else _spec(reference), scale_scope, kv_policy),
                    heads_effect=True)
+
+
+def validate(*, base, model, out, reference=None, second_reference=None, k: Optional[int] = None, seeds: int = 5,
+             seed: int = 0, direction: str = "higher", scale_scope: str = "global", kv_policy: str = "all",
+             **options) -> SweepResult:
+    """`sweep validate`: does the head ranking predict what rewinding heads does? Every head rewound
+    alone (its harm: the score lost, in `direction`) against its importance (Spearman with a bootstrap
+    interval and a permutation p-value); the k least and k most important heads (k: a quarter by
+    default) against `seeds` random sets matched to each; with `second_reference`, the ranking's
+    stability (Kendall tau-b, the heads that move). Returns heads_validation, sets, the verdict and the
+    summary."""
+    from . import _table
+
+    run = _run(_core.sweep_validate, out, options, _spec(base), _spec(model),
+               None if reference is None else _spec(reference),
+               None if second_reference is None else _spec(second_reference), int(k or 0), int(seeds), int(seed),
+               direction, scale_scope, kv_policy)
+    result = _result(run)
+    sets = result.summary.get("sets", [])
+    names = list(dict.fromkeys(name for s in sets for name in s))
+    result.heads_validation, result.curve = result.curve, None
+    result.sets = _table({name: [s.get(name) for s in sets] for name in names})
+    result.verdict = list(result.summary.get("verdict", []))
+    return result
 
 
 def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,

@@ -1,7 +1,7 @@
-// sweep rewind|rewind-each|truncate|interpolate with the CLI's options (sweep/sweep.hpp). The library
-// writes DIR/curve.csv (heads_effect.csv for rewind-each), DIR/summary.json and the resumable journal,
-// and returns what it wrote: the Python layer (diffract/sweep.py) gets the table and the summary from
-// here, not from the files.
+// sweep rewind|rewind-each|validate|truncate|interpolate with the CLI's options (sweep/sweep.hpp). The
+// library writes DIR/curve.csv (heads_effect.csv for rewind-each), DIR/summary.json and the resumable
+// journal, and returns what it wrote: the Python layer (diffract/sweep.py) gets the table and the summary
+// from here, not from the files.
 //
 // The options go through the library's sweep_options (as the CLI's do), so that a sweep started from
 // the CLI resumes from Python and the other way round. An evaluation may be a Python callable instead
@@ -129,6 +129,21 @@ nb::dict rewind_each(const ModelArg& base, const ModelArg& model, const std::opt
     return outputs_of(run_interruptible([&] { return sweep::sweep_rewind_each(config, w); }));
 }
 
+nb::dict validate(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
+                  const std::optional<ModelArg>& second_reference, int k, int seeds, std::uint64_t seed,
+                  const std::string& direction, const std::string& scale_scope, const std::string& kv_policy,
+                  const SweepArgs& a) {
+    auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
+    if (second_reference) o.second_reference = spec_of(*second_reference);
+    o.k = k, o.seeds = seeds, o.seed = seed, o.direction = direction;
+    const auto config = config_of(o, "validate", a);
+    std::optional<formats::Checkpoint> ref, ref2;
+    if (reference) ref = *opened(*reference);
+    if (second_reference) ref2 = *opened(*second_reference);
+    const auto w = sweep::validate_sweep(o, *opened(base), *opened(model), std::move(ref), std::move(ref2));
+    return outputs_of(run_interruptible([&] { return sweep::sweep_validate(config, w); }));
+}
+
 nb::dict truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
     auto o = options_of(a);
     o.base = spec_of(base), o.model = spec_of(model), o.keeps = keeps;
@@ -182,6 +197,9 @@ void bind_sweeps(nb::module_& m) {
           nb::arg("fractions"), nb::arg("args"));
     m.def("sweep_rewind_each", &rewind_each, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("scale_scope"), nb::arg("kv_policy"), nb::arg("args"));
+    m.def("sweep_validate", &validate, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
+          nb::arg("second_reference").none(), nb::arg("k"), nb::arg("seeds"), nb::arg("seed"),
+          nb::arg("direction"), nb::arg("scale_scope"), nb::arg("kv_policy"), nb::arg("args"));
     m.def("sweep_truncate", &truncate, nb::arg("base"), nb::arg("model"), nb::arg("keeps"), nb::arg("args"));
     m.def("sweep_interpolate", &interpolate, nb::arg("a"), nb::arg("b"), nb::arg("omegas"), nb::arg("args"));
 }

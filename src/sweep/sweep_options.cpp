@@ -27,6 +27,17 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
                 {{"orders", o.orders}, {"seeds", o.seeds}, {"seed", o.seed}, {"fractions", o.fractions}});
         return f;
     }
+    if (kind == "validate")
+        return {{"base", o.base},
+                {"model", o.model},
+                {"reference", o.reference},
+                {"second_reference", o.second_reference},
+                {"kv", o.kv_policy},
+                {"scope", o.scale_scope},
+                {"k", o.k},
+                {"seeds", o.seeds},
+                {"seed", o.seed},
+                {"direction", o.direction}};
     if (kind == "truncate")
         return {{"base", o.base}, {"model", o.model}, {"keeps", o.keeps}, {"per_head", o.per_head}};
     if (kind == "interpolate") return {{"a", o.a}, {"b", o.b}, {"omegas", o.omegas}};
@@ -39,7 +50,7 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
     // Before anything is written (candidates are built inside --out).
     std::vector<std::string> inputs{run::resolved_store_path(o.run.store)};
-    for (const auto* spec : {&o.base, &o.model, &o.reference, &o.a, &o.b}) {
+    for (const auto* spec : {&o.base, &o.model, &o.reference, &o.second_reference, &o.a, &o.b}) {
         if (spec->empty()) continue;
         const auto location = formats::split_model_name(*spec).second;
         inputs.push_back(location);
@@ -95,6 +106,24 @@ RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, format
     w.run = run::parse_run_options(o.run);
     w.run.progress = false;
     return w;
+}
+
+ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                             std::optional<formats::Checkpoint> reference,
+                             std::optional<formats::Checkpoint> second_reference) {
+    if (o.direction != "higher" && o.direction != "lower")
+        throw InputError(fmt::format("--direction: expected higher or lower, found '{}'", o.direction));
+    if (o.k < 0)
+        throw InputError(fmt::format("--k: expected a number of heads >= 1 (0: a quarter), found {}", o.k));
+    if (o.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", o.seeds));
+    SweepOptions rewind = o;
+    rewind.seeds = std::max(o.seeds, 1);  // rewind_sweep's check; the random sets are validate's own
+    ValidateSweep v;
+    v.rewind = rewind_sweep(rewind, std::move(base), std::move(model), std::move(reference));
+    v.second_reference = std::move(second_reference);
+    v.k = o.k, v.seeds = o.seeds, v.first_seed = o.seed;
+    v.lower_is_better = o.direction == "lower";
+    return v;
 }
 
 TruncateSweep truncate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model) {

@@ -14,9 +14,10 @@
 #include "diffract/core/random.hpp"
 #include "diffract/run/head_scores.hpp"
 #include "diffract/sweep/sweep.hpp"
+#include "rewind_candidates_impl.hpp"
 
 namespace diffract::sweep {
-namespace {
+namespace detail {
 
 std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv) {
     std::sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) {
@@ -27,19 +28,30 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
     return s;
 }
 
-std::string x_label(double x) { return format_value(x); }
-
-// The configuration with the candidates' size known: each is an edited copy of `primary`.
 SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {
     SweepConfig c = config;
     c.candidate_bytes = edit::checkpoint_bytes(primary);
     return c;
 }
 
+std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
+                                           const formats::Checkpoint* reference, const RewindSweep& w) {
+    return run::head_scores(base, model, reference, w.run);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::heads_content;
+using detail::sized;
+
+std::string x_label(double x) { return format_value(x); }
+
 // The heads' scores against the base (and the reference, when given): a compare job.
 std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
                                            const RewindSweep& w) {
-    return run::head_scores(base, model, w.reference ? &*w.reference : nullptr, w.run);
+    return detail::head_scores(base, model, w.reference ? &*w.reference : nullptr, w);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ FUNCTIONS = {
     "report": diffract.report,
     **{f"edit {n.replace('_', '-')}": getattr(edit, n) for n in
        ("rewind", "truncate", "transplant", "permute", "interpolate", "merge", "merge_lora")},
-    **{f"sweep {n.replace('_', '-')}": getattr(sweep, n) for n in ("rewind", "truncate", "interpolate", "rewind_each")},
+    **{f"sweep {n.replace('_', '-')}": getattr(sweep, n) for n in ("rewind", "truncate", "interpolate", "rewind_each", "validate")},
 }
 
 # Commands with no Python function, and why.
@@ -55,6 +55,7 @@ PYTHON_ONLY_PARAMETERS = {
     ("*", "common"): "**common: its names are checked separately",
     ("*", "options"): "**options: its names are checked separately",
     ("report", "format"): "the CLI's --format (checked under its own name)",
+    ("sweep validate", "second_reference"): "the CLI's --reference given a second time",
 }
 
 

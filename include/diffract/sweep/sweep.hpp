@@ -165,6 +165,24 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& sweep);
 // the unedited model's score; greedy_rank 0 = the head whose rewind raises the score most.
 SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& sweep);
 
+// The head ranking checked against what rewinding heads does (docs/edit.md, "Validating a ranking"):
+// every head rewound alone (its harm: the score lost against the unedited model) correlated with its
+// importance (Spearman, bootstrap interval over the heads, permutation p-value); the k least and the k
+// most important heads rewound together, each against random sets matched to it (as many query heads
+// in as many K/V groups: the same weight rewound); with a second reference, the ranking's stability
+// (Kendall tau-b between the two importance rankings, the heads that move most). Writes
+// DIR/heads_validation.csv, DIR/sets.csv and DIR/summary.json (with a plain verdict), prints the verdict.
+struct ValidateSweep {
+    RewindSweep rewind;  // base, model, reference, scale scope, K/V policy, edit and run options
+    std::optional<formats::Checkpoint> second_reference;
+    int k = 0;  // heads per set; 0: a quarter of the heads, at least 1
+    int seeds = 5;
+    std::uint64_t first_seed = 0;
+    bool lower_is_better = false;  // the score's direction (perplexity, loss: lower)
+    int draws = 2000;              // bootstrap resamples and permutations
+};
+SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& sweep);
+
 struct TruncateSweep {
     formats::Checkpoint base, model;
     std::vector<double> keeps;

@@ -26,19 +26,26 @@ struct SweepOptions {
     int seeds = 5;
     std::uint64_t seed = 0;
     std::string fractions = "0:1:0.1";
+    // validate (with the rewind options above; seeds and seed: the random sets)
+    std::string second_reference;
+    int k = 0;                         // heads per set; 0: a quarter of the heads
+    std::string direction = "higher";  // the score's direction: higher or lower is better
     // truncate
     std::string keeps = "0:1:0.1";
     // interpolate
     std::string a, b, omegas = "0:1:0.1";
 };
 
-// kind: "rewind", "rewind-each", "truncate" or "interpolate". The configuration carries the journal
-// fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
+// kind: "rewind", "rewind-each", "validate", "truncate" or "interpolate". The configuration carries the
+// journal fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
 SweepConfig sweep_config(const SweepOptions& o, std::string_view kind);
 // Each kind's parameters with its checkpoints, which the front end opened from o.base, o.model,
 // o.reference (or o.a, o.b) after sweep_config: those strings stay the journal's fingerprint.
 RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
                          std::optional<formats::Checkpoint> reference);
+ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                             std::optional<formats::Checkpoint> reference,
+                             std::optional<formats::Checkpoint> second_reference);
 TruncateSweep truncate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model);
 InterpolateSweep interpolate_sweep(const SweepOptions& o, formats::Checkpoint a, formats::Checkpoint b);
 

@@ -1,0 +1,292 @@
+// sweep validate: does the head ranking predict what rewinding heads does, and does it hold under a
+// second reference domain? (sweep.hpp, ValidateSweep; docs/edit.md, "Validating a ranking")
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "diffract/analysis/rank_correlation.hpp"
+#include "diffract/core/atomic_file.hpp"
+#include "diffract/core/csv_field.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/core/json_text.hpp"
+#include "diffract/core/random.hpp"
+#include "diffract/sweep/sweep.hpp"
+#include "rewind_candidates_impl.hpp"
+
+namespace diffract::sweep {
+namespace {
+
+using analysis::HeadRow;
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+edit::RewindHead rewind_head(const HeadRow& s) { return {s.layer, s.head, s.ranked}; }
+
+// The heads from least to most important (the rewind order: rank 0 first).
+std::vector<const HeadRow*> by_rank(const std::vector<HeadRow>& scores) {
+    std::vector<const HeadRow*> out;
+    for (const auto& s : scores) out.push_back(&s);
+    std::sort(out.begin(), out.end(),
+              [](const HeadRow* a, const HeadRow* b) { return a->ranked.rank < b->ranked.rank; });
+    return out;
+}
+
+// One candidate per head set; `same_as` the model when it rewinds nothing.
+struct SetPlan {
+    std::string set;  // "unedited", "each", "bottom", "top", "random_bottom", "random_top"
+    std::uint64_t seed = 0;
+    std::vector<edit::RewindHead> heads;
+};
+
+std::vector<Candidate> candidates_of(const std::vector<SetPlan>& plans, const ValidateSweep& v) {
+    const auto& w = v.rewind;
+    std::vector<Candidate> out;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+        const auto& p = plans[i];
+        Candidate c;
+        c.order = p.set;
+        c.seed = p.seed;
+        c.x = static_cast<double>(p.heads.size());
+        c.label = p.set == "each"       ? fmt::format("L{}_H{}", p.heads[0].layer, p.heads[0].head)
+                  : p.set == "unedited" ? std::string("unedited")
+                                        : fmt::format("{}_s{}", p.set, p.seed);
+        c.content = detail::heads_content(p.heads, w.kv);
+        if (p.heads.empty()) c.same_as = "model";
+        const auto amount = edit::rewound_amount(w.model, p.heads, w.kv, w.common.selection);
+        c.columns = {{"query_heads", amount.query_heads},
+                     {"kv_blocks", amount.kv_blocks},
+                     {"parameters", amount.parameters}};
+        c.build = [&w, heads = p.heads](const std::string& dir) {
+            edit::rewind(dir, w.base, w.model, heads, w.kv, w.common);
+        };
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+std::string interval_text(const analysis::Interval& ci) {
+    return std::isfinite(ci.low) ? fmt::format("95% CI {:.2f} .. {:.2f}", ci.low, ci.high) : "no interval";
+}
+
+// The predictive check's verdict line.
+std::string predictive_verdict(double rho, const analysis::Interval& ci, double p, std::size_t n) {
+    const auto stats =
+        fmt::format("Spearman {:.2f} ({}, permutation p = {:.3g}, {} heads)", rho, interval_text(ci), p, n);
+    if (ci.low > 0)
+        return "the ranking predicts what rewinding one head does: " + stats +
+               ": the more important a head, the more rewinding it alone costs";
+    if (ci.high < 0)
+        return "the ranking predicts the opposite of its claim: " + stats +
+               ": rewinding the more important heads alone costs less";
+    return "no evidence that the ranking predicts what rewinding one head does: " + stats +
+           " (the interval includes 0)";
+}
+
+// A set's harm (the score lost) against its matched random sets', worded as score changes: how the set
+// compares with all of them and with their mean.
+std::string set_verdict(const std::string& what, int k, double harm, const std::vector<double>& random,
+                        bool least, double direction) {
+    auto change = [&](double h) { return fmt::format("{:+.4g}", -direction * h + 0.0); };  // + 0.0: no "-0"
+    const auto head = fmt::format("rewinding the {} {} heads changes the score by {}", k, what, change(harm));
+    if (random.empty()) return head;
+    const double mean =
+        std::accumulate(random.begin(), random.end(), 0.0) / static_cast<double>(random.size());
+    const auto [lo, hi] = std::minmax_element(random.begin(), random.end());
+    // The least important should cost less than random heads, the most important more.
+    const bool beats_all = least ? harm < *lo : harm > *hi;
+    const bool beats_mean = least ? harm < mean : harm > mean;
+    const char* better = least ? "better" : "worse";
+    const double c1 = -direction * *lo + 0.0, c2 = -direction * *hi + 0.0;
+    return fmt::format("{}; {} random sets rewinding as much weight: {} on average ({:+.4g} .. {:+.4g}): {}",
+                       head, random.size(), change(mean), std::min(c1, c2), std::max(c1, c2),
+                       beats_all    ? fmt::format("{} than every one of them", better)
+                       : beats_mean ? fmt::format("{} than their mean, not than all", better)
+                                    : fmt::format("no {} than random heads", better));
+}
+
+}  // namespace
+
+SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
+    const auto& w = v.rewind;
+    if (v.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", v.seeds));
+    if (v.draws < 1) throw InputError(fmt::format("draws: expected at least 1, found {}", v.draws));
+    const auto scores = detail::head_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
+    const auto ranked = by_rank(scores);
+    const auto n = static_cast<int>(scores.size());
+    const int k = v.k > 0 ? v.k : std::max(1, static_cast<int>(std::lround(n / 4.0)));
+    if (k > n) throw InputError(fmt::format("--k: expected at most the model's {} heads, found {}", n, k));
+    const double total = 1.0 + n + 2.0 + 2.0 * v.seeds;
+    if (total > static_cast<double>(config.max_candidates))
+        edit::throw_too_many_candidates("sweep validate (1 + heads + 2 + 2 x --seeds)", total,
+                                        config.max_candidates);
+
+    // The plans: unedited, each head alone (in layer, head order), the k least and most important, and
+    // the random sets matched to each.
+    std::vector<SetPlan> plans{{"unedited", 0, {}}};
+    std::vector<const HeadRow*> heads;
+    for (const auto& s : scores) heads.push_back(&s);
+    std::sort(heads.begin(), heads.end(), [](const HeadRow* a, const HeadRow* b) {
+        return std::pair(a->layer, a->head) < std::pair(b->layer, b->head);
+    });
+    for (const auto* h : heads) plans.push_back({"each", 0, {rewind_head(*h)}});
+    std::vector<edit::RewindHead> bottom, top;
+    for (int i = 0; i < k; ++i) bottom.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
+    for (int i = n - k; i < n; ++i) top.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
+    plans.push_back({"bottom", 0, bottom});
+    plans.push_back({"top", 0, top});
+    for (int i = 0; i < v.seeds; ++i) {
+        const std::uint64_t seed = v.first_seed + static_cast<std::uint64_t>(i);
+        plans.push_back({"random_bottom", seed,
+                         edit::matched_random_heads(scores, bottom, stream_seed(seed, "validate-bottom"))});
+        plans.push_back(
+            {"random_top", seed, edit::matched_random_heads(scores, top, stream_seed(seed, "validate-top"))});
+    }
+    const auto candidates = candidates_of(plans, v);
+    const auto run =
+        run_candidates(detail::sized(config, w.model), {{"base", &w.base}, {"model", &w.model}}, candidates);
+
+    // Harm: the score lost against the unedited model, in the score's direction.
+    const double unedited = run.records[0].curve_score();
+    const double direction = v.lower_is_better ? -1.0 : 1.0;
+    auto harm = [&](std::size_t i) { return direction * (unedited - run.records[i].curve_score()); };
+
+    // The predictive check over the heads with a finite importance and harm.
+    std::vector<double> importance, head_harm;
+    for (std::size_t i = 0; i < heads.size(); ++i)
+        if (std::isfinite(heads[i]->ranked.importance) && std::isfinite(harm(i + 1)))
+            importance.push_back(heads[i]->ranked.importance), head_harm.push_back(harm(i + 1));
+    const double rho = analysis::spearman(importance, head_harm);
+    const auto rho_ci =
+        analysis::bootstrap_interval(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
+    const double rho_p =
+        analysis::permutation_p_value(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
+
+    // The sets.
+    const std::size_t first_set = 1 + heads.size();
+    std::vector<double> random_bottom, random_top;
+    for (std::size_t i = first_set + 2; i < plans.size(); ++i)
+        (plans[i].set == "random_bottom" ? random_bottom : random_top).push_back(harm(i));
+
+    nlohmann::ordered_json summary{{"sweep", "validate"},
+                                   {"heads", n},
+                                   {"k", k},
+                                   {"direction", v.lower_is_better ? "lower" : "higher"},
+                                   {"unedited_score", number(unedited)}};
+    summary["predictive"] = {{"spearman", number(rho)},
+                             {"ci95", {number(rho_ci.low), number(rho_ci.high)}},
+                             {"p_value", number(rho_p)},
+                             {"heads", importance.size()},
+                             {"draws", v.draws}};
+    nlohmann::ordered_json sets = nlohmann::ordered_json::array();
+    for (std::size_t i = first_set; i < plans.size(); ++i) {
+        nlohmann::ordered_json j{{"set", plans[i].set},
+                                 {"seed", plans[i].seed},
+                                 {"harm", number(harm(i))},
+                                 {"score", number(run.records[i].curve_score())}};
+        for (const auto& [name, value] : run.records[i].columns) j[name] = value;
+        sets.push_back(j);
+    }
+    summary["sets"] = sets;
+    std::vector<std::string> verdict{
+        predictive_verdict(rho, rho_ci, rho_p, importance.size()),
+        set_verdict("least important", k, harm(first_set), random_bottom, true, direction),
+        set_verdict("most important", k, harm(first_set + 1), random_top, false, direction)};
+
+    // Stability under the second reference: the importance rankings compared head by head.
+    std::map<std::pair<int, int>, const HeadRow*> second_of;
+    std::vector<HeadRow> second;
+    if (v.second_reference) {
+        second = detail::head_scores(w.base, w.model, &*v.second_reference, w);
+        for (const auto& s : second) second_of[{s.layer, s.head}] = &s;
+        std::vector<double> a, b;
+        std::vector<std::pair<int, const HeadRow*>> moved;
+        for (const auto* h : heads)
+            if (const auto it = second_of.find({h->layer, h->head});
+                it != second_of.end() && std::isfinite(h->ranked.importance) &&
+                std::isfinite(it->second->ranked.importance)) {
+                a.push_back(h->ranked.importance), b.push_back(it->second->ranked.importance);
+                moved.emplace_back(std::abs(h->ranked.rank - it->second->ranked.rank), h);
+            }
+        const double tau = analysis::kendall_tau_b(a, b);
+        const auto tau_ci =
+            analysis::bootstrap_interval(a, b, analysis::kendall_tau_b, v.draws, v.first_seed);
+        std::stable_sort(moved.begin(), moved.end(),
+                         [](const auto& x, const auto& y) { return x.first > y.first; });
+        nlohmann::ordered_json moved_json = nlohmann::ordered_json::array();
+        std::string moved_text;
+        for (std::size_t i = 0; i < moved.size() && i < 5 && moved[i].first > 0; ++i) {
+            const auto* h = moved[i].second;
+            const int r2 = second_of.at({h->layer, h->head})->ranked.rank;
+            moved_json.push_back(
+                {{"layer", h->layer}, {"head", h->head}, {"rank", h->ranked.rank}, {"rank_second", r2}});
+            moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer,
+                                      h->head, h->ranked.rank, r2);
+        }
+        summary["stability"] = {{"kendall_tau", number(tau)},
+                                {"ci95", {number(tau_ci.low), number(tau_ci.high)}},
+                                {"heads", a.size()},
+                                {"moved", moved_json}};
+        const auto stats =
+            fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(tau_ci), a.size());
+        verdict.push_back(
+            (tau_ci.low > 0
+                 ? "the ranking holds under the second reference domain: " + stats
+                 : "the ranking depends on the reference domain: " + stats + " (the interval includes 0)") +
+            (moved_text.empty() ? std::string()
+                                : "; heads that move most (rank first -> second): " + moved_text));
+    }
+    summary["verdict"] = verdict;
+    summary["references"] = references_json(config, run.references);
+
+    // heads_validation.csv: a row per head; sets.csv: a row per set.
+    std::vector<std::size_t> rows(heads.size());
+    std::iota(rows.begin(), rows.end(), std::size_t{0});
+    auto count = [](std::int64_t x) { return Cell{x}; };
+    std::vector<Column<std::size_t>> columns{
+        {"layer", [&](std::size_t i) { return count(heads[i]->layer); }},
+        {"head", [&](std::size_t i) { return count(heads[i]->head); }},
+        {"importance", [&](std::size_t i) -> Cell { return heads[i]->ranked.importance; }},
+        {"rank", [&](std::size_t i) { return count(heads[i]->ranked.rank); }},
+        {"score", [&](std::size_t i) -> Cell { return run.records[i + 1].curve_score(); }},
+        {"harm", [&](std::size_t i) -> Cell { return harm(i + 1); }}};
+    if (v.second_reference) {
+        auto other = [&](std::size_t i) {
+            return second_of.count({heads[i]->layer, heads[i]->head})
+                       ? second_of.at({heads[i]->layer, heads[i]->head})
+                       : nullptr;
+        };
+        columns.push_back({"importance_second", [=](std::size_t i) -> Cell {
+                               return other(i) ? Cell{other(i)->ranked.importance} : Cell{std::nan("")};
+                           }});
+        columns.push_back({"rank_second", [=](std::size_t i) -> Cell {
+                               return other(i) ? count(other(i)->ranked.rank) : Cell{};
+                           }});
+    }
+    SweepOutputs out;
+    out.table = make_table<std::size_t>(columns, rows);
+    std::vector<std::size_t> set_rows;
+    for (std::size_t i = first_set; i < plans.size(); ++i) set_rows.push_back(i);
+    std::vector<Column<std::size_t>> set_columns{
+        {"set", [&](std::size_t i) -> Cell { return plans[i].set; }},
+        {"seed", [&](std::size_t i) -> Cell { return static_cast<std::uint64_t>(plans[i].seed); }}};
+    for (std::size_t c = 0; c < run.records[first_set].columns.size(); ++c)
+        set_columns.push_back({run.records[first_set].columns[c].first,
+                               [&, c](std::size_t i) { return count(run.records[i].columns[c].second); }});
+    set_columns.push_back({"score", [&](std::size_t i) -> Cell { return run.records[i].curve_score(); }});
+    set_columns.push_back({"harm", [&](std::size_t i) -> Cell { return harm(i); }});
+    out.summary = json_text(summary, 2) + "\n";
+    const std::filesystem::path dir(config.out_dir);
+    write_file_atomically((dir / "heads_validation.csv").string(), to_csv(out.table));
+    write_file_atomically((dir / "sets.csv").string(),
+                          to_csv(make_table<std::size_t>(set_columns, set_rows)));
+    write_file_atomically((dir / "summary.json").string(), out.summary);
+    if (config.quiet < 2)
+        for (const auto& line : verdict) fmt::print(stderr, "sweep validate: {}\n", line);
+    return out;
+}
+
+}  // namespace diffract::sweep
