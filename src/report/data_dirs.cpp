@@ -1,6 +1,7 @@
 // Loading result directories: metrics.csv, compare.csv, heads.csv (analyze, compare) and
 // curve.csv + summary.json (sweep; read defensively: unknown columns ignored, missing ones noted).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -165,6 +166,71 @@ std::vector<SweepReference> sweep_references(const nlohmann::json& summary, cons
     return out;
 }
 
+// The score's name and direction from summary.json (score_key, direction), else guessed from the name.
+ScoreAxis score_axis(const nlohmann::json& summary) {
+    ScoreAxis a;
+    if (summary.contains("score_key") && summary["score_key"].is_string() &&
+        !summary["score_key"].get<std::string>().empty())
+        a.key = summary["score_key"].get<std::string>();
+    if (summary.contains("direction") && summary["direction"].is_string())
+        a.lower_is_better = summary["direction"].get<std::string>() == "lower";
+    else
+        a.lower_is_better = lower_is_better(a.key);
+    return a;
+}
+
+// The display name of a result directory: its own name (the parent's for "DIR/.").
+std::string dir_name(const fs::path& dir) {
+    auto name = fs::absolute(dir).lexically_normal().filename().string();
+    return name.empty() ? fs::absolute(dir).lexically_normal().parent_path().filename().string() : name;
+}
+
+// heads_effect.csv (rewind-each: delta per head) or heads_validation.csv (validate: harm, importance;
+// sets from summary.json), with the verdict and the Spearman rho of a validation.
+void read_head_effects(const fs::path& dir, const std::string& file, ReportData& data) {
+    const auto csv = (dir / file).string();
+    const auto t = read_csv(csv);
+    const auto summary = read_summary(dir / "summary.json", data);
+    HeadEffects e;
+    e.source = csv;
+    e.name = dir_name(dir);
+    e.kind = file == "heads_validation.csv" ? "validate" : "rewind-each";
+    e.axis = score_axis(summary);
+    const int layer = t.column("layer"), head = t.column("head"), delta = t.column("delta"),
+              harm = t.column("harm"), importance = t.column("importance");
+    if (layer < 0 || head < 0 || (delta < 0 && harm < 0)) {
+        data.notes.push_back(fmt::format("{}: no layer, head and delta (or harm) columns; not drawn", csv));
+        return;
+    }
+    // A validation's harm is the score lost in the score's direction: the change is its negation
+    // (higher is better) or itself (lower is better).
+    const double sign = e.axis.lower_is_better.value_or(false) ? 1.0 : -1.0;
+    for (std::size_t r = 0; r < t.rows.size(); ++r) {
+        HeadEffect h;
+        h.layer = static_cast<int>(t.number(r, layer));
+        h.head = static_cast<int>(t.number(r, head));
+        h.change = delta >= 0 ? t.number(r, delta) : sign * t.number(r, harm);
+        if (importance >= 0) h.importance = t.number(r, importance);
+        e.heads.push_back(h);
+    }
+    if (summary.contains("sets") && summary["sets"].is_array())
+        for (const auto& j : summary["sets"])
+            if (j.is_object() && j.contains("set") && j["set"].is_string() && j.contains("harm") &&
+                j["harm"].is_number())
+                e.sets.push_back({j["set"].get<std::string>(), sign * j["harm"].get<double>()});
+    if (summary.contains("verdict") && summary["verdict"].is_array())
+        for (const auto& v : summary["verdict"])
+            if (v.is_string()) e.verdict.push_back(v.get<std::string>());
+    if (summary.contains("predictive") && summary["predictive"].is_object()) {
+        const auto& p = summary["predictive"];
+        if (p.contains("spearman") && p["spearman"].is_number()) e.spearman = p["spearman"].get<double>();
+        if (p.contains("ci95") && p["ci95"].is_array() && p["ci95"].size() == 2 && p["ci95"][0].is_number() &&
+            p["ci95"][1].is_number())
+            e.ci_low = p["ci95"][0].get<double>(), e.ci_high = p["ci95"][1].get<double>();
+    }
+    data.head_effects.push_back(std::move(e));
+}
+
 void read_sweep(const fs::path& dir, ReportData& data) {
     const auto csv = (dir / "curve.csv").string();
     const auto t = read_csv(csv);
@@ -173,9 +239,9 @@ void read_sweep(const fs::path& dir, ReportData& data) {
               seconds = t.column("eval_seconds");
     Sweep s;
     s.source = csv;
-    s.name = fs::absolute(dir).lexically_normal().filename().string();
-    if (s.name.empty()) s.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+    s.name = dir_name(dir);
     s.kind = sweep_kind(summary, s.name);
+    s.axis = score_axis(summary);
     s.baseline = sweep_baseline(summary);
     s.references = sweep_references(summary, (dir / "summary.json").string(), data);
     std::vector<int> score_cols;
@@ -201,6 +267,24 @@ void read_sweep(const fs::path& dir, ReportData& data) {
 }
 
 }  // namespace
+
+// Scores whose names say lower is better (perplexity, losses, error rates); names that say higher is
+// better (accuracy, similarity, a negated loss); otherwise unknown.
+std::optional<bool> lower_is_better(const std::string& key) {
+    std::string k = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (k.rfind("neg_", 0) == 0) return false;
+    for (const char* lower : {"perplexity", "ppl", "loss", "nll", "error", "wer", "cer", "bpb", "bits_per"})
+        if (k.find(lower) != std::string::npos) return true;
+    for (const char* higher : {"acc", "accuracy", "similarity", "f1", "bleu", "rouge", "exact_match", "auc"})
+        if (k.find(higher) != std::string::npos) return false;
+    return std::nullopt;
+}
+
+std::string ScoreAxis::label() const {
+    if (!lower_is_better) return key;
+    return fmt::format("{} ({} is better)", key, *lower_is_better ? "lower" : "higher");
+}
 
 double Record::value(const std::string& field) const {
     const auto it = values.find(field);
@@ -235,9 +319,17 @@ void load_result_dir(const std::string& dir, ReportData& data) {
         read_sweep(d, data);
         any = true;
     }
+    for (const char* file : {"heads_effect.csv", "heads_validation.csv"})
+        if (fs::exists(d / file)) {
+            read_head_effects(d, file, data);
+            any = true;
+        }
     if (!any)
         throw InputError(
-            fmt::format("{}: no metrics.csv, compare.csv, heads.csv or curve.csv in this directory", dir));
+            fmt::format("{}: no metrics.csv, compare.csv, heads.csv, curve.csv, heads_effect.csv or "
+                        "heads_validation.csv in "
+                        "this directory",
+                        dir));
 }
 
 }  // namespace diffract::report

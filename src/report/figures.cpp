@@ -11,6 +11,7 @@ std::vector<Figure> build_figures(FigureContext& ctx) {
     add_esd(ctx, out);
     add_delta_spectra(ctx, out);
     add_sweeps(ctx, out);
+    add_head_effects(ctx, out);
     add_evolution(ctx, out);
     add_metric_scatter(ctx, out);
     return out;

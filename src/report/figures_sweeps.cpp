@@ -222,6 +222,39 @@ void draw_reference_lines(Svg& svg, const Panel& p, std::vector<RefLine> refs, b
     }
 }
 
+// Whether `v` lies within the curves' range widened by half its span on each side (a flat range: by
+// half its magnitude): near enough to draw on the same axis without squeezing the curves.
+bool near(const Range& curves, double v) {
+    if (curves.empty()) return true;
+    const double span = curves.hi - curves.lo;
+    const double pad = span > 0 ? 0.5 * span : 0.5 * std::max(std::abs(curves.hi), 1e-12);
+    return v >= curves.lo - pad && v <= curves.hi + pad;
+}
+
+// References outside the axis, named at the top (above it) or bottom edge with an arrow.
+void draw_off_scale(Svg& svg, const Panel& p, const std::vector<RefLine>& refs) {
+    const auto& f = p.frame;
+    double top = f.y + kLabelFont + 2, bottom = f.y + f.h - 4;
+    for (const auto& r : refs) {
+        const bool above = r.value > std::max(p.sy.d0, p.sy.d1);
+        svg.text(f.x + f.w - 4, above ? top : bottom,
+                 fmt::format("{} {} (off scale)", r.label, above ? "↑" : "↓"), kLabelFont, "end");
+        if (above)
+            top += kLabelFont + 3;
+        else
+            bottom -= kLabelFont + 3;
+    }
+}
+
+// The y axis of a score: its key and direction ("perplexity (lower is better)"), or the column's name
+// when the sweep has several evaluations.
+std::string score_axis_label(const Sweep& s) {
+    if (s.score_columns[0] == "score") return s.axis.label();
+    return s.axis.lower_is_better ? fmt::format("{} ({} is better)", s.score_columns[0],
+                                                *s.axis.lower_is_better ? "lower" : "higher")
+                                  : s.score_columns[0];
+}
+
 std::string reference_label(const SweepReference& r, double value) {
     return fmt::format("{} {:.4g}", r.key, value);
 }
@@ -324,16 +357,20 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
                                     : kind == "interpolate" ? "interpolation weight ω"
                                                             : "x";
         Axis x{x_label, x_range(curves), false, {}, false};
-        Axis y{kind == "truncate" ? "relative score (÷ full delta)" : s.score_columns[0],
+        Axis y{kind == "truncate" ? "relative " + s.axis.key + " (÷ full delta)" : score_axis_label(s),
                curve_range(curves, scale),
                false,
                {},
                false};
-        std::vector<RefLine> lines;
+        // The axis is scaled to the curves: a reference far outside them (the base, scored an order of
+        // magnitude away) would squeeze the curves into a sliver, so it is named at the panel's edge.
+        const Range curves_only = y.range;
+        std::vector<RefLine> lines, off_scale;
         for (const auto& r : references_of(s)) {
             if (const auto v = reference_score(r, s, s.score_columns[0])) {
-                lines.push_back({reference_label(r, *v), *v / scale});
-                y.range.add(*v / scale);
+                (near(curves_only, *v / scale) ? lines : off_scale)
+                    .push_back({reference_label(r, *v), *v / scale});
+                if (near(curves_only, *v / scale)) y.range.add(*v / scale);
             } else {
                 ctx.note(id, fmt::format("panel '{}', reference '{}'", s.name, r.key),
                          fmt::format("it has no score for {}", s.score_columns[0]));
@@ -341,6 +378,7 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
         }
         if (kind == "truncate") y.range.add(1.0);
         const auto p = draw_axes(svg, frame, s.name, x, y);
+        draw_off_scale(svg, p, off_scale);
         if (kind == "truncate" && std::none_of(lines.begin(), lines.end(), [](const RefLine& l) {
                 return std::abs(l.value - 1.0) < 1e-12;
             }))
@@ -373,8 +411,12 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
         caption +
             " Lines are the mean over seeds with a ±1 std band; thin faint lines are the individual seeds "
             "when there are several. Dotted labelled lines are the reference models evaluated once beside "
-            "the sweep (summary.json's references: the base, the unedited model, the endpoints). Hover a "
-            "point for n, spread and evaluation time.",
+            "the sweep (summary.json's references: the base, the unedited model, the endpoints); one far "
+            "outside "
+            "the curves is named at the panel's edge (off scale), so that the curves keep the axis. The y "
+            "axis "
+            "names the score's key and, where known, its direction. Hover a point for n, spread and "
+            "evaluation time.",
         svg.str()};
 }
 
@@ -393,9 +435,6 @@ void add_sweeps(FigureContext& ctx, std::vector<Figure>& out) {
         }
         if (!sweeps.empty()) out.push_back(panels_figure(ctx, sweeps, kind));
     }
-    for (const auto& s : ctx.data.sweeps)
-        if (s.kind == "rewind-each")
-            ctx.notes.push_back(fmt::format("{}: rewind-each sweeps are not drawn yet", s.source));
     if (ctx.data.sweeps.empty())
         ctx.notes.push_back(
             "sweep figures (rewind, interpolation, truncation): no curve.csv among the inputs");

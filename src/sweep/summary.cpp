@@ -110,6 +110,10 @@ nlohmann::ordered_json references_json(const SweepConfig& c, const std::vector<R
     return refs;
 }
 
+void add_score_key(const SweepConfig& c, nlohmann::ordered_json& summary) {
+    if (!c.eval.score_key.empty()) summary["score_key"] = c.eval.score_key;
+}
+
 nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
     const auto& records = run.records;
     // Curves: (order, seed) -> points, in first-seen order.
@@ -133,6 +137,7 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
     nlohmann::ordered_json s;
     s["sweep"] = kind;
     s["score"] = c.eval.empty() ? "select" : "eval";
+    add_score_key(c, s);
     // The unedited model's score, where the report looks for it (its "unedited" line).
     for (const auto& r : run.references)
         if (r.role == "model") s["baseline"] = number_json(r.scores.curve_score());

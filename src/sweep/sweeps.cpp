@@ -179,6 +179,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
                                    {"unedited_score", unedited},
                                    {"heads", heads.size()},
                                    {"references", references_json(config, run.references)}};
+    add_score_key(config, summary);
     out.summary = json_text(summary, 2) + "\n";
     const std::filesystem::path dir(config.out_dir);
     write_file_atomically((dir / "heads_effect.csv").string(), to_csv(out.table));

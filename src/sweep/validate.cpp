@@ -176,6 +176,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
                                    {"k", k},
                                    {"direction", v.lower_is_better ? "lower" : "higher"},
                                    {"unedited_score", number(unedited)}};
+    add_score_key(config, summary);
     summary["predictive"] = {{"spearman", number(rho)},
                              {"ci95", {number(rho_ci.low), number(rho_ci.high)}},
                              {"p_value", number(rho_p)},

@@ -41,12 +41,43 @@ struct SweepReference {
     std::map<std::string, double> scores;  // "score", or per score column ("score_math")
     double eval_seconds = std::numeric_limits<double>::quiet_NaN();
 };
+// The score's name and direction, as the y axes say it: summary.json's "score_key" (else "score") and
+// "direction", else the direction its name implies (perplexity, loss: lower is better).
+std::optional<bool> lower_is_better(const std::string& score_key);  // from the name alone; nullopt: unknown
+
+struct ScoreAxis {
+    std::string key = "score";
+    std::optional<bool> lower_is_better;
+    std::string label() const;  // "perplexity (lower is better)"
+};
+
 struct Sweep {
-    std::string name, kind, source;  // kind: rewind | truncate | interpolate | rewind-each | sweep
+    std::string name, kind, source;  // kind: rewind | truncate | interpolate | sweep
     std::vector<std::string> score_columns;
     std::vector<SweepPoint> points;
     std::optional<double> baseline;  // summary.json's score of the unedited model, when given
     std::vector<SweepReference> references;
+    ScoreAxis axis;
+};
+
+// What rewinding single heads did: a rewind-each sweep (heads_effect.csv: delta, the score change) or
+// a validation (heads_validation.csv: harm, the score lost, with each head's importance, and the sets).
+struct HeadEffect {
+    int layer = 0, head = 0;
+    double change = std::numeric_limits<double>::quiet_NaN();  // score − the unedited model's
+    double importance = std::numeric_limits<double>::quiet_NaN();
+};
+struct SetEffect {
+    std::string set;  // bottom | top | random_bottom | random_top
+    double change = std::numeric_limits<double>::quiet_NaN();
+};
+struct HeadEffects {
+    std::string name, kind, source;  // kind: rewind-each | validate
+    std::vector<HeadEffect> heads;
+    std::vector<SetEffect> sets;       // validate only
+    std::vector<std::string> verdict;  // validate: summary.json's sentences
+    std::optional<double> spearman, ci_low, ci_high;
+    ScoreAxis axis;
 };
 
 // The singular values of one whole matrix and the scalar fields stored with them.
@@ -68,6 +99,7 @@ struct ReportData {
     std::vector<Record> compare;  // compare (cross-model)
     std::vector<HeadScore> heads;
     std::vector<Sweep> sweeps;
+    std::vector<HeadEffects> head_effects;  // rewind-each and validate directories
     std::vector<Spectrum> spectra;
     std::vector<DeltaSpectrum> deltas;      // whole matrices only
     std::vector<std::string> store_models;  // every name the store holds results under
@@ -78,7 +110,8 @@ struct ReportData {
 };
 
 // Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +
-// summary.json). Throws InputError if DIR does not exist or holds none of them, or a file is malformed.
+// summary.json, heads_effect.csv, heads_validation.csv). Throws InputError if DIR does not exist or holds
+// none of them, or a file is malformed.
 void load_result_dir(const std::string& dir, ReportData& data);
 
 // Reads a results store: the spectra (whole matrices with weights_svals) and the update spectra

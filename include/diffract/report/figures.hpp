@@ -50,6 +50,8 @@ void add_metric_scatter(FigureContext& ctx, std::vector<Figure>& out);
 void add_esd(FigureContext& ctx, std::vector<Figure>& out);
 // Sweep curves: rewind, interpolation trade-off, SVD truncation.
 void add_sweeps(FigureContext& ctx, std::vector<Figure>& out);
+// Single-head rewinds (rewind-each) and ranking validations (sweep validate).
+void add_head_effects(FigureContext& ctx, std::vector<Figure>& out);
 // Evolution over a training series: metric against step per role, box plots per checkpoint.
 void add_evolution(FigureContext& ctx, std::vector<Figure>& out);
 

@@ -142,6 +142,9 @@ struct SweepOutputs {
     std::string summary;
 };
 SweepOutputs write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+// summary.json's "score_key" (the JSON field the score is read from), when one was given: the report
+// names its axes by it.
+void add_score_key(const SweepConfig& config, nlohmann::ordered_json& summary);
 // summary.json's "references": {ROLE: {score, [select_score, report_score,] eval_seconds, path}}.
 nlohmann::ordered_json references_json(const SweepConfig& config, const std::vector<Reference>& references);
 
