@@ -144,7 +144,7 @@ ContentIds identify_model(store::Store& db, const formats::Checkpoint& ck,
     for (const auto& [t, id] : ids) records[t->name] = {t->name, id, t->path(), t->file->identity()};
     std::vector<store::TensorRecord> rows;
     for (auto& [name, r] : records) rows.push_back(std::move(r));
-    db.record_model(ck.name, ck.path, rows);
+    db.record_model(ck.name, ck.source(), rows);
     return ids;
 }
 

@@ -10,6 +10,7 @@
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/distributed.hpp"
+#include "diffract/run/stored_results.hpp"
 #include "field_values_io_impl.hpp"
 
 namespace diffract::run {
@@ -20,7 +21,7 @@ Job::Job(std::string label, const RunOptions& run, const std::vector<const forma
     check_run_output(run, inputs);
     store_.emplace(run.resolved_store());
     // Nor over or inside any input an earlier run recorded in this store.
-    if (!run.out.empty()) check_output_path(run.out, store_->input_paths());
+    if (!run.out.empty()) check_output_path(run.out, recorded_inputs(*store_));
 }
 
 bool Job::is_root() const { return distributed().is_root(); }

@@ -137,21 +137,34 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     // Every input is checked before the first evaluation: the first candidate to evaluate is built now
     // (an edit checks its inputs as it builds: shapes, dtypes, non-finite weights), so a mismatch stops
     // the sweep before any evaluation of the references, which can take hours with a real benchmark.
+    // When every candidate left takes a reference's scores (an interpolation at ω = 0 and 1 only), one
+    // of them is built all the same, as the check, and removed.
     const fs::path work = out / (c.keep ? "candidates" : ".candidates");
     const Candidate* prebuilt = nullptr;  // the candidate built here
+    const Candidate* check_only = nullptr;
     for (const auto& cand : candidates) {
-        if (!cand.same_as.empty() || journal.content(cand.content)) continue;
-        std::error_code ec;
-        fs::remove_all(work / cand.label, ec);  // a candidate left by an interrupted run
-        fs::create_directories(work);
-        try {
-            cand.build((work / cand.label).string());
-        } catch (...) {
-            fs::remove_all(work / cand.label, ec);
-            throw;
+        if (journal.content(cand.content)) continue;
+        if (!cand.same_as.empty()) {
+            if (!check_only) check_only = &cand;
+            continue;
         }
         prebuilt = &cand;
         break;
+    }
+    if (const Candidate* first = prebuilt ? prebuilt : check_only) {
+        std::error_code ec;
+        fs::remove_all(work / first->label, ec);  // a candidate left by an interrupted run
+        fs::create_directories(work);
+        try {
+            first->build((work / first->label).string());
+        } catch (...) {
+            fs::remove_all(work / first->label, ec);
+            throw;
+        }
+        if (!prebuilt) {
+            remove_checked(work / first->label);
+            fs::remove(work, ec);  // only when empty
+        }
     }
     // Removed if the references' evaluation fails: no candidate is left behind.
     std::optional<fs::path> prebuilt_dir;

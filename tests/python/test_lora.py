@@ -97,6 +97,13 @@ def test_base_plus_adapter_is_the_merged_model(setup, tmp_path):
         s = np.linalg.svd(w, compute_uv=False)
         assert float(rows[name]["max_weights_sval"]) == pytest.approx(s[0], rel=1e-10), name
         assert float(rows[name]["min_weights_sval"]) == pytest.approx(s[-1], rel=1e-8), name
+    # The store records the model as BASE+ADAPTER (its base's path alone would name another model), and
+    # both directories as inputs that no output may overwrite.
+    listed = run(["store", "list", "--store", tmp_path / "s.sqlite"]).stdout
+    assert f"{setup['base']}+{setup['adapter']}" in listed
+    for inside in (setup["base"] / "out", setup["adapter"] / "out"):
+        p = run(["analyze", setup["base"], "--out", inside, "--store", tmp_path / "s.sqlite", "--quiet"], check=False)
+        assert p.returncode == 2 and not inside.exists(), p.stderr
     # The adapter directory alone: its base_model_name_or_path names the base; NAME= renames it.
     p = run(["inspect", f"ft={setup['adapter']}"]).stdout
     assert "model:        ft" in p

@@ -41,6 +41,9 @@ struct Checkpoint {
     std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
 
     const TensorInfo* find(std::string_view tensor_name) const;
+    // How to open it again, as the store records it: its path, or BASE+ADAPTER for an adapter model
+    // (whose `path` is its base's).
+    std::string source() const { return adapter.empty() ? path : path + "+" + adapter; }
     // Directory holding config/tokenizer files to copy into edited checkpoints ("" for a lone file).
     std::string directory() const;
     // The paths this model was read from (its file or directory, and its LoRA adapter's directory):

@@ -16,8 +16,10 @@ using StoredResult = store::ResultRow;
 // InputError naming the path when it is not a diffract store of this schema.
 void for_each_stored_result(const std::string& path, const std::function<void(const StoredResult&)>& visit);
 
-// Every path the store at `path` has recorded as an input (store::Store::input_paths); empty when
-// there is no store there.
+// Every path `db` has recorded as an input (store::Store::input_paths), an adapter model's
+// BASE+ADAPTER as both directories.
+std::vector<std::string> recorded_inputs(store::Store& db);
+// recorded_inputs of the store at `path`; empty when there is no store there.
 std::vector<std::string> stored_input_paths(const std::string& path);
 
 }  // namespace diffract::run
