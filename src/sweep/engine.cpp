@@ -75,11 +75,17 @@ Scores evaluate_all(const SweepConfig& c, const std::string& model_path, const f
     fs::remove(log, ec);  // what an interrupted run left
     Scores s;
     const auto start = Clock::now();
-    if (!c.eval.empty()) s.score = evaluate(c.eval, model_path, "--eval", log.string());
-    if (!c.select_eval.empty())
-        s.select_score = evaluate(c.select_eval, model_path, "--select-eval", log.string());
+    if (!c.eval.empty()) {
+        auto e = evaluate(c.eval, model_path, "--eval", log.string());
+        s.score = e.score, s.chunks = std::move(e.chunks);
+    }
+    if (!c.select_eval.empty()) {
+        auto e = evaluate(c.select_eval, model_path, "--select-eval", log.string());
+        s.select_score = e.score;
+        if (c.eval.empty()) s.chunks = std::move(e.chunks);  // the curve's evaluation
+    }
     if (!c.report_eval.empty())
-        s.report_score = evaluate(c.report_eval, model_path, "--report-eval", log.string());
+        s.report_score = evaluate(c.report_eval, model_path, "--report-eval", log.string()).score;
     s.eval_seconds = seconds_since(start);
     return s;
 }
@@ -195,7 +201,9 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     prebuilt_dir.reset();  // the loop below owns the prebuilt candidate now
     std::size_t evaluated = 0, reused = 0, unedited = 0;
     for (const auto& cand : candidates) {
-        Record r{cand.order, cand.seed, cand.x, cand.content, {}, cand.columns};
+        Record r;
+        r.order = cand.order, r.seed = cand.seed, r.x = cand.x, r.content = cand.content,
+        r.columns = cand.columns;
         if (!cand.same_as.empty()) {
             const auto ref = std::find_if(run.references.begin(), run.references.end(),
                                           [&](const Reference& x) { return x.role == cand.same_as; });

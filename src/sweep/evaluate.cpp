@@ -217,11 +217,42 @@ double parse_score(const std::string& text, const std::string& key, const std::s
                           numbers.size())));
 }
 
+std::vector<double> parse_chunks(const std::string& text, const std::string& key, const std::string& flag) {
+    // The last JSON line that holds "chunks" (the shipped evaluators print one line, last).
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const auto j = nlohmann::ordered_json::parse(*it, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("chunks")) continue;
+        const auto& c = j["chunks"];
+        // A list applies to the score; an object gives one list per score field: the --score-key's last
+        // component, else the line's last member (the default score).
+        const nlohmann::ordered_json* list = &c;
+        if (c.is_object()) {
+            std::string name = key.empty() ? (j.empty() ? "" : std::prev(j.end()).key()) : key;
+            if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+            if (!c.contains(name)) return {};
+            list = &c[name];
+        }
+        if (!list->is_array()) return {};
+        std::vector<double> out;
+        for (const auto& v : *list) {
+            if (!v.is_number() || !std::isfinite(v.get<double>()))
+                throw InputError(fmt::format("{}: \"chunks\" holds {}, not finite numbers", flag,
+                                             one_line(v.dump().substr(0, 40))));
+            out.push_back(v.get<double>());
+        }
+        return out;
+    }
+    return {};
+}
+
 namespace {
 
-double raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
-                 const std::string& log_path) {
-    if (e.in_process) return e.in_process(model_path);
+Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                     const std::string& log_path) {
+    if (e.in_process) return {e.in_process(model_path), {}};
     std::string cmd = e.command;
     const std::string quoted = shell_quote(model_path);
     for (std::size_t p = cmd.find("{model}"); p != std::string::npos;
@@ -330,7 +361,7 @@ double raw_score(const EvalCommand& e, const std::string& model_path, const std:
         throw InputError(fmt::format("{}: command failed ({}) on {}: {} (its output: {})", flag, how,
                                      model_path, e.command, log_path));
     try {
-        return parse_score(out, e.score_key, flag);
+        return {parse_score(out, e.score_key, flag), parse_chunks(out, e.score_key, flag)};
     } catch (const InputError& error) {
         throw InputError(fmt::format("{} (its output: {})", error.what(), log_path));
     }
@@ -338,15 +369,16 @@ double raw_score(const EvalCommand& e, const std::string& model_path, const std:
 
 }  // namespace
 
-double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
-                const std::string& log_path) {
+Evaluation evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                    const std::string& log_path) {
     // Every score, from a command or an in-process callable, is a finite number: a NaN or ±Inf would
     // be ranked, journaled as null and read back as NaN on a resume.
-    const double score = raw_score(e, model_path, flag, log_path);
-    if (!std::isfinite(score))
+    auto result = raw_score(e, model_path, flag, log_path);
+    if (!std::isfinite(result.score))
         throw InputError(fmt::format("{}: the score of {} is {}, not a finite number{}", flag, model_path,
-                                     score, e.in_process ? "" : fmt::format(" (its output: {})", log_path)));
-    return score;
+                                     result.score,
+                                     e.in_process ? "" : fmt::format(" (its output: {})", log_path)));
+    return result;
 }
 
 }  // namespace diffract::sweep

@@ -20,8 +20,12 @@ double json_number(const nlohmann::json& j, const char* key) {
 nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 Scores scores_of(const nlohmann::json& j) {
-    return {json_number(j, "score"), json_number(j, "select_score"), json_number(j, "report_score"),
-            json_number(j, "eval_seconds")};
+    Scores s{json_number(j, "score"), json_number(j, "select_score"), json_number(j, "report_score"),
+             json_number(j, "eval_seconds")};
+    if (j.contains("chunks") && j["chunks"].is_array())
+        for (const auto& v : j["chunks"])
+            if (v.is_number()) s.chunks.push_back(v.get<double>());
+    return s;
 }
 
 void put_scores(nlohmann::json& j, const Scores& s) {
@@ -29,6 +33,7 @@ void put_scores(nlohmann::json& j, const Scores& s) {
     j["select_score"] = number_json(s.select_score);
     j["report_score"] = number_json(s.report_score);
     j["eval_seconds"] = number_json(s.eval_seconds);
+    if (!s.chunks.empty()) j["chunks"] = s.chunks;
 }
 
 std::string record_id(const std::string& order, std::uint64_t seed, double x) {

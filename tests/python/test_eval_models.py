@@ -121,7 +121,12 @@ def test_clm_perplexity_command_and_tokenizer_rules(tmp_path):
     assert p.returncode == 0, p.stderr
     line = p.stdout.strip().splitlines()[-1]
     result = json.loads(line)
-    assert set(result) == {"loss", "neg_loss", "tokens", "seconds", "perplexity"}
+    assert set(result) == {"loss", "neg_loss", "tokens", "seconds", "chunks", "perplexity"}
+    # One chunk per window: their losses weighted by tokens are the loss.
+    chunks = result["chunks"]
+    assert set(chunks) == {"loss", "neg_loss", "perplexity"} and len(chunks["loss"]) >= 1
+    assert chunks["perplexity"] == pytest.approx([math.exp(x) for x in chunks["loss"]], rel=1e-12)
+    assert min(chunks["loss"]) <= result["loss"] <= max(chunks["loss"])
     assert float(line.rstrip("}").split()[-1]) == result["perplexity"]  # the last-number rule reads it
     # A weights file stands for its directory (a reference point given as model.safetensors).
     assert perplexity(path / "model.safetensors", text)["perplexity"] == result["perplexity"]

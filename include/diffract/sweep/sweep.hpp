@@ -49,9 +49,20 @@ struct EvalCommand {
 // Runs the evaluation on model_path. A shell command's stdout and stderr are appended to log_path as
 // they arrive (after a line naming the flag and the command; the score is parsed from the stdout);
 // throws InputError naming the flag and the log when it fails or prints no score.
-double evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
-                const std::string& log_path);
+// One evaluation: its score and, when the evaluator printed them, its per-chunk scores (parse_chunks).
+struct Evaluation {
+    double score;
+    std::vector<double> chunks;
+};
+Evaluation evaluate(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                    const std::string& log_path);
 double parse_score(const std::string& stdout_text, const std::string& score_key, const std::string& flag);
+// The per-chunk scores an evaluator may print beside its score, in the JSON line: "chunks": [c1, ...]
+// (values of the score, one per chunk of its data, the same chunks for every model), or "chunks":
+// {"FIELD": [...], ...} with a list per score field (the --score-key's last component, else the
+// line's last member). Empty when there are none; a non-finite entry is an InputError.
+std::vector<double> parse_chunks(const std::string& stdout_text, const std::string& score_key,
+                                 const std::string& flag);
 
 struct SweepConfig {
     std::string out_dir;
@@ -86,6 +97,9 @@ struct Candidate {
 struct Scores {
     double score = kNaN, select_score = kNaN, report_score = kNaN;
     double eval_seconds = kNaN;
+    // The curve evaluation's per-chunk scores (--eval's, else --select-eval's), when printed: the
+    // summary's interval over evaluation chunks.
+    std::vector<double> chunks = {};
     double curve_score() const { return std::isnan(score) ? select_score : score; }
 };
 

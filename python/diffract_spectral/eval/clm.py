@@ -44,6 +44,7 @@ def perplexity(model, text, *, max_tokens=None, stride=None, max_length=None, ba
     length = min(hf.context_length(net.config, max_length), len(ids))
     spans = windows(len(ids), length, stride or max(1, length - 1))
     nll, count = 0.0, 0
+    window_nll, window_count = [], []  # per window: the chunks a sweep resamples (docs/evaluators.md)
     with torch.no_grad():
         for first in range(0, len(spans), max(1, batch_size)):
             batch = spans[first:first + max(1, batch_size)]
@@ -55,8 +56,17 @@ def perplexity(model, text, *, max_tokens=None, stride=None, max_length=None, ba
                 # position t predicts token t + 1
                 token_logp = logp[:, :-1].gather(-1, x[:, 1:, None])[..., 0].double()
                 for row, (b, _, target) in enumerate(group):
-                    nll -= float(token_logp[row, target - b - 1:].sum())
-                    count += b + size - target
+                    window_nll.append(-float(token_logp[row, target - b - 1:].sum()))
+                    window_count.append(b + size - target)
+                    nll += window_nll[-1]
+                    count += window_count[-1]
     loss = nll / count
     return {"loss": loss, "neg_loss": -loss, "tokens": count, "seconds": time.perf_counter() - start,
-            "perplexity": math.exp(loss)}
+            "chunks": chunk_scores(window_nll, window_count), "perplexity": math.exp(loss)}
+
+
+def chunk_scores(nll, count) -> dict:
+    """Per chunk (a window of the text, or a batch row): its loss, neg_loss and perplexity, the lists a
+    sweep resamples for the interval over evaluation data (the same chunks for every candidate)."""
+    losses = [n / c for n, c in zip(nll, count) if c > 0]
+    return {"loss": losses, "neg_loss": [-x for x in losses], "perplexity": [math.exp(x) for x in losses]}

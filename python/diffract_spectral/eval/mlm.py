@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import hf
+from .clm import chunk_scores
 from .errors import EvalError
 
 
@@ -58,6 +59,7 @@ def masked_loss(model, text, *, mask_prob=0.15, seed=0, max_tokens=None, max_len
         labels = [-100] * len(head) + [t if m else -100 for t, m in zip(piece, piece_mask)] + [-100] * len(tail)
         rows.append((inputs, labels))
     nll, count = 0.0, 0
+    row_nll, row_count = [], []  # per chunk of the text: what a sweep resamples
     with torch.no_grad():
         for first in range(0, len(rows), max(1, batch_size)):
             batch = rows[first:first + max(1, batch_size)]
@@ -67,8 +69,11 @@ def masked_loss(model, text, *, mask_prob=0.15, seed=0, max_tokens=None, max_len
             attention = torch.tensor([[1] * len(r[0]) + [0] * (width - len(r[0])) for r in batch], device=device)
             logp = torch.log_softmax(net(input_ids=x, attention_mask=attention).logits.float(), dim=-1)
             sel = y != -100
-            nll -= float(logp[sel].gather(-1, y[sel][:, None]).double().sum())
+            token_logp = logp.gather(-1, y.clamp(min=0)[..., None])[..., 0].double() * sel
+            row_nll.extend((-token_logp.sum(dim=1)).tolist())
+            row_count.extend(sel.sum(dim=1).tolist())
+            nll -= float(token_logp.sum())
             count += int(sel.sum())
     loss = nll / count
     return {"masked": count, "tokens": len(ids), "seconds": time.perf_counter() - start, "neg_loss": -loss,
-            "perplexity": math.exp(loss), "loss": loss}
+            "perplexity": math.exp(loss), "chunks": chunk_scores(row_nll, row_count), "loss": loss}
