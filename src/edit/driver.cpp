@@ -156,14 +156,14 @@ void plan_tensor(const EditJob& job, const TensorInfo& t, const model::TensorRol
     const bool floating = is_editable(t, role, primary.schema, Editable::any_float);
     if (selected && in_all && floating) ++plan.shared;
     EditTensor e{&t, {}, role, &primary.schema};
-    // A tensor the edit leaves as it is (job.touches) is copied as stored, a GGUF tensor in its own type.
-    const bool edited = in_all && job.edit && selected &&
-                        is_editable(t, role, primary.schema, job.editable) &&
-                        (!job.touches || job.touches(e));
-    // Aligned inputs must hold the edited tensors (with Editable::none: every tensor) alike.
-    if (in_all && (edited || job.editable == Editable::none))
+    const bool candidate =
+        in_all && job.edit && selected && is_editable(t, role, primary.schema, job.editable);
+    // Aligned inputs must hold the tensors the edit may rewrite (with Editable::none: every tensor) alike.
+    if (in_all && (candidate || job.editable == Editable::none))
         for (std::size_t k = 0; k < pairs.size(); ++k)
             e.inputs.push_back(&aligned_tensor(*job.aligned[k], pairs[k], t, primary));
+    // A tensor the edit leaves as it is (job.touches) is copied as stored, a GGUF tensor in its own type.
+    const bool edited = candidate && (!job.touches || job.touches(e));
     // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
     plan.specs.push_back({t.name, edited && !is_plain(t) ? plain_view(t).dtype : t.dtype, t.shape});
     if (edited) {
@@ -305,6 +305,16 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     }
     progress.finish();
     return plan.summary;
+}
+
+bool inputs_differ(const EditTensor& e) {
+    const auto& t = *e.tensor;
+    return std::any_of(e.inputs.begin(), e.inputs.end(), [&](const TensorInfo* other) {
+        if (other->dtype != t.dtype || other->shape != t.shape || other->rope_head_rows != t.rope_head_rows)
+            return true;
+        const auto a = t.bytes(), b = other->bytes();
+        return a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0;
+    });
 }
 
 void decode_into(const TensorInfo& t, std::span<double> out) {

@@ -19,6 +19,7 @@ EditSummary interpolate(const std::string& out_dir, const formats::Checkpoint& a
     job.primary = omega == 1.0 ? &b : &a;
     job.aligned = {omega == 1.0 ? &a : &b};  // at the endpoints: only checked to match
     job.editable = omega == 0.0 || omega == 1.0 ? Editable::none : Editable::any_float;
+    job.touches = inputs_differ;  // identical inputs combine to the primary itself
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         auto va = decode_masked(t, *t.tensor);
         const auto vb = decode_masked(t, *t.inputs[0]);

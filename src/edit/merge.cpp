@@ -80,6 +80,7 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
     job.aligned = models;
     job.editable = Editable::any_float;
     job.common = common;
+    job.touches = inputs_differ;  // identical inputs combine to the primary itself
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         const auto w0 = decode_masked(t, *t.tensor);
         const std::size_t n = w0.size();

@@ -38,3 +38,27 @@ def test_rewind_counts_changed_tensors_by_bytes(family_f32, tmp_path):
     assert provenance["tensors_changed"] == differing
     assert provenance["tensors_edited"] > differing  # every attention tensor was rewritten
     assert f"({differing} changed)" in p.stderr
+
+
+@pytest.mark.parametrize("edit", ["interpolate", "merge"])
+def test_elementwise_edits_rewrite_only_tensors_whose_inputs_differ(family_f32, tmp_path, edit):
+    base = family_f32 / "pretrained"
+    model = tmp_path / "model"
+    shutil.copytree(base, model)
+    weights = next(model.glob("*.safetensors"))
+    tensors = st.load_file(str(weights))
+    names = [n for n in tensors if "layers.1." in n and n.endswith("weight")][:2]
+    for n in names:
+        tensors[n] = tensors[n] + np.float32(0.25)
+    st.save_file(tensors, str(weights))
+    args = {"interpolate": ["edit", "interpolate", base, model, "--omega", "0.5"],
+            "merge": ["edit", "merge", "--base", base, "--models", model]}[edit]
+    run(args + ["--out", tmp_path / "e", "--quiet"])
+    record = json.loads((tmp_path / "e" / "diffract_edit.json").read_text())
+    assert (record["tensors_edited"], record["tensors_changed"]) == (2, 2)
+    assert record["tensors_copied"] == len(tensors) - 2
+    out = {}
+    for f in (tmp_path / "e").glob("*.safetensors"):
+        out.update(st.load_file(str(f)))
+    original = st.load_file(str(next(base.glob("*.safetensors"))))
+    assert sorted(n for n in out if not np.array_equal(out[n], original[n])) == sorted(names)

@@ -116,6 +116,10 @@ struct EditSummary {
 // overwrite an input; on any failure no output directory is left behind.
 EditSummary run_edit(const std::string& out_dir, const EditJob& job);
 
+// EditJob::touches of the edits that combine their inputs elementwise (interpolate, merge): a tensor
+// whose every aligned input holds the primary's stored bytes combines to itself, so it is copied.
+bool inputs_differ(const EditTensor& e);
+
 // Tensor values in f64 (into `out`, of t.numel() values), and back into a storage dtype.
 std::vector<double> decode(const TensorInfo& t);
 void decode_into(const TensorInfo& t, std::span<double> out);
