@@ -18,7 +18,9 @@ void zero_line(Svg& svg, const Panel& p) {
     svg.line(p.frame.x, p.py(0), p.frame.x + p.frame.w, p.py(0), kZeroColour, 1, "2 3");
 }
 
-std::string change_label(const ScoreAxis& a) { return "Δ " + a.label(); }  // short: axis titles are cut to fit
+std::string change_label(const ScoreAxis& a) {
+    return "Δ " + a.label();
+}  // short: axis titles are cut to fit
 
 // Per head in layer-major order: its change, coloured by layer.
 void draw_each(Svg& svg, const Frame& frame, const HeadEffects& e, ColourAssigner& colours) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -257,13 +258,19 @@ inline void lora_config(Bytes bytes) {
     }
 }
 
-// An evaluator's stdout: the score rule, without and with a --score-key. A score is any double (the
-// non-finite ones are refused by name later) or InputError; nothing else escapes.
+// An evaluator's stdout: the score rule and its per-chunk scores, without and with a --score-key. A
+// score is any double (the non-finite ones are refused by name later), chunks finite doubles, or
+// InputError; nothing else escapes.
 inline void eval_output(Bytes bytes) {
     const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     for (const char* key : {"", "score", "metrics.score"}) {
         try {
             (void)sweep::parse_score(text, key, "--eval");
+        } catch (const InputError&) {
+        }
+        try {
+            for (const double c : sweep::parse_chunks(text, key, "--eval"))
+                if (!std::isfinite(c)) std::abort();
         } catch (const InputError&) {
         }
     }

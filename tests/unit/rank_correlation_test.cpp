@@ -20,7 +20,8 @@ TEST(RankCorrelation, SpearmanOfOrdersAndTies) {
 
 TEST(RankCorrelation, KendallTauB) {
     EXPECT_NEAR(kendall_tau_b({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0, 1e-15);  // 5 concordant, 1 discordant
-    EXPECT_NEAR(kendall_tau_b({1, 1, 2}, {1, 2, 3}), 2.0 / std::sqrt(2.0 * 3.0), 1e-15);  // one pair tied in x
+    EXPECT_NEAR(kendall_tau_b({1, 1, 2}, {1, 2, 3}), 2.0 / std::sqrt(2.0 * 3.0),
+                1e-15);  // one pair tied in x
     EXPECT_DOUBLE_EQ(kendall_tau_b({1, 2, 3}, {3, 2, 1}), -1.0);
 }
 
