@@ -116,17 +116,13 @@ Reference evaluate_reference(const SweepConfig& c, const ReferenceInput& in, con
 
 }  // namespace
 
-SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>& references,
-                        const std::vector<Candidate>& candidates) {
-    if (c.eval.empty() && (c.select_eval.empty() || c.report_eval.empty()))
-        throw InputError("sweep: give --eval, or both --select-eval and --report-eval");
-    if (static_cast<std::int64_t>(candidates.size()) > c.max_candidates)
-        edit::throw_too_many_candidates("sweep", static_cast<double>(candidates.size()), c.max_candidates);
-    const fs::path out(c.out_dir), logs = out / "logs";
-    fs::create_directories(logs);
-    detail::Journal journal((out / "sweep_state.jsonl").string(), c.fingerprint);
+namespace {
 
-    std::size_t pending = 0;  // candidates to build and evaluate: one per content not yet recorded
+// The candidates still to build and evaluate (one per content not yet recorded); the disk must hold
+// them (all with keep, else one at a time).
+std::size_t pending_candidates(const SweepConfig& c, const std::vector<Candidate>& candidates,
+                               const detail::Journal& journal) {
+    std::size_t pending = 0;
     std::set<std::string> contents;
     for (const auto& cand : candidates)
         if (cand.same_as.empty() && !journal.content(cand.content) && contents.insert(cand.content).second)
@@ -136,17 +132,17 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         edit::check_free_space(c.out_dir, building * c.candidate_bytes,
                                fmt::format("{} candidate checkpoint{}", building, building == 1 ? "" : "s"));
     }
-    std::size_t pending_references = 0;
-    for (const auto& ref : references) pending_references += journal.reference(ref.role) ? 0 : 1;
-    Progress progress(pending + pending_references, c.quiet, c.progress);
+    return pending;
+}
 
-    // Every input is checked before the first evaluation: the first candidate to evaluate is built now
-    // (an edit checks its inputs as it builds: shapes, dtypes, non-finite weights), so a mismatch stops
-    // the sweep before any evaluation of the references, which can take hours with a real benchmark.
-    // When every candidate left takes a reference's scores (an interpolation at ω = 0 and 1 only), one
-    // of them is built all the same, as the check, and removed.
-    const fs::path work = out / (c.keep ? "candidates" : ".candidates");
-    const Candidate* prebuilt = nullptr;  // the candidate built here
+// Every input is checked before the first evaluation: the first candidate to evaluate is built now
+// (an edit checks its inputs as it builds: shapes, dtypes, non-finite weights), so a mismatch stops
+// the sweep before any evaluation of the references, which can take hours with a real benchmark.
+// When every candidate left takes a reference's scores (an interpolation at ω = 0 and 1 only), one of
+// them is built all the same, as the check, and removed. Returns the candidate built and kept, if any.
+const Candidate* build_first(const std::vector<Candidate>& candidates, const detail::Journal& journal,
+                             const fs::path& work) {
+    const Candidate* prebuilt = nullptr;
     const Candidate* check_only = nullptr;
     for (const auto& cand : candidates) {
         if (journal.content(cand.content)) continue;
@@ -157,21 +153,73 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         prebuilt = &cand;
         break;
     }
-    if (const Candidate* first = prebuilt ? prebuilt : check_only) {
-        std::error_code ec;
-        fs::remove_all(work / first->label, ec);  // a candidate left by an interrupted run
-        fs::create_directories(work);
-        try {
-            first->build((work / first->label).string());
-        } catch (...) {
-            fs::remove_all(work / first->label, ec);
-            throw;
-        }
-        if (!prebuilt) {
-            remove_checked(work / first->label);
-            fs::remove(work, ec);  // only when empty
-        }
+    const Candidate* first = prebuilt ? prebuilt : check_only;
+    if (!first) return nullptr;
+    std::error_code ec;
+    fs::remove_all(work / first->label, ec);  // a candidate left by an interrupted run
+    fs::create_directories(work);
+    try {
+        first->build((work / first->label).string());
+    } catch (...) {
+        fs::remove_all(work / first->label, ec);
+        throw;
     }
+    if (!prebuilt) {
+        remove_checked(work / first->label);
+        fs::remove(work, ec);  // only when empty
+    }
+    return prebuilt;
+}
+
+// The scores of a candidate that equals reference `role` byte for byte.
+const Scores& reference_scores(const SweepRun& run, const std::string& role) {
+    const auto ref = std::find_if(run.references.begin(), run.references.end(),
+                                  [&](const Reference& x) { return x.role == role; });
+    if (ref == run.references.end())
+        throw std::logic_error("sweep: a candidate is the same as reference '" + role +
+                               "', which the sweep does not evaluate");
+    return ref->scores;
+}
+
+// Builds (unless `prebuilt`), evaluates and removes (unless keep) one candidate.
+Scores evaluate_candidate(const SweepConfig& c, const Candidate& cand, bool prebuilt, const fs::path& work,
+                          const fs::path& logs) {
+    const fs::path dir = work / cand.label;
+    std::error_code ec;
+    if (!prebuilt) {
+        fs::remove_all(dir, ec);  // a candidate left by an interrupted run
+        fs::create_directories(work);
+        cand.build(dir.string());
+    }
+    Scores scores;
+    try {
+        scores = evaluate_all(c, dir.string(), logs / (cand.label + ".log"));
+    } catch (...) {
+        if (!c.keep) fs::remove_all(dir, ec);
+        throw;
+    }
+    if (!c.keep) remove_checked(dir);
+    return scores;
+}
+
+}  // namespace
+
+SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>& references,
+                        const std::vector<Candidate>& candidates) {
+    if (c.eval.empty() && (c.select_eval.empty() || c.report_eval.empty()))
+        throw InputError("sweep: give --eval, or both --select-eval and --report-eval");
+    if (static_cast<std::int64_t>(candidates.size()) > c.max_candidates)
+        edit::throw_too_many_candidates("sweep", static_cast<double>(candidates.size()), c.max_candidates);
+    const fs::path out(c.out_dir), logs = out / "logs";
+    fs::create_directories(logs);
+    detail::Journal journal((out / "sweep_state.jsonl").string(), c.fingerprint);
+    const std::size_t pending = pending_candidates(c, candidates, journal);
+    std::size_t pending_references = 0;
+    for (const auto& ref : references) pending_references += journal.reference(ref.role) ? 0 : 1;
+    Progress progress(pending + pending_references, c.quiet, c.progress);
+
+    const fs::path work = out / (c.keep ? "candidates" : ".candidates");
+    const Candidate* prebuilt = build_first(candidates, journal, work);
     // Removed if the references' evaluation fails: no candidate is left behind.
     std::optional<fs::path> prebuilt_dir;
     if (prebuilt && !c.keep) prebuilt_dir = work / prebuilt->label;
@@ -205,12 +253,7 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         r.order = cand.order, r.seed = cand.seed, r.x = cand.x, r.content = cand.content,
         r.columns = cand.columns;
         if (!cand.same_as.empty()) {
-            const auto ref = std::find_if(run.references.begin(), run.references.end(),
-                                          [&](const Reference& x) { return x.role == cand.same_as; });
-            if (ref == run.references.end())
-                throw std::logic_error("sweep: a candidate is the same as reference '" + cand.same_as +
-                                       "', which the sweep does not evaluate");
-            r.scores = ref->scores;
+            r.scores = reference_scores(run, cand.same_as);
             ++unedited;
         } else if (const auto* s = journal.content(cand.content)) {
             r.scores = *s;
@@ -218,22 +261,8 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         } else {
             throw_if_cancelled();  // between candidates: a resumed sweep starts from here
             const auto start = Clock::now();
-            const fs::path dir = work / cand.label;
-            std::error_code ec;
-            if (prebuilt == &cand) {
-                prebuilt = nullptr;  // built before the references were evaluated
-            } else {
-                fs::remove_all(dir, ec);  // a candidate left by an interrupted run
-                fs::create_directories(work);
-                cand.build(dir.string());
-            }
-            try {
-                r.scores = evaluate_all(c, dir.string(), logs / (cand.label + ".log"));
-            } catch (...) {
-                if (!c.keep) fs::remove_all(dir, ec);
-                throw;
-            }
-            if (!c.keep) remove_checked(dir);
+            r.scores = evaluate_candidate(c, cand, prebuilt == &cand, work, logs);
+            if (prebuilt == &cand) prebuilt = nullptr;
             ++evaluated;
             progress.evaluated(fmt::format("{} seed {} x={}", cand.order, cand.seed, format_value(cand.x)),
                                r.scores, seconds_since(start));

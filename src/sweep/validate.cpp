@@ -108,157 +108,155 @@ std::string set_verdict(const std::string& what, int k, double harm, const std::
                                     : fmt::format("no {} than random heads", better));
 }
 
-}  // namespace
+// The plan: the heads in layer-major order, then the candidates' head sets — unedited, each head alone,
+// the k least and most important, and the random sets matched to each.
+struct ValidationPlan {
+    std::vector<const HeadRow*> heads;  // plans[i + 1] rewinds heads[i] alone
+    std::vector<SetPlan> plans;
+    int k = 0;
+    std::size_t first_set = 0;  // plans[first_set] = bottom, [first_set + 1] = top, then the random sets
+};
 
-SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
-    const auto& w = v.rewind;
-    if (v.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", v.seeds));
-    if (v.draws < 1) throw InputError(fmt::format("draws: expected at least 1, found {}", v.draws));
-    const auto scores = detail::head_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
+ValidationPlan plan_validation(const std::vector<HeadRow>& scores, const ValidateSweep& v,
+                               std::int64_t max_candidates) {
     const auto ranked = by_rank(scores);
     const auto n = static_cast<int>(scores.size());
-    const int k = v.k > 0 ? v.k : std::max(1, static_cast<int>(std::lround(n / 4.0)));
-    if (k > n) throw InputError(fmt::format("--k: expected at most the model's {} heads, found {}", n, k));
+    ValidationPlan p;
+    p.k = v.k > 0 ? v.k : std::max(1, static_cast<int>(std::lround(n / 4.0)));
+    if (p.k > n)
+        throw InputError(fmt::format("--k: expected at most the model's {} heads, found {}", n, p.k));
     const double total = 1.0 + n + 2.0 + 2.0 * v.seeds;
-    if (total > static_cast<double>(config.max_candidates))
+    if (total > static_cast<double>(max_candidates))
         edit::throw_too_many_candidates("sweep validate (1 + heads + 2 + 2 x --seeds)", total,
-                                        config.max_candidates);
-
-    // The plans: unedited, each head alone (in layer, head order), the k least and most important, and
-    // the random sets matched to each.
-    std::vector<SetPlan> plans{{"unedited", 0, {}}};
-    std::vector<const HeadRow*> heads;
-    for (const auto& s : scores) heads.push_back(&s);
-    std::sort(heads.begin(), heads.end(), [](const HeadRow* a, const HeadRow* b) {
+                                        max_candidates);
+    for (const auto& s : scores) p.heads.push_back(&s);
+    std::sort(p.heads.begin(), p.heads.end(), [](const HeadRow* a, const HeadRow* b) {
         return std::pair(a->layer, a->head) < std::pair(b->layer, b->head);
     });
-    for (const auto* h : heads) plans.push_back({"each", 0, {rewind_head(*h)}});
+    p.plans.push_back({"unedited", 0, {}});
+    for (const auto* h : p.heads) p.plans.push_back({"each", 0, {rewind_head(*h)}});
     std::vector<edit::RewindHead> bottom, top;
-    for (int i = 0; i < k; ++i) bottom.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
-    for (int i = n - k; i < n; ++i) top.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
-    plans.push_back({"bottom", 0, bottom});
-    plans.push_back({"top", 0, top});
+    for (int i = 0; i < p.k; ++i) bottom.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
+    for (int i = n - p.k; i < n; ++i) top.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
+    p.first_set = p.plans.size();
+    p.plans.push_back({"bottom", 0, bottom});
+    p.plans.push_back({"top", 0, top});
     for (int i = 0; i < v.seeds; ++i) {
         const std::uint64_t seed = v.first_seed + static_cast<std::uint64_t>(i);
-        plans.push_back({"random_bottom", seed,
-                         edit::matched_random_heads(scores, bottom, stream_seed(seed, "validate-bottom"))});
-        plans.push_back(
+        p.plans.push_back({"random_bottom", seed,
+                           edit::matched_random_heads(scores, bottom, stream_seed(seed, "validate-bottom"))});
+        p.plans.push_back(
             {"random_top", seed, edit::matched_random_heads(scores, top, stream_seed(seed, "validate-top"))});
     }
-    const auto candidates = candidates_of(plans, v);
-    const auto run =
-        run_candidates(detail::sized(config, w.model), {{"base", &w.base}, {"model", &w.model}}, candidates);
+    return p;
+}
 
-    // Harm: the score lost against the unedited model, in the score's direction.
-    const double unedited = run.records[0].curve_score();
-    const double direction = v.lower_is_better ? -1.0 : 1.0;
-    auto harm = [&](std::size_t i) { return direction * (unedited - run.records[i].curve_score()); };
+// What the evaluations gave: each candidate's harm, the score lost against the unedited model in the
+// score's direction.
+struct Harms {
+    const SweepRun& run;
+    double unedited, direction;
+    double operator()(std::size_t i) const { return direction * (unedited - run.records[i].curve_score()); }
+};
 
-    // The predictive check over the heads with a finite importance and harm.
+// The predictive check over the heads with a finite importance and harm: summary.json's "predictive"
+// and its verdict.
+std::string predictive_check(const ValidationPlan& p, const Harms& harm, const ValidateSweep& v,
+                             nlohmann::ordered_json& summary) {
     std::vector<double> importance, head_harm;
-    for (std::size_t i = 0; i < heads.size(); ++i)
-        if (std::isfinite(heads[i]->ranked.importance) && std::isfinite(harm(i + 1)))
-            importance.push_back(heads[i]->ranked.importance), head_harm.push_back(harm(i + 1));
+    for (std::size_t i = 0; i < p.heads.size(); ++i)
+        if (std::isfinite(p.heads[i]->ranked.importance) && std::isfinite(harm(i + 1)))
+            importance.push_back(p.heads[i]->ranked.importance), head_harm.push_back(harm(i + 1));
     const double rho = analysis::spearman(importance, head_harm);
-    const auto rho_ci =
+    const auto ci =
         analysis::bootstrap_interval(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
-    const double rho_p =
+    const double pv =
         analysis::permutation_p_value(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
-
-    // The sets.
-    const std::size_t first_set = 1 + heads.size();
-    std::vector<double> random_bottom, random_top;
-    for (std::size_t i = first_set + 2; i < plans.size(); ++i)
-        (plans[i].set == "random_bottom" ? random_bottom : random_top).push_back(harm(i));
-
-    nlohmann::ordered_json summary{{"sweep", "validate"},
-                                   {"heads", n},
-                                   {"k", k},
-                                   {"direction", v.lower_is_better ? "lower" : "higher"},
-                                   {"unedited_score", number(unedited)}};
-    add_score_key(config, summary);
     summary["predictive"] = {{"spearman", number(rho)},
-                             {"ci95", {number(rho_ci.low), number(rho_ci.high)}},
-                             {"p_value", number(rho_p)},
+                             {"ci95", {number(ci.low), number(ci.high)}},
+                             {"p_value", number(pv)},
                              {"heads", importance.size()},
                              {"draws", v.draws}};
+    return predictive_verdict(rho, ci, pv, importance.size());
+}
+
+// The sets against their matched random sets: summary.json's "sets" and two verdicts.
+std::vector<std::string> sets_check(const ValidationPlan& p, const Harms& harm,
+                                    nlohmann::ordered_json& summary) {
+    std::vector<double> random_bottom, random_top;
     nlohmann::ordered_json sets = nlohmann::ordered_json::array();
-    for (std::size_t i = first_set; i < plans.size(); ++i) {
-        nlohmann::ordered_json j{{"set", plans[i].set},
-                                 {"seed", plans[i].seed},
+    for (std::size_t i = p.first_set; i < p.plans.size(); ++i) {
+        if (i >= p.first_set + 2)
+            (p.plans[i].set == "random_bottom" ? random_bottom : random_top).push_back(harm(i));
+        nlohmann::ordered_json j{{"set", p.plans[i].set},
+                                 {"seed", p.plans[i].seed},
                                  {"harm", number(harm(i))},
-                                 {"score", number(run.records[i].curve_score())}};
-        for (const auto& [name, value] : run.records[i].columns) j[name] = value;
+                                 {"score", number(harm.run.records[i].curve_score())}};
+        for (const auto& [name, value] : harm.run.records[i].columns) j[name] = value;
         sets.push_back(j);
     }
     summary["sets"] = sets;
-    std::vector<std::string> verdict{
-        predictive_verdict(rho, rho_ci, rho_p, importance.size()),
-        set_verdict("least important", k, harm(first_set), random_bottom, true, direction),
-        set_verdict("most important", k, harm(first_set + 1), random_top, false, direction)};
+    return {set_verdict("least important", p.k, harm(p.first_set), random_bottom, true, harm.direction),
+            set_verdict("most important", p.k, harm(p.first_set + 1), random_top, false, harm.direction)};
+}
 
-    // Stability under the second reference: the importance rankings compared head by head.
-    std::map<std::pair<int, int>, const HeadRow*> second_of;
-    std::vector<HeadRow> second;
-    if (v.second_reference) {
-        second = detail::head_scores(w.base, w.model, &*v.second_reference, w);
-        for (const auto& s : second) second_of[{s.layer, s.head}] = &s;
-        std::vector<double> a, b;
-        std::vector<std::pair<int, const HeadRow*>> moved;
-        for (const auto* h : heads)
-            if (const auto it = second_of.find({h->layer, h->head});
-                it != second_of.end() && std::isfinite(h->ranked.importance) &&
-                std::isfinite(it->second->ranked.importance)) {
-                a.push_back(h->ranked.importance), b.push_back(it->second->ranked.importance);
-                moved.emplace_back(std::abs(h->ranked.rank - it->second->ranked.rank), h);
-            }
-        const double tau = analysis::kendall_tau_b(a, b);
-        const auto tau_ci =
-            analysis::bootstrap_interval(a, b, analysis::kendall_tau_b, v.draws, v.first_seed);
-        std::stable_sort(moved.begin(), moved.end(),
-                         [](const auto& x, const auto& y) { return x.first > y.first; });
-        nlohmann::ordered_json moved_json = nlohmann::ordered_json::array();
-        std::string moved_text;
-        for (std::size_t i = 0; i < moved.size() && i < 5 && moved[i].first > 0; ++i) {
-            const auto* h = moved[i].second;
-            const int r2 = second_of.at({h->layer, h->head})->ranked.rank;
-            moved_json.push_back(
-                {{"layer", h->layer}, {"head", h->head}, {"rank", h->ranked.rank}, {"rank_second", r2}});
-            moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer,
-                                      h->head, h->ranked.rank, r2);
+using SecondRanks = std::map<std::pair<int, int>, const HeadRow*>;
+
+// The ranking under the second reference compared head by head: summary.json's "stability" and its
+// verdict, naming the heads whose rank moves most.
+std::string stability_check(const ValidationPlan& p, const SecondRanks& second_of, const ValidateSweep& v,
+                            nlohmann::ordered_json& summary) {
+    std::vector<double> a, b;
+    std::vector<std::pair<int, const HeadRow*>> moved;
+    for (const auto* h : p.heads)
+        if (const auto it = second_of.find({h->layer, h->head});
+            it != second_of.end() && std::isfinite(h->ranked.importance) &&
+            std::isfinite(it->second->ranked.importance)) {
+            a.push_back(h->ranked.importance), b.push_back(it->second->ranked.importance);
+            moved.emplace_back(std::abs(h->ranked.rank - it->second->ranked.rank), h);
         }
-        summary["stability"] = {{"kendall_tau", number(tau)},
-                                {"ci95", {number(tau_ci.low), number(tau_ci.high)}},
-                                {"heads", a.size()},
-                                {"moved", moved_json}};
-        const auto stats =
-            fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(tau_ci), a.size());
-        verdict.push_back(
-            (tau_ci.low > 0
-                 ? "the ranking holds under the second reference domain: " + stats
-                 : "the ranking depends on the reference domain: " + stats + " (the interval includes 0)") +
-            (moved_text.empty() ? std::string()
-                                : "; heads that move most (rank first -> second): " + moved_text));
+    const double tau = analysis::kendall_tau_b(a, b);
+    const auto ci = analysis::bootstrap_interval(a, b, analysis::kendall_tau_b, v.draws, v.first_seed);
+    std::stable_sort(moved.begin(), moved.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    nlohmann::ordered_json moved_json = nlohmann::ordered_json::array();
+    std::string moved_text;
+    for (std::size_t i = 0; i < moved.size() && i < 5 && moved[i].first > 0; ++i) {
+        const auto* h = moved[i].second;
+        const int r2 = second_of.at({h->layer, h->head})->ranked.rank;
+        moved_json.push_back(
+            {{"layer", h->layer}, {"head", h->head}, {"rank", h->ranked.rank}, {"rank_second", r2}});
+        moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer, h->head,
+                                  h->ranked.rank, r2);
     }
-    summary["verdict"] = verdict;
-    summary["references"] = references_json(config, run.references);
+    summary["stability"] = {{"kendall_tau", number(tau)},
+                            {"ci95", {number(ci.low), number(ci.high)}},
+                            {"heads", a.size()},
+                            {"moved", moved_json}};
+    const auto stats = fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(ci), a.size());
+    return (ci.low > 0
+                ? "the ranking holds under the second reference domain: " + stats
+                : "the ranking depends on the reference domain: " + stats + " (the interval includes 0)") +
+           (moved_text.empty() ? std::string()
+                               : "; heads that move most (rank first -> second): " + moved_text);
+}
 
-    // heads_validation.csv: a row per head; sets.csv: a row per set.
-    std::vector<std::size_t> rows(heads.size());
+// heads_validation.csv's table: a row per head (with the second reference's importance and rank).
+Table heads_table(const ValidationPlan& p, const Harms& harm, const SecondRanks* second_of) {
+    std::vector<std::size_t> rows(p.heads.size());
     std::iota(rows.begin(), rows.end(), std::size_t{0});
     auto count = [](std::int64_t x) { return Cell{x}; };
     std::vector<Column<std::size_t>> columns{
-        {"layer", [&](std::size_t i) { return count(heads[i]->layer); }},
-        {"head", [&](std::size_t i) { return count(heads[i]->head); }},
-        {"importance", [&](std::size_t i) -> Cell { return heads[i]->ranked.importance; }},
-        {"rank", [&](std::size_t i) { return count(heads[i]->ranked.rank); }},
-        {"score", [&](std::size_t i) -> Cell { return run.records[i + 1].curve_score(); }},
+        {"layer", [&](std::size_t i) { return count(p.heads[i]->layer); }},
+        {"head", [&](std::size_t i) { return count(p.heads[i]->head); }},
+        {"importance", [&](std::size_t i) -> Cell { return p.heads[i]->ranked.importance; }},
+        {"rank", [&](std::size_t i) { return count(p.heads[i]->ranked.rank); }},
+        {"score", [&](std::size_t i) -> Cell { return harm.run.records[i + 1].curve_score(); }},
         {"harm", [&](std::size_t i) -> Cell { return harm(i + 1); }}};
-    if (v.second_reference) {
-        auto other = [&](std::size_t i) {
-            return second_of.count({heads[i]->layer, heads[i]->head})
-                       ? second_of.at({heads[i]->layer, heads[i]->head})
-                       : nullptr;
+    if (second_of) {
+        auto other = [&](std::size_t i) -> const HeadRow* {
+            const auto it = second_of->find({p.heads[i]->layer, p.heads[i]->head});
+            return it == second_of->end() ? nullptr : it->second;
         };
         columns.push_back({"importance_second", [=](std::size_t i) -> Cell {
                                return other(i) ? Cell{other(i)->ranked.importance} : Cell{std::nan("")};
@@ -267,23 +265,61 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
                                return other(i) ? count(other(i)->ranked.rank) : Cell{};
                            }});
     }
-    SweepOutputs out;
-    out.table = make_table<std::size_t>(columns, rows);
-    std::vector<std::size_t> set_rows;
-    for (std::size_t i = first_set; i < plans.size(); ++i) set_rows.push_back(i);
-    std::vector<Column<std::size_t>> set_columns{
-        {"set", [&](std::size_t i) -> Cell { return plans[i].set; }},
-        {"seed", [&](std::size_t i) -> Cell { return static_cast<std::uint64_t>(plans[i].seed); }}};
-    for (std::size_t c = 0; c < run.records[first_set].columns.size(); ++c)
-        set_columns.push_back({run.records[first_set].columns[c].first,
-                               [&, c](std::size_t i) { return count(run.records[i].columns[c].second); }});
-    set_columns.push_back({"score", [&](std::size_t i) -> Cell { return run.records[i].curve_score(); }});
-    set_columns.push_back({"harm", [&](std::size_t i) -> Cell { return harm(i); }});
-    out.summary = json_text(summary, 2) + "\n";
+    return make_table<std::size_t>(columns, rows);
+}
+
+// sets.csv's table: a row per set, with what it rewinds.
+Table sets_table(const ValidationPlan& p, const Harms& harm) {
+    std::vector<std::size_t> rows;
+    for (std::size_t i = p.first_set; i < p.plans.size(); ++i) rows.push_back(i);
+    const auto& records = harm.run.records;
+    std::vector<Column<std::size_t>> columns{
+        {"set", [&](std::size_t i) -> Cell { return p.plans[i].set; }},
+        {"seed", [&](std::size_t i) -> Cell { return static_cast<std::uint64_t>(p.plans[i].seed); }}};
+    for (std::size_t c = 0; c < records[p.first_set].columns.size(); ++c)
+        columns.push_back({records[p.first_set].columns[c].first,
+                           [&, c](std::size_t i) { return Cell{records[i].columns[c].second}; }});
+    columns.push_back({"score", [&](std::size_t i) -> Cell { return records[i].curve_score(); }});
+    columns.push_back({"harm", [&](std::size_t i) -> Cell { return harm(i); }});
+    return make_table<std::size_t>(columns, rows);
+}
+
+}  // namespace
+
+// The stages: the head scores and the plan, the evaluations, the three checks, the outputs.
+SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
+    const auto& w = v.rewind;
+    if (v.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", v.seeds));
+    if (v.draws < 1) throw InputError(fmt::format("draws: expected at least 1, found {}", v.draws));
+    const auto scores = detail::head_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
+    const auto plan = plan_validation(scores, v, config.max_candidates);
+    const auto run = run_candidates(detail::sized(config, w.model), {{"base", &w.base}, {"model", &w.model}},
+                                    candidates_of(plan.plans, v));
+    const Harms harm{run, run.records[0].curve_score(), v.lower_is_better ? -1.0 : 1.0};
+
+    nlohmann::ordered_json summary{{"sweep", "validate"},
+                                   {"heads", plan.heads.size()},
+                                   {"k", plan.k},
+                                   {"direction", v.lower_is_better ? "lower" : "higher"},
+                                   {"unedited_score", number(harm.unedited)}};
+    add_score_key(config, summary);
+    std::vector<std::string> verdict{predictive_check(plan, harm, v, summary)};
+    for (auto& line : sets_check(plan, harm, summary)) verdict.push_back(std::move(line));
+    std::vector<HeadRow> second;
+    SecondRanks second_of;
+    if (v.second_reference) {
+        second = detail::head_scores(w.base, w.model, &*v.second_reference, w);
+        for (const auto& s : second) second_of[{s.layer, s.head}] = &s;
+        verdict.push_back(stability_check(plan, second_of, v, summary));
+    }
+    summary["verdict"] = verdict;
+    summary["references"] = references_json(config, run.references);
+
+    SweepOutputs out{heads_table(plan, harm, v.second_reference ? &second_of : nullptr),
+                     json_text(summary, 2) + "\n"};
     const std::filesystem::path dir(config.out_dir);
     write_file_atomically((dir / "heads_validation.csv").string(), to_csv(out.table));
-    write_file_atomically((dir / "sets.csv").string(),
-                          to_csv(make_table<std::size_t>(set_columns, set_rows)));
+    write_file_atomically((dir / "sets.csv").string(), to_csv(sets_table(plan, harm)));
     write_file_atomically((dir / "summary.json").string(), out.summary);
     if (config.quiet < 2)
         for (const auto& line : verdict) fmt::print(stderr, "sweep validate: {}\n", line);
