@@ -120,7 +120,8 @@ NoiseFloor noise_floor(const std::vector<double>& relative) {
     for (std::size_t i = 0; i < relative.size(); ++i)
         f.stands_out.push_back(
             std::isfinite(relative[i]) &&
-            (f.z[i] > kStandsOutZ || (f.median > 0 && relative[i] >= kStandsOutRatio * f.median)));
+            ((f.z[i] > kStandsOutZ && relative[i] >= kStandsOutMinRatio * f.median) ||
+             (f.median > 0 && relative[i] >= kStandsOutRatio * f.median)));
     return f;
 }
 
@@ -144,8 +145,8 @@ const std::vector<HeadField>& head_fields() {
         {"update_z",
          "modified z-score 0.6745 (r - median r) / MAD(r) of relative_update among the model's heads"},
         {"stands_out",
-         "1 when update_z > 3.5 (Iglewicz-Hoaglin) or relative_update >= 2 x the median head's: the "
-         "head's update stands out from the others'"}};
+         "1 when update_z > 3.5 (Iglewicz-Hoaglin) at >= 1.25 x the median head's relative_update, or "
+         "relative_update >= 2 x the median head's: the head's update stands out from the others'"}};
     return f;
 }
 

@@ -209,10 +209,10 @@ void note_uniform_update(const std::string& model, const NoiseFloor& floor, Comp
     for (double v : floor.z)
         if (!std::isnan(v)) largest = std::max(largest, v);
     result.findings.push_back(fmt::format(
-        "{}: no head's update stands out from the others' (largest robust z {:.2f} <= {}, none >= {}x the "
-        "median relative update: as uniform noise or a quantisation error is): its importance ranking orders "
-        "noise (docs/compare.md)",
-        model, largest, kStandsOutZ, kStandsOutRatio));
+        "{}: no head's update stands out from the others' (largest robust z {:.2f}; none above {} at {}x the "
+        "median relative update or more, none >= {}x the median: as uniform noise or a quantisation error "
+        "is): its importance ranking orders noise (docs/compare.md)",
+        model, largest, kStandsOutZ, kStandsOutMinRatio, kStandsOutRatio));
 }
 
 // Per head of each model (the reference aside): its statistics, those of the reference, its rank.

@@ -77,13 +77,17 @@ struct HeadBlock {
 // The noise floor of the importance ranking: which heads' updates stand out from the others'. Two
 // tests on each head's relative_update r among all heads of the model, either one enough:
 //   - spread: the modified z-score of Iglewicz and Hoaglin (1993), 0.6745 (r − median r) / MAD(r),
-//     above kStandsOutZ, their recommended outlier bound (MAD 0: 0 at the median, +inf above it);
+//     above kStandsOutZ, their recommended outlier bound (MAD 0: 0 at the median, +inf above it), for
+//     an update at least kStandsOutMinRatio × median r: a uniform update's relative sizes can be so
+//     tight that a head 5 % above the median has z 3.9 (an int8 copy of a trained decoder: relative
+//     updates 0.00509 .. 0.00540), a statistical outlier of no practical size;
 //   - scale: r at least kStandsOutRatio × median r. When many heads changed (a quarter planted and a
 //     quarter drifting in the synthetic family) they inflate the MAD and hide each other from the
 //     spread test (largest z 3.25 there), but their updates are 5.4× the median head's.
 // A uniform update (noise, a quantisation error: largest z 2.2 and 1.01× the median on the family's
 // Q8_0-style copy) has no head standing out, so its 0..1 importance ranking orders noise.
 inline constexpr double kStandsOutZ = 3.5;
+inline constexpr double kStandsOutMinRatio = 1.25;
 inline constexpr double kStandsOutRatio = 2.0;
 std::vector<double> robust_z(const std::vector<double>& values);
 struct NoiseFloor {
