@@ -118,10 +118,9 @@ NoiseFloor noise_floor(const std::vector<double>& relative) {
     f.z = robust_z(relative);
     if (const double med = finite_median(relative); !std::isnan(med)) f.median = med;
     for (std::size_t i = 0; i < relative.size(); ++i)
-        f.stands_out.push_back(
-            std::isfinite(relative[i]) &&
-            ((f.z[i] > kStandsOutZ && relative[i] >= kStandsOutMinRatio * f.median) ||
-             (f.median > 0 && relative[i] >= kStandsOutRatio * f.median)));
+        f.stands_out.push_back(std::isfinite(relative[i]) &&
+                               ((f.z[i] > kStandsOutZ && relative[i] >= kStandsOutMinRatio * f.median) ||
+                                (f.median > 0 && relative[i] >= kStandsOutRatio * f.median)));
     return f;
 }
 
