@@ -139,7 +139,8 @@ struct EditPlan {
     std::vector<formats::TensorSpec> specs;
     std::vector<std::optional<EditTensor>> tensors;  // empty: copied as stored
     EditSummary summary;
-    std::size_t shared = 0;  // selected floating tensors that every input holds
+    std::size_t shared = 0;      // selected floating tensors that every input holds
+    std::size_t candidates = 0;  // tensors the edit may rewrite (before EditJob::touches)
 };
 
 // Plans one tensor: its pairs in the aligned inputs (looked up once; a tensor not in every input is
@@ -162,6 +163,7 @@ void plan_tensor(const EditJob& job, const TensorInfo& t, const model::TensorRol
     if (in_all && (candidate || job.editable == Editable::none))
         for (std::size_t k = 0; k < pairs.size(); ++k)
             e.inputs.push_back(&aligned_tensor(*job.aligned[k], pairs[k], t, primary));
+    plan.candidates += candidate;
     // A tensor the edit leaves as it is (job.touches) is copied as stored, a GGUF tensor in its own type.
     const bool edited = candidate && (!job.touches || job.touches(e));
     // An edited tensor is written as its plain view's dtype (a quantised GGUF tensor as F32).
@@ -192,8 +194,9 @@ void refuse_empty_edit(const EditJob& job, const EditPlan& plan) {
                         "this model's, e.g. '{}'): nothing would be edited",
                         job.aligned.front()->path,
                         plan.summary.only_in_primary.empty() ? "" : plan.summary.only_in_primary.front()));
-    // A job with `touches` may leave every tensor as it is (a rewind of no head): an honest copy.
-    if (job.edit && job.editable != Editable::none && plan.summary.edited == 0 && !job.touches)
+    // Counted before `touches`: a job that may rewrite tensors but leaves them all as they are (a rewind
+    // of no head) writes an honest copy; one with nothing it could rewrite is refused.
+    if (job.edit && job.editable != Editable::none && plan.candidates == 0)
         throw_input_error(primary.path, "", fmt::format("nothing to edit: no selected tensor is {}", [&] {
                               switch (job.editable) {
                                   case Editable::matrices:

@@ -250,9 +250,9 @@ void draw_off_scale(Svg& svg, const Panel& p, const std::vector<RefLine>& refs) 
 // when the sweep has several evaluations.
 std::string score_axis_label(const Sweep& s) {
     if (s.score_columns[0] == "score") return s.axis.label();
-    return s.axis.lower_is_better ? fmt::format("{} ({} is better)", s.score_columns[0],
-                                                *s.axis.lower_is_better ? "lower" : "higher")
-                                  : s.score_columns[0];
+    ScoreAxis column = s.axis;  // the key's direction, under the column's name
+    column.key = s.score_columns[0];
+    return column.label();
 }
 
 std::string reference_label(const SweepReference& r, double value) {

@@ -53,6 +53,15 @@ struct Slots {
     std::size_t custom_slot(std::size_t c, std::size_t unit) const { return units * (1 + c) + unit; }
 };
 
+// Unit `unit`'s slots still pending after the store's look-up: its built-in fields, then its custom ones.
+std::vector<std::size_t> pending_slots(const Slots& slots, const Job& job, std::size_t unit) {
+    std::vector<std::size_t> out;
+    if (job.pending(unit)) out.push_back(unit);
+    for (std::size_t c = 0; c < slots.custom; ++c)
+        if (job.pending(slots.custom_slot(c, unit))) out.push_back(slots.custom_slot(c, unit));
+    return out;
+}
+
 // The units a task's slots belong to, in order, each once.
 std::vector<std::size_t> task_units(const Slots& slots, const Task& task) {
     std::vector<std::size_t> out;
@@ -85,10 +94,7 @@ std::vector<Task> make_tasks(const std::vector<PlannedUnit>& units, const Slots&
     std::vector<Task> tasks;
     std::map<std::pair<std::size_t, const TensorInfo*>, std::size_t> index;
     for (std::size_t i = 0; i < units.size(); ++i) {
-        std::vector<std::size_t> pending;
-        if (job.pending(i)) pending.push_back(i);
-        for (std::size_t c = 0; c < slots.custom; ++c)
-            if (job.pending(slots.custom_slot(c, i))) pending.push_back(slots.custom_slot(c, i));
+        const auto pending = pending_slots(slots, job, i);
         if (pending.empty()) continue;
         if (!by_tensor) {
             tasks.push_back({pending, {}, 1});
@@ -137,7 +143,7 @@ FieldPlan plan_fields(const AnalyzeOptions& o) {
     p.stored_check.insert(p.stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
     p.compute = p.stored_check;
     p.stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
-    // Registered custom fields named in metrics: computed after the built-in ones, own columns.
+    // Registered custom fields named in metrics: own columns after the catalog's, own job slots.
     p.custom = custom_fields_in(o.metrics);
     for (const auto& f : p.custom) p.columns.push_back(f.name), p.custom_stored.push_back({f.name});
     return p;
@@ -318,11 +324,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         kStoredVectors);
     // Counted per unit: one whose slots were all reused is reused, any other is computed.
     std::size_t pending_units = 0;
-    for (std::size_t i = 0; i < units.size(); ++i) {
-        bool pending = job.pending(i);
-        for (std::size_t c = 0; c < slots.custom; ++c) pending |= job.pending(slots.custom_slot(c, i));
-        pending_units += pending;
-    }
+    for (std::size_t i = 0; i < units.size(); ++i) pending_units += !pending_slots(slots, job, i).empty();
     result.reused = units.size() - pending_units;
 
     // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the

@@ -11,6 +11,11 @@
 namespace diffract::sweep::detail {
 
 std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv);
+// A candidate rewinding `heads` of w.model to w.base: keyed by its head set, the model itself (same_as
+// "model") when it rewinds nothing, with what it rewinds as curve.csv's columns when `amount` is given.
+// The caller names it (order, seed, x, label).
+Candidate rewind_candidate(const RewindSweep& w, std::vector<edit::RewindHead> heads,
+                           const edit::RewoundAmount* amount);
 // The configuration with the candidates' size known: each is an edited copy of `primary`.
 SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary);
 // The heads' scores of `model` against `base` (and `reference`, may be null): a compare job.

@@ -26,10 +26,18 @@ double mean(const std::vector<double>& v) {
     return v.empty() ? kNaN : s / static_cast<double>(v.size());
 }
 
+// The percentile 95 % interval of bootstrap values: sorted, at floor(0.025 (M − 1)) and ceil(0.975 (M − 1)).
+std::pair<double, double> percentile_ci95(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const double last = static_cast<double>(values.size() - 1);
+    return {values[static_cast<std::size_t>(std::floor(0.025 * last))],
+            values[static_cast<std::size_t>(std::ceil(0.975 * last))]};
+}
+
 // The bootstrap of (ordering AUC − mean random AUC) over the random orderings: every resample of the n
 // random AUCs with replacement, enumerated when n^n is at most kExactResamples (the exact bootstrap
 // distribution: a brute-force computation reproduces it), else kDrawnResamples seeded draws. Returns the
-// percentile 95 % interval: the sorted differences at floor(0.025 (M − 1)) and ceil(0.975 (M − 1)).
+// percentile 95 % interval (percentile_ci95).
 constexpr std::size_t kExactResamples = 100000, kDrawnResamples = 20000;
 
 std::pair<double, double> bootstrap_diff_ci95(double auc, const std::vector<double>& random) {
@@ -59,10 +67,7 @@ std::pair<double, double> bootstrap_diff_ci95(double auc, const std::vector<doub
             diffs.push_back(auc - sum / static_cast<double>(n));
         }
     }
-    std::sort(diffs.begin(), diffs.end());
-    const double last = static_cast<double>(diffs.size() - 1);
-    return {diffs[static_cast<std::size_t>(std::floor(0.025 * last))],
-            diffs[static_cast<std::size_t>(std::ceil(0.975 * last))]};
+    return percentile_ci95(std::move(diffs));
 }
 
 // The two-sided rank p-value of `auc` among the random orderings' AUCs: with n of them, the chance
@@ -145,10 +150,7 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
         }
         diffs.push_back(mean(aucs[order]) - mean(aucs["random"]));
     }
-    std::sort(diffs.begin(), diffs.end());
-    const double last = static_cast<double>(diffs.size() - 1);
-    return std::pair(diffs[static_cast<std::size_t>(std::floor(0.025 * last))],
-                     diffs[static_cast<std::size_t>(std::ceil(0.975 * last))]);
+    return percentile_ci95(std::move(diffs));
 }
 
 void add_score_key(const SweepConfig& c, nlohmann::ordered_json& summary) {

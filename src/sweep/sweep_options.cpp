@@ -84,27 +84,40 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     return c;
 }
 
-RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
-                         std::optional<formats::Checkpoint> reference) {
+namespace {
+
+// What every rewind sweep takes: the models, the head ranking's scope, the K/V policy, the edit and the
+// run options (the orderings, seeds and fractions are rewind's own).
+RewindSweep rewind_common(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                          std::optional<formats::Checkpoint> reference) {
     RewindSweep w;
     w.base = std::move(base), w.model = std::move(model), w.reference = std::move(reference);
-    w.orders.clear();
-    for (const auto& order : split_list(o.orders))
-        w.orders.push_back(analysis::parse_head_order(order, "--orders"));
-    if (w.orders.empty()) throw InputError("--orders: expected at least one ordering");
-    if (o.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", o.seeds));
-    w.seeds = o.seeds;
-    w.first_seed = o.seed;
     w.scope = analysis::parse_scale_scope(o.scale_scope);
     w.kv = edit::parse_kv_policy(o.kv_policy);
+    w.common = edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size);
+    w.run = run::parse_run_options(o.run);
+    w.run.progress = false;
+    return w;
+}
+
+}  // namespace
+
+RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
+                         std::optional<formats::Checkpoint> reference) {
+    std::vector<analysis::HeadOrder> orders;
+    for (const auto& order : split_list(o.orders))
+        orders.push_back(analysis::parse_head_order(order, "--orders"));
+    if (orders.empty()) throw InputError("--orders: expected at least one ordering");
+    if (o.seeds < 1) throw InputError(fmt::format("--seeds: expected at least 1, found {}", o.seeds));
+    RewindSweep w = rewind_common(o, std::move(base), std::move(model), std::move(reference));
+    w.orders = std::move(orders);
+    w.seeds = o.seeds;
+    w.first_seed = o.seed;
     // Bounded here (rewind-each ignores the fractions); sweep_rewind counts orderings x seeds x
     // fractions against config.max_candidates before making any candidate.
     w.fractions =
         edit::parse_grid(o.fractions, "--fractions",
                          std::max(edit::check_max_candidates(o.max_candidates), edit::kDefaultMaxCandidates));
-    w.common = edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size);
-    w.run = run::parse_run_options(o.run);
-    w.run.progress = false;
     return w;
 }
 
@@ -116,10 +129,8 @@ ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, fo
     if (o.k < 0)
         throw InputError(fmt::format("--k: expected a number of heads >= 1 (0: a quarter), found {}", o.k));
     if (o.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", o.seeds));
-    SweepOptions rewind = o;
-    rewind.seeds = std::max(o.seeds, 1);  // rewind_sweep's check; the random sets are validate's own
     ValidateSweep v;
-    v.rewind = rewind_sweep(rewind, std::move(base), std::move(model), std::move(reference));
+    v.rewind = rewind_common(o, std::move(base), std::move(model), std::move(reference));
     v.second_reference = std::move(second_reference);
     v.k = o.k, v.seeds = o.seeds, v.first_seed = o.seed;
     v.lower_is_better = o.direction == "lower";

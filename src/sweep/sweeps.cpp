@@ -28,6 +28,21 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
     return s;
 }
 
+Candidate rewind_candidate(const RewindSweep& w, std::vector<edit::RewindHead> heads,
+                           const edit::RewoundAmount* amount) {
+    Candidate c;
+    c.content = heads_content(heads, w.kv);
+    if (heads.empty()) c.same_as = "model";
+    if (amount)
+        c.columns = {{"query_heads", amount->query_heads},
+                     {"kv_blocks", amount->kv_blocks},
+                     {"parameters", amount->parameters}};
+    c.build = [&w, heads = std::move(heads)](const std::string& dir) {
+        edit::rewind(dir, w.base, w.model, heads, w.kv, w.common);
+    };
+    return c;
+}
+
 SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {
     SweepConfig c = config;
     c.candidate_bytes = edit::checkpoint_bytes(primary);
@@ -92,19 +107,11 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
                                                : edit::lowest_heads(scores, ranking, x);
                 const auto amount = edit::rewound_amount(model, heads, w.kv, w.common.selection);
                 amounts[x].emplace(amount.parameters, std::string(analysis::head_order_name(order)));
-                Candidate c;
-                c.columns = {{"query_heads", amount.query_heads},
-                             {"kv_blocks", amount.kv_blocks},
-                             {"parameters", amount.parameters}};
+                auto c = detail::rewind_candidate(w, std::move(heads), &amount);  // x = 0: the model itself
                 c.order = std::string(analysis::head_order_name(order));
                 c.seed = ranking.seed;
                 c.x = x;
                 c.label = fmt::format("{}_s{}_x{}", c.order, c.seed, x_label(x));
-                c.content = heads_content(heads, w.kv);
-                if (heads.empty()) c.same_as = "model";  // x = 0 rewinds nothing: the model itself
-                c.build = [&base, &model, &w, heads](const std::string& dir) {
-                    edit::rewind(dir, base, model, heads, w.kv, w.common);
-                };
                 candidates.push_back(std::move(c));
             }
         }
@@ -132,15 +139,11 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     const auto scores = head_scores(base, model, w);
     std::vector<Candidate> candidates;
     auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
-        Candidate c;
-        c.order = heads.empty() ? "unedited" : "each";
+        const bool unedited = heads.empty();
+        auto c = detail::rewind_candidate(w, std::move(heads), nullptr);
+        c.order = unedited ? "unedited" : "each";
         c.x = x;
         c.label = label;
-        c.content = heads_content(heads, w.kv);
-        if (heads.empty()) c.same_as = "model";
-        c.build = [&base, &model, &w, heads](const std::string& dir) {
-            edit::rewind(dir, base, model, heads, w.kv, w.common);
-        };
         candidates.push_back(std::move(c));
     };
     add({}, "unedited", 0);

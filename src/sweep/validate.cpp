@@ -35,7 +35,7 @@ std::vector<const HeadRow*> by_rank(const std::vector<HeadRow>& scores) {
     return out;
 }
 
-// One candidate per head set; `same_as` the model when it rewinds nothing.
+// One candidate per head set (detail::rewind_candidate: the model itself when it rewinds nothing).
 struct SetPlan {
     std::string set;  // "unedited", "each", "bottom", "top", "random_bottom", "random_top"
     std::uint64_t seed = 0;
@@ -47,22 +47,14 @@ std::vector<Candidate> candidates_of(const std::vector<SetPlan>& plans, const Va
     std::vector<Candidate> out;
     for (std::size_t i = 0; i < plans.size(); ++i) {
         const auto& p = plans[i];
-        Candidate c;
+        const auto amount = edit::rewound_amount(w.model, p.heads, w.kv, w.common.selection);
+        auto c = detail::rewind_candidate(w, p.heads, &amount);
         c.order = p.set;
         c.seed = p.seed;
         c.x = static_cast<double>(p.heads.size());
         c.label = p.set == "each"       ? fmt::format("L{}_H{}", p.heads[0].layer, p.heads[0].head)
                   : p.set == "unedited" ? std::string("unedited")
                                         : fmt::format("{}_s{}", p.set, p.seed);
-        c.content = detail::heads_content(p.heads, w.kv);
-        if (p.heads.empty()) c.same_as = "model";
-        const auto amount = edit::rewound_amount(w.model, p.heads, w.kv, w.common.selection);
-        c.columns = {{"query_heads", amount.query_heads},
-                     {"kv_blocks", amount.kv_blocks},
-                     {"parameters", amount.parameters}};
-        c.build = [&w, heads = p.heads](const std::string& dir) {
-            edit::rewind(dir, w.base, w.model, heads, w.kv, w.common);
-        };
         out.push_back(std::move(c));
     }
     return out;

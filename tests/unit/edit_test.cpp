@@ -214,3 +214,26 @@ TEST(EditJobs, CheckFirstThenRunTheFamily) {
     const auto alone = formats::open_checkpoint(one.out);
     EXPECT_EQ(values(from_grid, kQ), values(alone, kQ));
 }
+
+// EditJob::touches decides which candidates are rewritten, never whether there is anything to edit: a
+// job whose every candidate is left as it is writes an honest copy, and a job with no candidate at all
+// (no selected tensor of the editable kind) is refused as without touches.
+TEST(EditJobs, TouchesNeverHidesAnEditWithNothingToEdit) {
+    TempDir tmp;
+    const auto dir = family(tmp.path / "fam");
+    const auto base = formats::open_checkpoint((dir / "pretrained").string());
+    const auto model = formats::open_checkpoint((dir / "math").string());
+    edit::EditJob job;
+    job.record = {"test", {}};
+    job.primary = &model;
+    job.aligned = {&base};
+    job.editable = edit::Editable::attention_heads;
+    job.edit = [](const edit::EditTensor&, std::span<std::byte>) { FAIL() << "no tensor is touched"; };
+    job.touches = [](const edit::EditTensor&) { return false; };
+    const auto copy = edit::run_edit((tmp.path / "copy").string(), job);
+    EXPECT_EQ(copy.edited, 0u);
+    EXPECT_GT(copy.copied, 0u);
+    job.common.selection = analysis::make_selection({"mlp_down", "", "", ""});  // no attention tensor
+    EXPECT_THROW(edit::run_edit((tmp.path / "none").string(), job), InputError);
+    EXPECT_FALSE(fs::exists(tmp.path / "none"));
+}
