@@ -23,6 +23,7 @@ void register_commands(CLI::App& app) {
     add_report(app);
     add_edit(app);
     add_sweep(app);
+    add_watch(app);
     add_completion(app);
 }
 

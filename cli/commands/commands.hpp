@@ -26,6 +26,7 @@ void add_compare(CLI::App& app);
 void add_report(CLI::App& app);
 void add_edit(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_watch(CLI::App& app);
 void add_completion(CLI::App& app);  // last: it lists the commands registered before it
 
 }  // namespace diffract::cli

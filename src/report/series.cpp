@@ -1,53 +1,10 @@
 #include "diffract/report/series.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 #include <vector>
 
-#include "diffract/core/pattern.hpp"
-
 namespace diffract::report {
-namespace {
-
-double unit_scale(const std::string& suffix) {
-    if (suffix.empty()) return 1;
-    switch (suffix[0]) {
-        case 'k':
-        case 'K':
-            return 1e3;
-        case 'm':
-        case 'M':
-            return 1e6;
-        case 'b':
-        case 'B':
-        case 'g':
-        case 'G':
-            return 1e9;
-        case 't':
-        case 'T':
-            return 1e12;
-        default:
-            return 1;
-    }
-}
-
-}  // namespace
-
-std::optional<StepKey> parse_step(std::string_view name) {
-    // RE2 has no lookahead: "not followed by a letter" is a following non-letter or the end.
-    static const Pattern step(R"((?:step|checkpoint|ckpt|iter)[-_]?(\d+))", "step key", true);
-    static const Pattern tokens(
-        R"((?:tokens?[-_]?(\d+(?:\.\d+)?)([kmbtg])?)|(?:(\d+(?:\.\d+)?)([kmbtg])(?:[-_]?tok(?:ens?)?)?(?:[^a-z]|$)))",
-        "token key", true);
-    std::vector<std::string> m;
-    if (step.search(name, m)) return StepKey{std::strtod(m[0].c_str(), nullptr), "step"};
-    if (tokens.search(name, m)) {
-        if (!m[0].empty()) return StepKey{std::strtod(m[0].c_str(), nullptr) * unit_scale(m[1]), "tokens"};
-        return StepKey{std::strtod(m[2].c_str(), nullptr) * unit_scale(m[3]), "tokens"};
-    }
-    return std::nullopt;
-}
 
 Series order_series(const std::vector<std::string>& models) {
     Series s;

@@ -9,7 +9,8 @@ namespace diffract::run {
 
 void write_result_directory(const std::string& out_dir, const std::map<std::string, std::string>& files) {
     static const std::vector<std::string> kResultFiles = {
-        "metrics.csv", "aggregates.csv", "compare.csv", "heads.csv", "skipped.csv", "weightwatcher.csv"};
+        "metrics.csv",       "aggregates.csv",  "compare.csv", "heads.csv",  "skipped.csv",
+        "weightwatcher.csv", "checkpoints.csv", "trends.csv",  "alerts.csv", "watch.json"};
     write_directory_atomically(
         out_dir,
         [&](const std::string& tmp) {

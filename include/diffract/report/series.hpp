@@ -1,5 +1,5 @@
 // Training series: checkpoints of one run ordered by the step or token count in their names
-// ("step1000", "stage1-step2000-tokens4B", "checkpoint-500", "olmo-4T"), or in the given order.
+// (core/step_name.hpp), or in the given order.
 #pragma once
 
 #include <optional>
@@ -7,16 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "diffract/core/step_name.hpp"
+
 namespace diffract::report {
-
-struct StepKey {
-    double value = 0;
-    std::string unit;  // "step" or "tokens"
-};
-
-// The step (preferred) or token count named in a checkpoint name; token suffixes K, M, B, T scale by
-// 1e3 .. 1e12. Empty when the name carries neither.
-std::optional<StepKey> parse_step(std::string_view name);
 
 struct Series {
     std::vector<std::string> models;  // in training order

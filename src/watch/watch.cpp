@@ -1,0 +1,463 @@
+#include "diffract/watch/watch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "diffract/analysis/custom_fields.hpp"
+#include "diffract/analysis/fit_status.hpp"
+#include "diffract/analysis/option_values.hpp"
+#include "diffract/core/cancel.hpp"
+#include "diffract/core/error.hpp"
+#include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/result_directory.hpp"
+#include "diffract/run/tables.hpp"
+#include "diffract/watch/run_directory.hpp"
+
+namespace diffract::watch {
+namespace {
+
+// A one-shot watch waits this many settle periods, at most, for a checkpoint still being written.
+constexpr double kOneShotSettlePeriods = 5;
+// Alerts printed per checkpoint; the rest are counted (alerts.csv keeps them all).
+constexpr std::size_t kAlertsSaidPerStep = 5;
+
+// What the watch knows of one checkpoint (by path).
+struct Entry {
+    FoundCheckpoint found;
+    std::string status, note;
+    bool done = false;
+    std::optional<FileSignature> failed;  // the files as they were when reading them failed
+    std::optional<run::AnalyzeResult> analysis;
+    std::optional<run::CompareResult> comparison;
+};
+
+void check_options(const WatchOptions& o) {
+    if (o.run.out.empty()) throw InputError("watch: --out is required");
+    if (o.every < 1) throw InputError(fmt::format("--every {}: must be a positive number of steps", o.every));
+    if (o.until_step && *o.until_step < 0) throw InputError("--until-step: must not be negative");
+    if (!(o.poll_seconds > 0) || !std::isfinite(o.poll_seconds))
+        throw InputError("--poll: must be a positive number of seconds");
+    if (!(o.settle_seconds >= 0) || !std::isfinite(o.settle_seconds))
+        throw InputError("--settle: must be a non-negative number of seconds");
+    const auto& t = o.thresholds;
+    if (!(t.alpha_low < t.alpha_high))
+        throw InputError(
+            fmt::format("--alpha-low {:g} must be below --alpha-high {:g}", t.alpha_low, t.alpha_high));
+    for (const auto& [name, v] : {std::pair{"--alpha-jump", t.alpha_jump},
+                                  {"--stable-rank-jump", t.stable_rank_jump},
+                                  {"--head-share", t.head_share}})
+        if (!(v > 0) || !std::isfinite(v))
+            throw InputError(fmt::format("{} {:g}: must be positive", name, v));
+}
+
+// Sleeps `seconds`, waking early for a cancellation (which it throws).
+void sleep_for(double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+        throw_if_cancelled();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    throw_if_cancelled();
+}
+
+formats::Checkpoint open_found(const FoundCheckpoint& c, const std::string& base) {
+    auto ck = formats::open_checkpoint(c.adapter && !base.empty() ? base + "+" + c.path : c.path);
+    ck.name = c.name;
+    return ck;
+}
+
+// The run's checkpoints must hold the same tensors: trends follow a unit across steps.
+using Architecture = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+Architecture architecture_of(const formats::Checkpoint& ck) {
+    Architecture a;
+    for (const auto& t : ck.tensors) a.emplace_back(t.name, t.shape);
+    std::sort(a.begin(), a.end());
+    return a;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+void check_architecture(const Architecture& first, const std::string& first_name, const Architecture& now,
+                        const formats::Checkpoint& ck) {
+    if (first == now) return;
+    std::map<std::string, std::vector<std::int64_t>> a(first.begin(), first.end()), b(now.begin(), now.end());
+    std::string what;
+    for (const auto& [name, shape] : b) {
+        const auto it = a.find(name);
+        if (it == a.end())
+            what = fmt::format("tensor {} is not in {}", name, first_name);
+        else if (it->second != shape)
+            what = fmt::format("tensor {} is {} there, {} here", name, shape_text(it->second),
+                               shape_text(shape));
+        if (!what.empty()) break;
+    }
+    if (what.empty())
+        for (const auto& [name, shape] : a)
+            if (!b.count(name)) {
+                what = fmt::format("tensor {} of {} is missing", name, first_name);
+                break;
+            }
+    throw InputError(
+        fmt::format("{}: not the architecture of {} ({}): a run's checkpoints must share their "
+                    "tensors",
+                    ck.path, first_name, what));
+}
+
+// Appends `t`'s rows to `all` with `step` in a first column.
+void append_with_step(Table& all, const Table& t, std::int64_t step) {
+    std::vector<std::string> columns{"step"};
+    columns.insert(columns.end(), t.columns.begin(), t.columns.end());
+    if (all.columns.empty()) all.columns = columns;
+    if (all.columns != columns) throw std::logic_error("watch: a checkpoint's table has other columns");
+    for (const auto& r : t.rows) {
+        auto& row = all.rows.emplace_back();
+        row.push_back(Cell{step});
+        row.insert(row.end(), r.begin(), r.end());
+    }
+}
+
+template <typename Row>
+void observe_rows(const std::vector<Row>& rows, const char* source, std::int64_t step,
+                  std::vector<Observation>& out) {
+    for (const auto& r : rows) {
+        Observation o;
+        o.source = source, o.tensor = r.tensor, o.layer = r.layer,
+        o.role = std::string(model::role_name(r.role));
+        o.head = r.head, o.step = step;
+        for (const auto& [f, v] : r.values)
+            if (!analysis::is_status_field(f)) o.values[f] = v;
+        out.push_back(std::move(o));
+    }
+}
+
+void observe_heads(const std::vector<analysis::HeadRow>& heads, std::int64_t step,
+                   std::vector<Observation>& out) {
+    for (const auto& h : heads) {
+        Observation o;
+        o.source = "heads", o.layer = h.layer, o.head = h.head, o.step = step;
+        o.values = {{"update_norm", h.ranked.update_norm},
+                    {"relative_update", h.domain.relative_update()},
+                    {"importance", h.ranked.importance},
+                    {"agreement", h.domain.agreement},
+                    {"update_z", h.update_z}};
+        out.push_back(std::move(o));
+    }
+}
+
+class Watcher {
+public:
+    explicit Watcher(const WatchOptions& o) : o_(o) {
+        check_options(o);
+        if (!o.base.empty()) base_ = formats::open_checkpoint(o.base);
+    }
+
+    WatchResult run() {
+        try {
+            loop();
+        } catch (const Cancelled&) {
+            write();  // every finished checkpoint's rows, as one directory
+            throw;
+        }
+        if (std::none_of(entries_.begin(), entries_.end(), [](const auto& e) { return e.second.done; }))
+            throw InputError(nothing_read());
+        write();
+        return result_;
+    }
+
+private:
+    void say(const std::string& line) const {
+        if (o_.notice) o_.notice(line);
+    }
+
+    bool wanted(const FoundCheckpoint& c) const {
+        return c.step % o_.every == 0 && (!o_.until_step || c.step <= *o_.until_step);
+    }
+
+    void loop() {
+        double waited = 0;
+        for (;;) {
+            std::vector<FoundCheckpoint> found;
+            for (auto& c : find_checkpoints(o_.run_dir, o_.settle_seconds))
+                if (wanted(c)) found.push_back(std::move(c));
+            check_steps(found);
+            note_deleted(found);
+            double wait = 0;
+            for (const auto& c : found) wait = std::max(wait, visit(c));
+            if (o_.until_step && reached_until()) return;
+            if (!o_.follow) {
+                if (wait <= 0 || waited >= kOneShotSettlePeriods * std::max(o_.settle_seconds, 0.1)) {
+                    for (auto& [path, e] : entries_)
+                        if (!e.done && e.status.empty()) e.status = "skipped", e.note = "still being written";
+                    return;
+                }
+                sleep_for(wait);
+                waited += wait;
+                continue;
+            }
+            sleep_for(wait > 0 ? std::min(wait, o_.poll_seconds) : o_.poll_seconds);
+        }
+    }
+
+    bool reached_until() const {
+        return std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) {
+            return e.second.done && e.second.found.step >= *o_.until_step;
+        });
+    }
+
+    // Two checkpoints of one step would make every table ambiguous.
+    void check_steps(const std::vector<FoundCheckpoint>& found) const {
+        std::map<std::int64_t, const FoundCheckpoint*> seen;
+        for (const auto& c : found) {
+            const auto [it, fresh] = seen.emplace(c.step, &c);
+            if (!fresh)
+                throw InputError(
+                    fmt::format("{}: step {} is also the step of {}: a run's checkpoints need distinct "
+                                "steps (watch one run directory at a time)",
+                                c.path, c.step, it->second->path));
+        }
+        for (const auto& [path, e] : entries_)
+            if (e.done && e.status != "deleted" && seen.count(e.found.step) &&
+                seen[e.found.step]->path != path)
+                throw InputError(fmt::format("{}: step {} is also the step of {}, analysed before",
+                                             seen[e.found.step]->path, e.found.step, path));
+    }
+
+    // save_total_limit deletes old checkpoints: their rows stay.
+    void note_deleted(const std::vector<FoundCheckpoint>& found) {
+        std::set<std::string> present;
+        for (const auto& c : found) present.insert(c.path);
+        for (auto& [path, e] : entries_)
+            if (!present.count(path) && e.status != "deleted" && (e.done || !e.status.empty())) {
+                if (e.done)
+                    say(fmt::format("watch: step {} ({}) was deleted; its rows stay", e.found.step,
+                                    e.found.name));
+                e.status = "deleted";
+            }
+    }
+
+    // Reads `c` when it is ready; returns how long to wait for it when it is still being written.
+    double visit(const FoundCheckpoint& c) {
+        auto& e = entries_[c.path];
+        if (e.done && e.found.signature == c.signature && e.status != "deleted") return 0;
+        if (e.done && e.status != "deleted")
+            say(fmt::format("watch: step {} ({}) was rewritten; reading it again", c.step, c.name));
+        e.found = c;
+        if (!c.not_ready.empty()) {
+            e.status = "skipped", e.note = c.not_ready;
+            return 0;
+        }
+        const double age = seconds_since_change(c.signature);
+        if (age < o_.settle_seconds) {
+            e.status = "skipped", e.note = "being written";
+            return o_.settle_seconds - age;
+        }
+        if (e.failed && *e.failed == c.signature) return 0;  // unreadable as it stands: wait for a change
+        formats::Checkpoint ck;
+        try {
+            ck = open_found(c, o_.base);
+        } catch (const InputError& err) {
+            e.failed = c.signature;
+            e.status = "skipped", e.note = one_line(err.what());
+            say(fmt::format("watch: step {} ({}) skipped: {}; it is read again once its files change", c.step,
+                            c.name, e.note));
+            return 0;
+        }
+        e.failed.reset();
+        const auto arch = architecture_of(ck);
+        if (first_name_.empty()) first_name_ = ck.path, first_arch_ = arch;
+        check_architecture(first_arch_, first_name_, arch, ck);
+        analyse(e, std::move(ck));
+        return 0;
+    }
+
+    void analyse(Entry& e, formats::Checkpoint ck) {
+        run::AnalyzeOptions a;
+        a.metrics = o_.metrics, a.heads = o_.heads, a.kernel = o_.kernel, a.run = o_.run;
+        std::optional<run::CompareOptions> c;
+        if (base_) {
+            c.emplace();
+            static_cast<analysis::CompareSettings&>(*c) = {};
+            c->precision = o_.kernel.precision, c->route = o_.kernel.route;
+            c->base = *base_, c->models = {ck}, c->heads = o_.heads, c->ranking = o_.ranking, c->run = o_.run;
+            c->suggest_allow_partial = false;
+        }
+        a.models = {std::move(ck)};
+        e.analysis = run::analyze(a);
+        if (c) e.comparison = run::compare(*c);
+        e.done = true;
+        const std::size_t computed = e.analysis->computed + (e.comparison ? e.comparison->computed : 0);
+        const std::size_t reused = e.analysis->reused + (e.comparison ? e.comparison->reused : 0);
+        e.status = computed == 0 ? "reused" : "analysed";
+        e.note.clear();
+        for (const auto* warnings : {&e.analysis->warnings, e.comparison ? &e.comparison->warnings : nullptr})
+            if (warnings)
+                for (const auto& w : *warnings) {
+                    say("watch: warning: " + w);
+                    result_.warnings.push_back(w);
+                }
+        say(fmt::format("watch: step {} ({}): {}", e.found.step, e.found.name,
+                        computed == 0
+                            ? fmt::format("all {} results reused from the store, nothing computed", reused)
+                            : fmt::format("{} computed, {} reused", computed, reused)));
+        write();
+    }
+
+    // The tables from every analysed checkpoint, trends and alerts; new alerts are said.
+    void rebuild() {
+        std::vector<const Entry*> order;
+        for (const auto& [path, e] : entries_)
+            if (e.done || !e.status.empty()) order.push_back(&e);
+        std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
+            return a->found.step != b->found.step ? a->found.step < b->found.step
+                                                  : a->found.name < b->found.name;
+        });
+        WatchResult r;
+        r.warnings = result_.warnings;
+        std::vector<Observation> observations;
+        for (const auto* e : order) {
+            WatchedCheckpoint w;
+            w.step = e->found.step, w.name = e->found.name, w.path = e->found.path,
+            w.adapter = e->found.adapter;
+            w.status = e->status, w.note = e->note;
+            if (e->done) {
+                const auto step = e->found.step;
+                w.computed = e->analysis->computed + (e->comparison ? e->comparison->computed : 0);
+                w.reused = e->analysis->reused + (e->comparison ? e->comparison->reused : 0);
+                append_with_step(r.metrics, run::metrics_table(*e->analysis), step);
+                append_with_step(r.aggregates, run::aggregates_table(*e->analysis), step);
+                observe_rows(e->analysis->rows, "metrics", step, observations);
+                if (e->comparison) {
+                    append_with_step(r.compare, run::compare_table(*e->comparison), step);
+                    append_with_step(r.heads, run::heads_table(*e->comparison), step);
+                    observe_rows(e->comparison->rows, "compare", step, observations);
+                    observe_heads(e->comparison->heads, step, observations);
+                }
+            }
+            r.checkpoints.push_back(std::move(w));
+        }
+        r.trends = trends(observations, o_.thresholds);
+        r.alerts = alerts(observations, o_.thresholds);
+        std::map<std::int64_t, std::vector<const Alert*>> fresh;
+        for (const auto& a : r.alerts) {
+            const auto key =
+                fmt::format("{}|{}|{}|{}|{}", a.step, a.kind, a.tensor, a.head.value_or(-1), a.field);
+            if (said_alerts_.insert(key).second) fresh[a.step].push_back(&a);
+        }
+        for (const auto& [step, list] : fresh) {
+            for (std::size_t i = 0; i < std::min(list.size(), kAlertsSaidPerStep); ++i)
+                say(fmt::format("watch: step {}: alert: {}", step, list[i]->message));
+            if (list.size() > kAlertsSaidPerStep)
+                say(fmt::format("watch: step {}: {} more alerts in {}/alerts.csv", step,
+                                list.size() - kAlertsSaidPerStep, o_.run.out));
+        }
+        result_ = std::move(r);
+    }
+
+    void write() {
+        rebuild();
+        std::map<std::string, std::string> files{
+            {"checkpoints.csv", to_csv(checkpoints_table(result_.checkpoints))},
+            {"trends.csv", to_csv(trends_table(result_.trends))},
+            {"alerts.csv", to_csv(alerts_table(result_.alerts))},
+            {"watch.json", settings_json()}};
+        if (!result_.metrics.columns.empty()) {
+            files["metrics.csv"] = to_csv(result_.metrics);
+            files["aggregates.csv"] = to_csv(result_.aggregates);
+        }
+        if (!result_.compare.columns.empty()) {
+            files["compare.csv"] = to_csv(result_.compare);
+            files["heads.csv"] = to_csv(result_.heads);
+        }
+        run::write_result_directory(o_.run.out, files);
+    }
+
+    std::string settings_json() const {
+        const auto& t = o_.thresholds;
+        nlohmann::json j = {{"run_dir", o_.run_dir},
+                            {"base", o_.base},
+                            {"every", o_.every},
+                            {"precision", o_.kernel.precision == analysis::Precision::f32 ? "f32" : "f64"},
+                            {"thresholds",
+                             {{"alpha_low", t.alpha_low},
+                              {"alpha_high", t.alpha_high},
+                              {"alpha_jump", t.alpha_jump},
+                              {"stable_rank_jump", t.stable_rank_jump},
+                              {"head_share", t.head_share}}}};
+        return j.dump(2) + "\n";
+    }
+
+    std::string nothing_read() const {
+        std::vector<std::string> why;
+        for (const auto& [path, e] : entries_)
+            if (!e.note.empty()) why.push_back(fmt::format("{}: {}", e.found.name, e.note));
+        if (!why.empty())
+            return fmt::format("{}: no checkpoint could be read ({})", o_.run_dir, fmt::join(why, "; "));
+        if (is_model_directory(o_.run_dir))
+            return fmt::format(
+                "{}: this is one checkpoint, not a run of them: watch takes the directory holding "
+                "checkpoint-<step>/ directories (or step-named models)",
+                o_.run_dir);
+        return fmt::format(
+            "{}: no checkpoints found (watch looks for checkpoint-<step>/ directories, model "
+            "directories or .safetensors/.gguf/.bin files whose name carries a step{})",
+            o_.run_dir, o_.every > 1 || o_.until_step ? ", within --every and --until-step" : "");
+    }
+
+    const WatchOptions& o_;
+    std::optional<formats::Checkpoint> base_;
+    std::map<std::string, Entry> entries_;
+    std::string first_name_;
+    Architecture first_arch_;
+    std::set<std::string> said_alerts_;
+    WatchResult result_;
+};
+
+}  // namespace
+
+WatchResult watch(const WatchOptions& options) { return Watcher(options).run(); }
+
+WatchOptions parse_watch_options(const WatchOptionText& text) {
+    WatchOptions o;
+    o.run_dir = text.run_dir;
+    o.base = text.base;
+    o.metrics = analysis::resolve_metrics_with_custom(text.metrics);
+    o.heads = text.heads;
+    o.kernel.precision = analysis::parse_precision(text.precision);
+    o.kernel.route = analysis::parse_svd_route(text.svd_route);
+    o.kernel.rand_seed = text.seed;
+    o.kernel.min_fit_size = text.min_fit_size;
+    o.follow = text.follow;
+    o.every = text.every;
+    o.until_step = text.until_step;
+    o.poll_seconds = text.poll;
+    o.settle_seconds = text.settle;
+    o.thresholds = text.thresholds;
+    o.run = run::parse_run_options(text.run);
+    o.run.out = text.out;
+    check_options(o);
+    return o;
+}
+
+Table checkpoints_table(const std::vector<WatchedCheckpoint>& checkpoints) {
+    return make_table<WatchedCheckpoint>(
+        {{"step", [](const WatchedCheckpoint& c) -> Cell { return c.step; }},
+         {"name", [](const WatchedCheckpoint& c) -> Cell { return c.name; }},
+         {"path", [](const WatchedCheckpoint& c) -> Cell { return c.path; }},
+         {"adapter", [](const WatchedCheckpoint& c) -> Cell { return std::int64_t{c.adapter ? 1 : 0}; }},
+         {"status", [](const WatchedCheckpoint& c) -> Cell { return c.status; }},
+         {"note", [](const WatchedCheckpoint& c) -> Cell { return c.note; }},
+         {"computed",
+          [](const WatchedCheckpoint& c) -> Cell { return static_cast<std::uint64_t>(c.computed); }},
+         {"reused", [](const WatchedCheckpoint& c) -> Cell { return static_cast<std::uint64_t>(c.reused); }}},
+        checkpoints);
+}
+
+}  // namespace diffract::watch
