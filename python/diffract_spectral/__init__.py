@@ -40,7 +40,7 @@ __version__ = _core.__version__  # the CLI's `diffract --version`: CMakeLists.tx
 __all__ = [
     "InputError", "Checkpoint", "open", "from_arrays", "analyze", "compare", "generate", "metric",
     "unregister_metric", "registered_metrics", "catalog", "resolve_metrics", "Analysis", "Comparison", "edit",
-    "sweep", "report", "figures", "Figure", "Figures", "from_model",
+    "sweep", "report", "figures", "Figure", "Figures", "from_model", "watch", "Watch",
 ]
 
 try:  # optional: BF16 / F8 tensors as ml_dtypes arrays (zero-copy); decoded float32 copies otherwise
@@ -375,6 +375,53 @@ def compare(models=(), *, base, reference=None, top_k: int = 10, scale_scope: st
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
         warnings.warn(line, UserWarning, stacklevel=2)
     return Comparison(_table(r["rows"]), _table(r["heads"]), _table(r["skipped"]), r["computed"], r["reused"])
+
+
+@dataclass
+class Watch:
+    """The result of watch: what became of each checkpoint (checkpoints.csv), the analyze and compare
+    tables with a `step` column (compare and heads empty without a base), trends.csv and alerts.csv."""
+    checkpoints: pd.DataFrame
+    metrics: pd.DataFrame
+    aggregates: pd.DataFrame
+    compare: pd.DataFrame
+    heads: pd.DataFrame
+    trends: pd.DataFrame
+    alerts: pd.DataFrame
+
+
+def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], base=None,
+          metrics: Union[str, Sequence] = "default", heads: bool = True, precision: str = "f64",
+          svd_route: str = "auto", seed: int = 42, min_fit_size: int = 50, follow: bool = False, every: int = 1,
+          until_step: Optional[int] = None, poll: float = 10, settle: float = 2, alpha_low: float = 2,
+          alpha_high: float = 6, alpha_jump: float = 1.0, stable_rank_jump: float = 0.2, head_share: float = 0.5,
+          threads: int = 0, max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
+          roles=None, layers=None, match: Optional[str] = None, exclude: Optional[str] = None,
+          progress: bool = False) -> Watch:
+    """`diffract watch RUN_DIR --out DIR`: every checkpoint of a training run (Trainer's checkpoint-<step>/,
+    step-named model directories or files), analysed (and compared with `base`) through the store, so a
+    second call computes only new checkpoints. Options mirror the CLI (docs/watch.md). follow=True keeps
+    watching until `until_step` or Ctrl-C (KeyboardInterrupt; the tables of every finished checkpoint are
+    written). The lines the CLI prints go to the "diffract_spectral.watch" logger (alerts as warnings).
+    Returns a Watch of DataFrames, each analyze/compare table with a `step` column."""
+    import logging
+
+    log = logging.getLogger("diffract_spectral.watch")
+
+    def notice(line: str) -> None:
+        log.log(logging.WARNING if ": alert: " in line or ": warning: " in line else logging.INFO, line)
+
+    t = _core.AlertThresholds()
+    t.alpha_low, t.alpha_high, t.alpha_jump = float(alpha_low), float(alpha_high), float(alpha_jump)
+    t.stable_rank_jump, t.head_share = float(stable_rank_jump), float(head_share)
+    with _progress.display(progress) as sink:
+        r = _core.watch(os.fspath(run_dir), os.fspath(out), "" if base is None else os.fspath(base),
+                        _metrics_spec(metrics), heads, precision, svd_route, seed, min_fit_size, follow, every,
+                        until_step, float(poll), float(settle), t,
+                        _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude), notice)
+    _warn_nonfinite(r["warnings"])
+    return Watch(*(_table(r[k]) for k in ("checkpoints", "metrics", "aggregates", "compare", "heads", "trends",
+                                          "alerts")))
 
 
 def generate(*, out: Union[str, os.PathLike], preset: str = "tiny", layers: Optional[int] = None,

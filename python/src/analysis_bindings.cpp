@@ -1,4 +1,4 @@
-// analyze, compare and generate with the CLI's options; results as columns (dicts of lists).
+// analyze, compare, watch and generate with the CLI's options; results as columns (dicts of lists).
 #include <optional>
 #include <set>
 
@@ -17,6 +17,7 @@
 #include "diffract/run/compare.hpp"
 #include "diffract/run/tables.hpp"
 #include "diffract/synth/synthetic_family.hpp"
+#include "diffract/watch/watch.hpp"
 #include "interruptible.hpp"
 #include "table_columns.hpp"
 
@@ -107,6 +108,44 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     return d;
 }
 
+// watch: the options as watch::WatchOptionText names them; `notice` receives each line the CLI prints.
+nb::dict watch(const std::string& run_dir, const std::string& out, const std::string& base,
+               const std::string& metrics, bool heads, const std::string& precision, const std::string& svd_route,
+               std::int64_t seed, int min_fit_size, bool follow, std::int64_t every,
+               std::optional<std::int64_t> until_step, double poll, double settle,
+               const watch::AlertThresholds& thresholds, const RunArgs& run, nb::object notice) {
+    watch::WatchOptionText t;
+    t.run_dir = run_dir, t.out = out, t.base = base, t.metrics = metrics, t.heads = heads;
+    t.precision = precision, t.svd_route = svd_route, t.seed = seed, t.min_fit_size = min_fit_size;
+    t.follow = follow, t.every = every, t.until_step = until_step, t.poll = poll, t.settle = settle;
+    t.thresholds = thresholds;
+    auto o = watch::parse_watch_options(t);
+    o.run = run_options(run);
+    o.run.out = out;
+    if (!notice.is_none()) {
+        auto owner = keep_alive(notice);
+        o.notice = [owner](const std::string& line) {
+            nb::gil_scoped_acquire acquire;
+            try {
+                nb::handle(static_cast<PyObject*>(const_cast<void*>(owner.get())))(line);
+            } catch (nb::python_error& e) {
+                e.discard_as_unraisable("diffract: the watch's notice");
+            }
+        };
+    }
+    const auto r = run_interruptible([&] { return watch::watch(o); });
+    nb::dict d;
+    d["checkpoints"] = columns_of(watch::checkpoints_table(r.checkpoints));
+    d["metrics"] = columns_of(r.metrics);
+    d["aggregates"] = columns_of(r.aggregates);
+    d["compare"] = columns_of(r.compare);
+    d["heads"] = columns_of(r.heads);
+    d["trends"] = columns_of(watch::trends_table(r.trends));
+    d["alerts"] = columns_of(watch::alerts_table(r.alerts));
+    d["warnings"] = nb::cast(r.warnings);
+    return d;
+}
+
 // Shape arguments are optional: the ones given override the preset's (synth::apply_preset).
 void generate(const std::string& out, const std::string& preset, std::optional<int> layers,
               std::optional<int> hidden, std::optional<int> heads, std::optional<int> kv_heads,
@@ -172,6 +211,17 @@ void bind_analysis(nb::module_& m) {
           nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("delta_only"),
           nb::arg("run"), nb::arg("out"));
+    nb::class_<watch::AlertThresholds>(m, "AlertThresholds", "watch's alert thresholds (--alpha-low, ...)")
+        .def(nb::init<>())
+        .def_rw("alpha_low", &watch::AlertThresholds::alpha_low)
+        .def_rw("alpha_high", &watch::AlertThresholds::alpha_high)
+        .def_rw("alpha_jump", &watch::AlertThresholds::alpha_jump)
+        .def_rw("stable_rank_jump", &watch::AlertThresholds::stable_rank_jump)
+        .def_rw("head_share", &watch::AlertThresholds::head_share);
+    m.def("watch", &watch, nb::arg("run_dir"), nb::arg("out"), nb::arg("base"), nb::arg("metrics"), nb::arg("heads"),
+          nb::arg("precision"), nb::arg("svd_route"), nb::arg("seed"), nb::arg("min_fit_size"), nb::arg("follow"),
+          nb::arg("every"), nb::arg("until_step").none(), nb::arg("poll"), nb::arg("settle"), nb::arg("thresholds"),
+          nb::arg("run"), nb::arg("notice").none());
     m.def("generate", &generate, nb::arg("out"), nb::arg("preset"), nb::arg("layers").none(),
           nb::arg("hidden").none(), nb::arg("heads").none(), nb::arg("kv_heads").none(),
           nb::arg("intermediate").none(), nb::arg("vocab").none(), nb::arg("domains"), nb::arg("reference"),

@@ -15,7 +15,7 @@ from diffract_spectral import _report, edit, sweep
 # CLI command -> the Python function that mirrors it.
 FUNCTIONS = {
     "analyze": diffract.analyze, "compare": diffract.compare, "generate": diffract.generate,
-    "report": diffract.report,
+    "report": diffract.report, "watch": diffract.watch,
     **{f"edit {n.replace('_', '-')}": getattr(edit, n) for n in
        ("rewind", "truncate", "transplant", "permute", "interpolate", "merge", "merge_lora")},
     **{f"sweep {n.replace('_', '-')}": getattr(sweep, n) for n in ("rewind", "truncate", "interpolate", "rewind_each", "validate")},
@@ -52,6 +52,7 @@ PYTHON_ONLY_PARAMETERS = {
     ("*", "models"): "a positional of the CLI (MODEL...)",
     ("*", "a"): "a positional of the CLI (A B)", ("*", "b"): "a positional of the CLI (A B)",
     ("*", "inputs"): "a positional of the CLI (STORE | DIR...)",
+    ("watch", "run_dir"): "a positional of the CLI (RUN_DIR)",
     ("*", "common"): "**common: its names are checked separately",
     ("*", "options"): "**options: its names are checked separately",
     ("report", "format"): "the CLI's --format (checked under its own name)",
