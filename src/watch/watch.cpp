@@ -177,6 +177,13 @@ private:
         if (o_.notice) o_.notice(line);
     }
 
+    // A checkpoint's status changes: the tables are written again at the end of the pass.
+    void set_status(Entry& e, std::string status, std::string note) {
+        if (e.status == status && e.note == note) return;
+        e.status = std::move(status), e.note = std::move(note);
+        changed_ = true;
+    }
+
     bool wanted(const FoundCheckpoint& c) const {
         return c.step % o_.every == 0 && (!o_.until_step || c.step <= *o_.until_step);
     }
@@ -190,12 +197,15 @@ private:
             check_steps(found);
             note_deleted(found);
             double wait = 0;
-            for (const auto& c : found) wait = std::max(wait, visit(c));
+            std::vector<Ready> ready;
+            for (const auto& c : found) wait = std::max(wait, visit(c, ready));
+            analyse_all(ready);
+            if (changed_ && (o_.follow || wait <= 0)) write();
             if (o_.until_step && reached_until()) return;
             if (!o_.follow) {
                 if (wait <= 0 || waited >= kOneShotSettlePeriods * std::max(o_.settle_seconds, 0.1)) {
                     for (auto& [path, e] : entries_)
-                        if (!e.done && e.status.empty()) e.status = "skipped", e.note = "still being written";
+                        if (!e.done && e.status.empty()) set_status(e, "skipped", "still being written");
                     return;
                 }
                 sleep_for(wait);
@@ -239,43 +249,55 @@ private:
                 if (e.done)
                     say(fmt::format("watch: step {} ({}) was deleted; its rows stay", e.found.step,
                                     e.found.name));
-                e.status = "deleted";
+                set_status(e, "deleted", "");
             }
     }
 
-    // Reads `c` when it is ready; returns how long to wait for it when it is still being written.
-    double visit(const FoundCheckpoint& c) {
+    // A checkpoint ready to be analysed, opened.
+    struct Ready {
+        Entry* entry;
+        formats::Checkpoint checkpoint;
+    };
+
+    // Opens `c` when it is ready (into `ready`); returns how long to wait for it when it is still
+    // being written.
+    double visit(const FoundCheckpoint& c, std::vector<Ready>& ready) {
         auto& e = entries_[c.path];
         if (e.done && e.found.signature == c.signature && e.status != "deleted") return 0;
         if (e.done && e.status != "deleted")
             say(fmt::format("watch: step {} ({}) was rewritten; reading it again", c.step, c.name));
         e.found = c;
         if (!c.not_ready.empty()) {
-            e.status = "skipped", e.note = c.not_ready;
+            set_status(e, "skipped", c.not_ready);
             return 0;
         }
         const double age = seconds_since_change(c.signature);
         if (age < o_.settle_seconds) {
-            e.status = "skipped", e.note = "being written";
+            set_status(e, "skipped", "being written");
             return o_.settle_seconds - age;
         }
         if (e.failed && *e.failed == c.signature) return 0;  // unreadable as it stands: wait for a change
-        formats::Checkpoint ck;
         try {
-            ck = open_found(c, o_.base);
+            ready.push_back({&e, open_found(c, o_.base)});
         } catch (const InputError& err) {
             e.failed = c.signature;
-            e.status = "skipped", e.note = one_line(err.what());
+            set_status(e, "skipped", one_line(err.what()));
             say(fmt::format("watch: step {} ({}) skipped: {}; it is read again once its files change", c.step,
                             c.name, e.note));
             return 0;
         }
         e.failed.reset();
-        const auto arch = architecture_of(ck);
-        if (first_name_.empty()) first_name_ = ck.path, first_arch_ = arch;
-        check_architecture(first_arch_, first_name_, arch, ck);
-        analyse(e, std::move(ck));
         return 0;
+    }
+
+    // Every checkpoint ready in this pass, checked against the run's architecture before any is analysed.
+    void analyse_all(std::vector<Ready>& ready) {
+        for (const auto& r : ready) {
+            const auto arch = architecture_of(r.checkpoint);
+            if (first_name_.empty()) first_name_ = r.checkpoint.path, first_arch_ = arch;
+            check_architecture(first_arch_, first_name_, arch, r.checkpoint);
+        }
+        for (auto& r : ready) analyse(*r.entry, std::move(r.checkpoint));
     }
 
     void analyse(Entry& e, formats::Checkpoint ck) {
@@ -362,6 +384,7 @@ private:
     }
 
     void write() {
+        changed_ = false;
         rebuild();
         std::map<std::string, std::string> files{
             {"checkpoints.csv", to_csv(checkpoints_table(result_.checkpoints))},
@@ -417,6 +440,7 @@ private:
     std::string first_name_;
     Architecture first_arch_;
     std::set<std::string> said_alerts_;
+    bool changed_ = false;  // a status changed since the tables were written
     WatchResult result_;
 };
 
