@@ -22,10 +22,14 @@ namespace fs = std::filesystem;
 namespace column = run::column;
 namespace {
 
+constexpr char kStep[] = "step";
+
 // The identity columns of metrics.csv and compare.csv; every other column is a field.
 const std::set<std::string> kIdentity = [] {
     const auto c = run::identity_columns(true);  // compare.csv's: metrics.csv's and base
-    return std::set<std::string>(c.begin(), c.end());
+    std::set<std::string> s(c.begin(), c.end());
+    s.insert(kStep);  // a watch directory's tables: the step of the row's checkpoint
+    return s;
 }();
 
 int require(const CsvTable& t, const std::string& name) {
@@ -42,6 +46,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
     const int model = require(t, column::model), tensor = require(t, column::tensor);
     const int layer = require(t, column::layer), role = require(t, column::role),
               head = require(t, column::head), base = compared ? require(t, column::base) : -1;
+    const int step = t.column(kStep);
     std::vector<std::pair<std::string, int>> fields;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
@@ -54,6 +59,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.role = t.cell(r, role);
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
+        if (step >= 0) rec.step = t.number(r, step);
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
                 rec.values[name] = t.number(r, c);
@@ -78,7 +84,7 @@ void read_heads(const std::string& path, ReportData& data) {
               head = require(t, column::head);
     const int reference = t.column(column::reference), norm = require(t, column::update_norm);
     const int ref_norm = t.column(column::ref_update_norm), importance = t.column(column::importance),
-              agreement = t.column(column::agreement);
+              agreement = t.column(column::agreement), step = t.column(kStep);
     const auto num = [&](std::size_t r, int c) {
         return c < 0 ? std::numeric_limits<double>::quiet_NaN() : t.number(r, c);
     };
@@ -94,9 +100,21 @@ void read_heads(const std::string& path, ReportData& data) {
         h.ref_update_norm = num(r, ref_norm);
         h.importance = num(r, importance);
         h.agreement = num(r, agreement);
+        if (step >= 0) h.step = t.number(r, step);
         data.add_model(h.model);
         data.heads.push_back(std::move(h));
     }
+}
+
+// A watch's alerts.csv: the steps where a rule of thumb fired.
+void read_alerts(const std::string& path, ReportData& data) {
+    const auto t = read_csv(path);
+    const int step = require(t, kStep), kind = require(t, "kind"), tensor = require(t, column::tensor),
+              layer = require(t, column::layer), role = require(t, column::role), field = require(t, "field"),
+              message = require(t, "message");
+    for (std::size_t r = 0; r < t.rows.size(); ++r)
+        data.alerts.push_back({t.number(r, step), t.cell(r, kind), t.cell(r, tensor), t.cell(r, role),
+                               t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
 }
 
 nlohmann::json read_summary(const fs::path& path, ReportData& data) {
@@ -324,6 +342,7 @@ void load_result_dir(const std::string& dir, ReportData& data) {
             read_head_effects(d, file, data);
             any = true;
         }
+    if (any && fs::exists(d / "alerts.csv")) read_alerts((d / "alerts.csv").string(), data);
     if (!any)
         throw InputError(
             fmt::format("{}: no metrics.csv, compare.csv, heads.csv, curve.csv, heads_effect.csv or "

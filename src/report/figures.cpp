@@ -13,6 +13,7 @@ std::vector<Figure> build_figures(FigureContext& ctx) {
     add_sweeps(ctx, out);
     add_head_effects(ctx, out);
     add_evolution(ctx, out);
+    add_trajectories(ctx, out);
     add_metric_scatter(ctx, out);
     return out;
 }

@@ -302,3 +302,31 @@ def test_bad_runs_exit_2_with_one_line(family_f32, tmp_path):
     assert_input_error(watch(bad, tmp_path / "w", "--every", "0", check=False), "--every")
     assert_input_error(watch(bad, tmp_path / "w", "--alpha-low", "7", check=False), "--alpha-low")
     assert not (tmp_path / "w").exists()  # nothing half-written
+
+
+def test_the_report_draws_trajectories_with_the_alerts(family_f32, run_dir, tmp_path):
+    import html
+    import re
+    watch(run_dir, tmp_path / "w", "--base", family_f32 / "pretrained", "--head-share", "0.2")
+    run(["report", tmp_path / "w", "--out", tmp_path / "r", "--format", "svg"])
+    alerts = rows(tmp_path / "w" / "alerts.csv")
+    drawn = 0
+    for field in ("pl_alpha", "stable_rank"):
+        svg = html.unescape((tmp_path / "r" / f"trajectory-{field}.svg").read_text())
+        marked = set(re.findall(r"<title>(step [0-9.]+: [^<]*)</title>", svg))
+        expected = {f"step {a['step']}: {a['message']}" for a in alerts if a["field"] == field}
+        assert marked <= expected, marked - expected
+        drawn += len(marked)
+        panels = re.findall(r">layer (\d+)<", svg)
+        assert sorted(set(panels)) == ["0", "1"]
+    assert drawn  # the synthetic run's alerts on the roles drawn are marked
+    heat = html.unescape((tmp_path / "r" / "head-importance-over-steps.svg").read_text())
+    concentrated = {a["step"] for a in alerts if a["kind"] == "head_concentration"}
+    assert concentrated
+    assert set(re.findall(r">(\d+) ⚠<", heat)) == concentrated
+    heads = rows(tmp_path / "w" / "heads.csv")
+    cells = re.findall(r"<title>layer (\d+), head (\d+) · step (\d+): importance ([^<]+)</title>", heat)
+    assert len(cells) == len(heads)
+    want = {(h["layer"], h["head"], h["step"]): float(h["importance"]) for h in heads}
+    for l, h, s, v in cells:
+        assert float(v) == pytest.approx(want[(l, h, s)], rel=1e-3, abs=1e-12)

@@ -15,6 +15,7 @@ namespace diffract::report {
 struct Record {
     std::string model, base, tensor, role;  // base: compare rows only
     std::optional<int> layer, head;
+    std::optional<double> step;  // a watch directory's step column
     std::map<std::string, double> values;
     double value(const std::string& field) const;  // NaN when absent
 };
@@ -24,6 +25,14 @@ struct HeadScore {
     std::string model, reference;
     int layer = 0, head = 0;
     double update_norm = 0, ref_update_norm = 0, importance = 0, agreement = 0;
+    std::optional<double> step;  // a watch directory's step column
+};
+
+// One alerts.csv row of a watch directory: a rule of thumb that fired at a step.
+struct WatchAlert {
+    double step = 0;
+    std::string kind, tensor, role, field, message;
+    std::optional<int> layer;
 };
 
 // One sweep (curve.csv): score(s) against x for each head ordering and seed.
@@ -100,6 +109,7 @@ struct ReportData {
     std::vector<HeadScore> heads;
     std::vector<Sweep> sweeps;
     std::vector<HeadEffects> head_effects;  // rewind-each and validate directories
+    std::vector<WatchAlert> alerts;         // watch directories
     std::vector<Spectrum> spectra;
     std::vector<DeltaSpectrum> deltas;      // whole matrices only
     std::vector<std::string> store_models;  // every name the store holds results under
@@ -110,7 +120,7 @@ struct ReportData {
 };
 
 // Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +
-// summary.json, heads_effect.csv, heads_validation.csv). Throws InputError if DIR does not exist or holds
+// summary.json, heads_effect.csv, heads_validation.csv, a watch's alerts.csv). Throws InputError if DIR does not exist or holds
 // none of them, or a file is malformed.
 void load_result_dir(const std::string& dir, ReportData& data);
 

@@ -54,6 +54,9 @@ void add_sweeps(FigureContext& ctx, std::vector<Figure>& out);
 void add_head_effects(FigureContext& ctx, std::vector<Figure>& out);
 // Evolution over a training series: metric against step per role, box plots per checkpoint.
 void add_evolution(FigureContext& ctx, std::vector<Figure>& out);
+// A watched run (tables with a step column): metric against step per layer with its alerts, and head
+// importance as a heatmap over steps.
+void add_trajectories(FigureContext& ctx, std::vector<Figure>& out);
 
 // The spectrum of each update ΔW = W_model − W_base (store field delta_svals): per compared model,
 // σ_i/σ_1 and the cumulative energy against the fraction of components, one panel per role, one
