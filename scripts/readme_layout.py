@@ -20,6 +20,7 @@ LAYERS = {
     "synth": "the synthetic family with planted heads",
     "run": "jobs: analyze, compare (plan, tasks, rows), rewind; content ids, scheduler, MPI",
     "sweep": "evaluated sweeps: candidates, evaluators, journal",
+    "watch": "a training run's checkpoints over steps: discovery, trends, alerts",
     "report": "figures and the HTML page",
 }
 DIRECTORIES = [
@@ -31,7 +32,7 @@ DIRECTORIES = [
     ("bench/", "benchmarks (bench/README.md)"),
     ("docs/", "formats, metrics, decisions; docs/architecture.md walks a command through the layers"),
     ("scripts/", "setup, build, test, demo, wheel, fuzzing"),
-    ("examples/", "a walk through the Python API, notebook style"),
+    ("examples/", "a walk through the Python API, notebook style; a watched Trainer run"),
 ]
 
 

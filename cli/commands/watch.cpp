@@ -52,6 +52,9 @@ void add_watch(CLI::App& app) {
     sub->add_option("--seed", t->seed, "Seed of the permutation null (-1: unseeded)")->capture_default_str();
     sub->add_option("--min-fit-size", t->min_fit_size, "Fewest tail eigenvalues a fit is reported on")
         ->capture_default_str();
+    sub->add_flag("--delta-only", t->delta_only,
+                  "With --base: compare's delta fields only (one values-only SVD per delta; head importance "
+                  "needs no more)");
     sub->add_flag("--follow", t->follow, "Keep watching for new checkpoints until Ctrl-C or --until-step");
     sub->add_option("--every", t->every, "Watch only steps that are multiples of N")->capture_default_str();
     sub->add_option("--until-step", t->until_step, "Stop once a checkpoint at or past this step is analysed");

@@ -392,7 +392,8 @@ class Watch:
 
 def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], base=None,
           metrics: Union[str, Sequence] = "default", heads: bool = True, precision: str = "f64",
-          svd_route: str = "auto", seed: int = 42, min_fit_size: int = 50, follow: bool = False, every: int = 1,
+          svd_route: str = "auto", seed: int = 42, min_fit_size: int = 50, delta_only: bool = False,
+          follow: bool = False, every: int = 1,
           until_step: Optional[int] = None, poll: float = 10, settle: float = 2, alpha_low: float = 2,
           alpha_high: float = 6, alpha_jump: float = 1.0, stable_rank_jump: float = 0.2, head_share: float = 0.5,
           threads: int = 0, max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
@@ -416,7 +417,8 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
     t.stable_rank_jump, t.head_share = float(stable_rank_jump), float(head_share)
     with _progress.display(progress) as sink:
         r = _core.watch(os.fspath(run_dir), os.fspath(out), "" if base is None else os.fspath(base),
-                        _metrics_spec(metrics), heads, precision, svd_route, seed, min_fit_size, follow, every,
+                        _metrics_spec(metrics), heads, precision, svd_route, seed, min_fit_size, delta_only, follow,
+                        every,
                         until_step, float(poll), float(settle), t,
                         _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude), notice)
     _warn_nonfinite(r["warnings"])

@@ -110,14 +110,16 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
 
 // watch: the options as watch::WatchOptionText names them; `notice` receives each line the CLI prints.
 nb::dict watch(const std::string& run_dir, const std::string& out, const std::string& base,
-               const std::string& metrics, bool heads, const std::string& precision, const std::string& svd_route,
-               std::int64_t seed, int min_fit_size, bool follow, std::int64_t every,
-               std::optional<std::int64_t> until_step, double poll, double settle,
-               const watch::AlertThresholds& thresholds, const RunArgs& run, nb::object notice) {
+               const std::string& metrics, bool heads, const std::string& precision,
+               const std::string& svd_route, std::int64_t seed, int min_fit_size, bool delta_only,
+               bool follow, std::int64_t every, std::optional<std::int64_t> until_step, double poll,
+               double settle, const watch::AlertThresholds& thresholds, const RunArgs& run,
+               nb::object notice) {
     watch::WatchOptionText t;
     t.run_dir = run_dir, t.out = out, t.base = base, t.metrics = metrics, t.heads = heads;
     t.precision = precision, t.svd_route = svd_route, t.seed = seed, t.min_fit_size = min_fit_size;
-    t.follow = follow, t.every = every, t.until_step = until_step, t.poll = poll, t.settle = settle;
+    t.delta_only = delta_only, t.follow = follow, t.every = every, t.until_step = until_step, t.poll = poll,
+    t.settle = settle;
     t.thresholds = thresholds;
     auto o = watch::parse_watch_options(t);
     o.run = run_options(run);
@@ -218,9 +220,10 @@ void bind_analysis(nb::module_& m) {
         .def_rw("alpha_jump", &watch::AlertThresholds::alpha_jump)
         .def_rw("stable_rank_jump", &watch::AlertThresholds::stable_rank_jump)
         .def_rw("head_share", &watch::AlertThresholds::head_share);
-    m.def("watch", &watch, nb::arg("run_dir"), nb::arg("out"), nb::arg("base"), nb::arg("metrics"), nb::arg("heads"),
-          nb::arg("precision"), nb::arg("svd_route"), nb::arg("seed"), nb::arg("min_fit_size"), nb::arg("follow"),
-          nb::arg("every"), nb::arg("until_step").none(), nb::arg("poll"), nb::arg("settle"), nb::arg("thresholds"),
+    m.def("watch", &watch, nb::arg("run_dir"), nb::arg("out"), nb::arg("base"), nb::arg("metrics"),
+          nb::arg("heads"), nb::arg("precision"), nb::arg("svd_route"), nb::arg("seed"),
+          nb::arg("min_fit_size"), nb::arg("delta_only"), nb::arg("follow"), nb::arg("every"),
+          nb::arg("until_step").none(), nb::arg("poll"), nb::arg("settle"), nb::arg("thresholds"),
           nb::arg("run"), nb::arg("notice").none());
     m.def("generate", &generate, nb::arg("out"), nb::arg("preset"), nb::arg("layers").none(),
           nb::arg("hidden").none(), nb::arg("heads").none(), nb::arg("kv_heads").none(),

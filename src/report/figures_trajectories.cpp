@@ -22,7 +22,8 @@ std::vector<double> steps_of(const std::vector<const Record*>& records) {
     return {s.begin(), s.end()};
 }
 
-Figure trajectory_figure(FigureContext& ctx, const std::string& field, const std::vector<const Record*>& records) {
+Figure trajectory_figure(FigureContext& ctx, const std::string& field,
+                         const std::vector<const Record*>& records) {
     std::set<int> layer_set;
     for (const auto* r : records)
         if (r->layer && !r->head) layer_set.insert(*r->layer);
@@ -44,7 +45,8 @@ Figure trajectory_figure(FigureContext& ctx, const std::string& field, const std
                 x.range.add(*r->step);
                 y.range.add(v);
             }
-        const auto p = draw_axes(svg, layout.frame(static_cast<int>(i)), fmt::format("layer {}", layers[i]), x, y);
+        const auto p =
+            draw_axes(svg, layout.frame(static_cast<int>(i)), fmt::format("layer {}", layers[i]), x, y);
         for (const auto& [role, pts] : lines) {
             std::vector<Point> line;
             for (const auto& [s, v] : pts) line.push_back({s, v});
@@ -57,7 +59,8 @@ Figure trajectory_figure(FigureContext& ctx, const std::string& field, const std
         for (const auto& a : ctx.data.alerts)
             if (a.layer == layers[i] && a.field == field && lines.count(a.role) && a.step >= x.range.lo &&
                 a.step <= x.range.hi) {
-                draw_point(svg, p, {a.step, y.range.lo}, kAlertColour, 3.5, fmt::format("step {:g}: {}", a.step, a.message));
+                draw_point(svg, p, {a.step, y.range.lo}, kAlertColour, 3.5,
+                           fmt::format("step {:g}: {}", a.step, a.message));
                 ++marked;
             }
     }
@@ -65,20 +68,23 @@ Figure trajectory_figure(FigureContext& ctx, const std::string& field, const std
     for (const auto& role : roles) legend.push_back({role, ctx.colours(role), LegendMark::line});
     legend.push_back({"alert", kAlertColour, LegendMark::point});
     draw_legend(svg, layout.legend_x(), layout.margin_top + 4, legend, "whole matrices");
-    return {figure_id("trajectory", field), fmt::format("Trajectory of {} over training steps", field),
-            fmt::format("{} of each layer's whole matrices against the training step, one panel per layer, one line per "
-                        "role ({}). {} red points on the lower edge mark the steps where an alert on {} fired for "
-                        "a matrix drawn in that panel (alerts.csv: WeightWatcher's alpha range, jumps between "
-                        "checkpoints); hover for the rule.",
-                        metric_label(field), fmt::format("{}", fmt::join(roles, ", ")), marked, field),
-            svg.str()};
+    return {
+        figure_id("trajectory", field), fmt::format("Trajectory of {} over training steps", field),
+        fmt::format(
+            "{} of each layer's whole matrices against the training step, one panel per layer, one line per "
+            "role ({}). {} red points on the lower edge mark the steps where an alert on {} fired for "
+            "a matrix drawn in that panel (alerts.csv: WeightWatcher's alpha range, jumps between "
+            "checkpoints); hover for the rule.",
+            metric_label(field), fmt::format("{}", fmt::join(roles, ", ")), marked, field),
+        svg.str()};
 }
 
 Figure importance_over_steps(FigureContext& ctx) {
     std::set<std::pair<int, int>> head_set;
     std::set<double> step_set;
     for (const auto& h : ctx.data.heads)
-        if (h.step && ctx.layer_selected(h.layer)) head_set.insert({h.layer, h.head}), step_set.insert(*h.step);
+        if (h.step && ctx.layer_selected(h.layer))
+            head_set.insert({h.layer, h.head}), step_set.insert(*h.step);
     const std::vector<std::pair<int, int>> heads(head_set.begin(), head_set.end());
     const std::vector<double> steps(step_set.begin(), step_set.end());
     std::set<double> alert_steps;
@@ -88,12 +94,14 @@ Figure importance_over_steps(FigureContext& ctx) {
     Range range;
     for (const auto& h : ctx.data.heads) {
         if (!h.step || !head_set.count({h.layer, h.head})) continue;
-        const auto r = std::lower_bound(heads.begin(), heads.end(), std::pair{h.layer, h.head}) - heads.begin();
+        const auto r =
+            std::lower_bound(heads.begin(), heads.end(), std::pair{h.layer, h.head}) - heads.begin();
         const auto c = std::lower_bound(steps.begin(), steps.end(), *h.step) - steps.begin();
         cells[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)] = h.importance;
         if (std::isfinite(h.importance)) range.add(h.importance);
     }
-    Axis x{"step (⚠: head updates concentrate)", {}, false, {}, false}, y{"layer · head", {}, false, {}, false};
+    Axis x{"step (⚠: head updates concentrate)", {}, false, {}, false},
+        y{"layer · head", {}, false, {}, false};
     for (double s : steps) x.categories.push_back(fmt::format("{:g}{}", s, alert_steps.count(s) ? " ⚠" : ""));
     for (const auto& [l, h] : heads) y.categories.push_back(fmt::format("L{} H{}", l, h));
     const double pw = std::clamp(26.0 * static_cast<double>(steps.size()), 220.0, 900.0);
@@ -101,18 +109,22 @@ Figure importance_over_steps(FigureContext& ctx) {
     const auto layout = grid_layout(1, 1, pw, ph, 110);
     Svg svg(layout.width(), layout.height(), "figure", "head importance over steps");
     const auto p = draw_axes(svg, layout.frame(0), "importance against the base", x, y);
-    const auto map = make_colour_map(ColourMapKind::sequential, range.empty() ? 0 : range.lo, range.empty() ? 1 : range.hi);
+    const auto map = make_colour_map(ColourMapKind::sequential, range.empty() ? 0 : range.lo,
+                                     range.empty() ? 1 : range.hi);
     draw_heatmap(svg, p, cells, map, [&](int r, int c) {
         const auto& [l, h] = heads[static_cast<std::size_t>(r)];
-        return fmt::format("layer {}, head {} · step {:g}: importance {:.4g}", l, h, steps[static_cast<std::size_t>(c)],
+        return fmt::format("layer {}, head {} · step {:g}: importance {:.4g}", l, h,
+                           steps[static_cast<std::size_t>(c)],
                            cells[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
     });
-    draw_colour_bar(svg, layout.width() - layout.legend_w + 8, layout.margin_top, layout.panel_h, map, "importance");
+    draw_colour_bar(svg, layout.width() - layout.legend_w + 8, layout.margin_top, layout.panel_h, map,
+                    "importance");
     return {"head-importance-over-steps", "Head importance over training steps",
-            fmt::format("Each head's importance against the base (heads.csv) at each watched step: one row per layer "
-                        "and head, one column per step. ⚠ marks the {} step(s) where the largest tenth of the heads "
-                        "held more than the --head-share of the update (alerts.csv).",
-                        alert_steps.size()),
+            fmt::format(
+                "Each head's importance against the base (heads.csv) at each watched step: one row per layer "
+                "and head, one column per step. ⚠ marks the {} step(s) where the largest tenth of the heads "
+                "held more than the --head-share of the update (alerts.csv).",
+                alert_steps.size()),
             svg.str()};
 }
 
@@ -126,8 +138,8 @@ void add_trajectories(FigureContext& ctx, std::vector<Figure>& out) {
         if (steps_of(records).size() < 2) continue;  // not a watched run (or one checkpoint)
         out.push_back(trajectory_figure(ctx, field, records));
     }
-    const bool head_steps =
-        std::count_if(ctx.data.heads.begin(), ctx.data.heads.end(), [](const HeadScore& h) { return h.step.has_value(); }) > 0;
+    const bool head_steps = std::count_if(ctx.data.heads.begin(), ctx.data.heads.end(),
+                                          [](const HeadScore& h) { return h.step.has_value(); }) > 0;
     if (head_steps) out.push_back(importance_over_steps(ctx));
 }
 

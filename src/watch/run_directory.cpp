@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -65,14 +66,24 @@ std::optional<std::int64_t> trainer_global_step(const fs::path& file) {
     if (ec || size > kMaxTrainerState) return std::nullopt;
     std::ifstream in(file, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("global_step")) return std::nullopt;
-    const auto& g = j["global_step"];
-    if (!g.is_number_integer() || g.get<std::int64_t>() < 0) return std::nullopt;
-    return g.get<std::int64_t>();
+    return parse_trainer_state(text);
 }
 
 }  // namespace
+
+std::optional<std::int64_t> parse_trainer_state(std::string_view text) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("global_step")) return std::nullopt;
+    const auto& g = j["global_step"];
+    // An unsigned value above INT64_MAX is an integer to nlohmann too: refused, not wrapped.
+    if (g.is_number_unsigned()) {
+        const auto u = g.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+        return static_cast<std::int64_t>(u);
+    }
+    if (!g.is_number_integer() || g.get<std::int64_t>() < 0) return std::nullopt;
+    return g.get<std::int64_t>();
+}
 
 FileSignature file_signature(const fs::path& path) {
     FileSignature s;

@@ -17,6 +17,7 @@
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/formats/checkpoint.hpp"
+#include "diffract/run/distributed.hpp"
 #include "diffract/run/result_directory.hpp"
 #include "diffract/run/tables.hpp"
 #include "diffract/watch/run_directory.hpp"
@@ -43,6 +44,8 @@ void check_options(const WatchOptions& o) {
     if (o.run.out.empty()) throw InputError("watch: --out is required");
     if (o.every < 1) throw InputError(fmt::format("--every {}: must be a positive number of steps", o.every));
     if (o.until_step && *o.until_step < 0) throw InputError("--until-step: must not be negative");
+    if (o.delta_only && o.base.empty())
+        throw InputError("--delta-only: compares with --base, which is not given");
     if (!(o.poll_seconds > 0) || !std::isfinite(o.poll_seconds))
         throw InputError("--poll: must be a positive number of seconds");
     if (!(o.settle_seconds >= 0) || !std::isfinite(o.settle_seconds))
@@ -156,6 +159,12 @@ class Watcher {
 public:
     explicit Watcher(const WatchOptions& o) : o_(o) {
         check_options(o);
+        // Each rank would look at the directory at its own moments and disagree on what to analyse.
+        if (run::distributed().size > 1)
+            throw InputError(
+                fmt::format("watch runs as one process (started as {} MPI ranks): run it without "
+                            "mpirun, and its checkpoints' analyses use every core of the machine",
+                            run::distributed().size));
         if (!o.base.empty()) base_ = formats::open_checkpoint(o.base);
     }
 
@@ -307,7 +316,7 @@ private:
         if (base_) {
             c.emplace();
             static_cast<analysis::CompareSettings&>(*c) = {};
-            c->precision = o_.kernel.precision, c->route = o_.kernel.route;
+            c->precision = o_.kernel.precision, c->route = o_.kernel.route, c->delta_only = o_.delta_only;
             c->base = *base_, c->models = {ck}, c->heads = o_.heads, c->ranking = o_.ranking, c->run = o_.run;
             c->suggest_allow_partial = false;
         }
@@ -407,6 +416,7 @@ private:
         nlohmann::json j = {{"run_dir", o_.run_dir},
                             {"base", o_.base},
                             {"every", o_.every},
+                            {"delta_only", o_.delta_only},
                             {"precision", o_.kernel.precision == analysis::Precision::f32 ? "f32" : "f64"},
                             {"thresholds",
                              {{"alpha_low", t.alpha_low},
@@ -458,6 +468,7 @@ WatchOptions parse_watch_options(const WatchOptionText& text) {
     o.kernel.route = analysis::parse_svd_route(text.svd_route);
     o.kernel.rand_seed = text.seed;
     o.kernel.min_fit_size = text.min_fit_size;
+    o.delta_only = text.delta_only;
     o.follow = text.follow;
     o.every = text.every;
     o.until_step = text.until_step;

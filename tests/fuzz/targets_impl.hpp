@@ -31,6 +31,7 @@
 #include "diffract/formats/shard_index.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/sweep/sweep.hpp"
+#include "diffract/watch/run_directory.hpp"
 
 namespace diffract::fuzz {
 
@@ -276,6 +277,12 @@ inline void eval_output(Bytes bytes) {
     }
 }
 
+// A checkpoint's trainer_state.json: a global_step that is a non-negative integer, or nothing.
+inline void trainer_state(Bytes bytes) {
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (const auto step = watch::parse_trainer_state(text); step && *step < 0) std::abort();
+}
+
 inline constexpr Target kTargets[] = {
     {"safetensors_header_fuzz", safetensors_header},
     {"shard_index_fuzz", shard_index},
@@ -286,6 +293,7 @@ inline constexpr Target kTargets[] = {
     {"pickle_fuzz", pickle},
     {"lora_config_fuzz", lora_config},
     {"eval_output_fuzz", eval_output},
+    {"trainer_state_fuzz", trainer_state},
 };
 
 }  // namespace diffract::fuzz

@@ -165,6 +165,17 @@ def test_follow_picks_up_new_checkpoints_keeps_deleted_rows_and_stops_on_sigint(
     assert not list(tmp_path.glob("w.*"))  # no temporary directory left
 
 
+def test_delta_only_keeps_the_head_updates(family_f32, run_dir, tmp_path):
+    watch(run_dir, tmp_path / "full", "--base", family_f32 / "pretrained")
+    watch(run_dir, tmp_path / "delta", "--base", family_f32 / "pretrained", "--delta-only")
+    full, delta = rows(tmp_path / "full" / "heads.csv"), rows(tmp_path / "delta" / "heads.csv")
+    assert len(full) == len(delta)
+    for a, b in zip(full, delta):
+        for k in ("step", "layer", "head", "update_norm", "relative_update"):
+            assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-9, abs=1e-12), k
+    assert all(r["avg_l_agreement"] == "nan" for r in rows(tmp_path / "delta" / "compare.csv"))
+
+
 def test_until_step_and_every(run_dir, tmp_path):
     watch(run_dir, tmp_path / "w", "--every", "200")
     assert {x["step"] for x in rows(tmp_path / "w" / "metrics.csv")} == {"0", "200"}
@@ -301,6 +312,7 @@ def test_bad_runs_exit_2_with_one_line(family_f32, tmp_path):
     # Options.
     assert_input_error(watch(bad, tmp_path / "w", "--every", "0", check=False), "--every")
     assert_input_error(watch(bad, tmp_path / "w", "--alpha-low", "7", check=False), "--alpha-low")
+    assert_input_error(watch(bad, tmp_path / "w", "--delta-only", check=False), "--delta-only", "--base")
     assert not (tmp_path / "w").exists()  # nothing half-written
 
 

@@ -67,15 +67,13 @@ TEST(WatchTrends, OneCheckpointHasNoSlopeAndNaNsAreLeftOut) {
 TEST(WatchAlerts, RangesAreRaisedOnEntryJumpsAgainstThePreviousCheckpoint) {
     // alpha 4 -> 1.5 (enters over-fit, jump 2.5) -> 1.8 (stays: no alert) -> 7 (under-trained, jump)
     // stable rank 10 -> 10.5 (5 %) -> 13 (24 % > 20 %) -> 13.
-    std::vector<Observation> obs{matrix(0, 4, 10), matrix(1, 1.5, 10.5), matrix(2, 1.8, 13), matrix(3, 7, 13)};
+    std::vector<Observation> obs{matrix(0, 4, 10), matrix(1, 1.5, 10.5), matrix(2, 1.8, 13),
+                                 matrix(3, 7, 13)};
     const auto as = alerts(obs, {});
     std::vector<std::pair<std::int64_t, std::string>> got;
     for (const auto& a : as) got.emplace_back(a.step, a.kind);
-    const std::vector<std::pair<std::int64_t, std::string>> want{{1, "over_fit"},
-                                                                 {1, "alpha_jump"},
-                                                                 {2, "stable_rank_jump"},
-                                                                 {3, "under_trained"},
-                                                                 {3, "alpha_jump"}};
+    const std::vector<std::pair<std::int64_t, std::string>> want{
+        {1, "over_fit"}, {1, "alpha_jump"}, {2, "stable_rank_jump"}, {3, "under_trained"}, {3, "alpha_jump"}};
     EXPECT_EQ(got, want);
     EXPECT_DOUBLE_EQ(as[1].previous, 4);
     EXPECT_DOUBLE_EQ(as[1].value, 1.5);

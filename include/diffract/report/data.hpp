@@ -120,8 +120,8 @@ struct ReportData {
 };
 
 // Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +
-// summary.json, heads_effect.csv, heads_validation.csv, a watch's alerts.csv). Throws InputError if DIR does not exist or holds
-// none of them, or a file is malformed.
+// summary.json, heads_effect.csv, heads_validation.csv, a watch's alerts.csv). Throws InputError if DIR does
+// not exist or holds none of them, or a file is malformed.
 void load_result_dir(const std::string& dir, ReportData& data);
 
 // Reads a results store: the spectra (whole matrices with weights_svals) and the update spectra

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace diffract::watch {
@@ -49,6 +50,10 @@ struct FoundCheckpoint {
 // a trainer_state.json older than `settle_seconds` does not hold a global_step (one still being
 // written is `not_ready`).
 std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double settle_seconds);
+
+// The global_step of a trainer_state.json's text: a JSON object whose "global_step" is a non-negative
+// integer; nullopt for anything else (a file still being written, or not Trainer's).
+std::optional<std::int64_t> parse_trainer_state(std::string_view text);
 
 // Whether `dir` holds a model's weights itself (then it is one checkpoint, not a run of them).
 bool is_model_directory(const std::filesystem::path& dir);

@@ -30,8 +30,9 @@ struct WatchOptions {
     bool heads = true;
     analysis::KernelConfig kernel;
     analysis::HeadRankOptions ranking;
-    bool follow = false;                     // keep watching until interrupted or until_step
-    std::int64_t every = 1;                  // watch only steps that are multiples of it
+    bool delta_only = false;  // with a base: compare's delta fields only (what head importance needs)
+    bool follow = false;      // keep watching until interrupted or until_step
+    std::int64_t every = 1;   // watch only steps that are multiples of it
     std::optional<std::int64_t> until_step;  // stop once a step at or past it is analysed; skip later ones
     double poll_seconds = 10;                // --follow: how often the directory is looked at
     double settle_seconds = 2;               // a checkpoint is read once nothing wrote to it for this long
@@ -67,6 +68,7 @@ struct WatchOptionText {
     std::string precision = "f64", svd_route = "auto";
     std::int64_t seed = 42;
     int min_fit_size = analysis::kDefaultMinFitSize;
+    bool delta_only = false;
     bool follow = false;
     std::int64_t every = 1;
     std::optional<std::int64_t> until_step;

@@ -6,7 +6,8 @@
     callback.bind(trainer)          # the scalars then reach every report_to (TensorBoard, W&B, ...)
     trainer.train()
 
-On each save, a background process (lowest CPU priority, `threads` threads) runs `diffract.watch` over
+On each save, a background process (SCHED_IDLE: it runs only on otherwise idle cores; `threads`
+threads, default 1) runs `diffract.watch` (metrics pl_alpha and stable_rank unless `metrics=` says) over
 the run's output directory — the checkpoints seen before cost nothing, their results are in the store
 — and writes per-checkpoint scalars: diffract/alpha/layer_<L> and diffract/stable_rank/layer_<L> (the
 mean pl_alpha and stable rank of the layer's whole matrices) and diffract/max_head_delta (the largest
@@ -32,6 +33,9 @@ from transformers import TrainerCallback
 
 
 class DiffractCallback(TrainerCallback):
+    # What the logged scalars need (one values-only SVD per matrix); metrics= asks for more.
+    DEFAULT_METRICS = "pl_alpha,stable_rank"
+
     def __init__(self, trainer=None, *, out: Optional[str] = None, base: Optional[str] = None,
                  threads: int = 1, wait_at_end: float = 600, **options):
         """out: where the tables, store and base go (default: <output_dir>/diffract-watch). base: a model
@@ -113,9 +117,10 @@ class DiffractCallback(TrainerCallback):
         self._pending = False
         request, scalars = self._paths()
         options = {"out": os.path.join(self._out, "tables"), "store": os.path.join(self._out, "results.sqlite"),
-                   "threads": self._threads, "settle": 0, **self._options}
+                   "threads": self._threads, "settle": 0, "metrics": self.DEFAULT_METRICS, **self._options}
         if self._base is not None:
             options["base"] = os.fspath(self._base)
+            options.setdefault("delta_only", True)  # the head updates are all the scalars need
         with open(request, "w") as f:
             json.dump({"run_dir": os.fspath(self._run_dir), "scalars": scalars, "options": options}, f)
         log = open(os.path.join(self._out, "worker.log"), "ab")
