@@ -53,7 +53,8 @@ trainer.train()
 for entry in trainer.state.log_history:
     if "diffract/step" in entry:
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in entry.items()})
-subprocess.run([str(ROOT / "build" / "diffract"), "watch", out / "run", "--out", out / "watch", "--base",
-                out / "run" / "diffract-watch" / "base", "--min-fit-size", "0", "--metrics", "pl_alpha,stable_rank", "--delta-only",
-                "--store", out / "run" / "diffract-watch" / "results.sqlite",
-                "--settle", "0"], check=True)
+# The callback's own options (its metrics, delta_only against its base) on its store: nothing to compute.
+watched = out / "run" / "diffract-watch"
+subprocess.run([str(ROOT / "build" / "diffract"), "watch", out / "run", "--out", out / "watch", "--base", watched / "base",
+                "--min-fit-size", "0", "--metrics", "pl_alpha,stable_rank", "--delta-only", "--store",
+                watched / "results.sqlite", "--settle", "0"], check=True)
