@@ -57,8 +57,16 @@ int run(int argc, char** argv) {
     } catch (const diffract::Cancelled&) {
         std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
         return 130;
+    } catch (const diffract::run::RankStop&) {
+        return 2;  // rank 0 prints why
     } catch (const diffract::InputError& e) {
-        std::fprintf(stderr, "diffract: error: %s\n", diffract::one_line(e.what()).c_str());
+        // Under MPI a worker's own failure (an input missing on its host) names the rank and host.
+        const auto& world = diffract::run::distributed();
+        const std::string where =
+            world.size > 1 && !world.is_root()
+                ? "rank " + std::to_string(world.rank) + " on host " + diffract::run::host_name() + ": "
+                : "";
+        std::fprintf(stderr, "diffract: error: %s%s\n", where.c_str(), diffract::one_line(e.what()).c_str());
         return 2;
     } catch (const std::system_error& e) {
         // A failure the machine or the user's paths cause (a full disk or quota, too many open files, a

@@ -2,6 +2,11 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/run/distributed.hpp"
+
 namespace diffract::cli {
 namespace {
 std::map<CLI::App*, Runner>& runners() {
@@ -28,6 +33,14 @@ void register_commands(CLI::App& app) {
 }
 
 int run_selected(CLI::App& app) {
+    run::check_launch();  // not N copies of the whole work
+    if (run::distributed().size > 1)
+        for (auto* sub : app.get_subcommands())
+            if (sub->get_name() != "analyze" && sub->get_name() != "compare")
+                throw InputError(
+                    fmt::format("under MPI only analyze and compare share their work among ranks: run "
+                                "`diffract {}` as one process (it uses every core of the machine)",
+                                sub->get_name()));
     // The deepest selected subcommand with a runner (e.g. `store erase`).
     for (auto* sub : app.get_subcommands()) {
         if (!sub->get_subcommands().empty()) return run_selected(*sub);

@@ -1,10 +1,12 @@
 #include "diffract/run/job.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/output_path.hpp"
 #include "diffract/formats/checkpoint.hpp"
@@ -17,6 +19,7 @@ namespace diffract::run {
 
 Job::Job(std::string label, const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs)
     : label_(std::move(label)), run_(run) {
+    check_launch();
     if (!is_root()) return;
     check_run_output(run, inputs);
     store_.emplace(run.resolved_store());
@@ -27,10 +30,104 @@ Job::Job(std::string label, const RunOptions& run, const std::vector<const forma
 bool Job::is_root() const { return distributed().is_root(); }
 
 ContentIds Job::identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors) {
-    if (!store_) return {};
-    auto ids = identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
+    ContentIds ids;
+    if (store_) ids = identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
     for (const auto& [t, id] : ids) ids_[t] = id;
+    if (distributed().size == 1) return ids;
+    // Every rank learns rank 0's ids of the same tensors: what its own copy of the inputs must hash to
+    // before it computes anything (verify_inputs).
+    std::string bytes = is_root() ? encode_ids(tensors, ids) : std::string();
+    broadcast_bytes(bytes);
+    if (!is_root()) take_root_ids(ck, tensors, bytes);
     return ids;
+}
+
+std::string Job::encode_ids(const std::vector<const TensorInfo*>& tensors, const ContentIds& ids) {
+    std::string out;
+    const auto put = [&out](const std::string& s) {
+        const std::uint64_t n = s.size();
+        out.append(reinterpret_cast<const char*>(&n), sizeof n);
+        out += s;
+    };
+    for (const auto* t : tensors) {
+        put(t->name);
+        const auto it = ids.find(t);
+        put(it == ids.end() ? std::string() : it->second);
+    }
+    return out;
+}
+
+void Job::take_root_ids(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors,
+                        const std::string& bytes) {
+    std::size_t at = 0;
+    const auto take = [&](std::string& s) {
+        std::uint64_t n = 0;
+        if (bytes.size() - at < sizeof n) return false;
+        std::memcpy(&n, bytes.data() + at, sizeof n);
+        at += sizeof n;
+        if (bytes.size() - at < n) return false;
+        s.assign(bytes, at, n);
+        at += n;
+        return true;
+    };
+    for (const auto* t : tensors) {
+        std::string name, id;
+        if (!take(name) || !take(id)) {
+            note_mismatch(fmt::format(
+                "{}: holds tensors rank 0's copy does not (from {}): not the same model", ck.path, t->name));
+            return;
+        }
+        if (name != t->name) {
+            note_mismatch(
+                fmt::format("{}: tensor {} where rank 0's copy has {}: not the same model, or its "
+                            "tensors stored in another order (ranks share work by position)",
+                            ck.path, t->name, name));
+            return;
+        }
+        if (!id.empty()) ids_[t] = id;
+    }
+    if (at != bytes.size())
+        note_mismatch(
+            fmt::format("{}: rank 0's copy holds more tensors than this one: not the same model", ck.path));
+}
+
+void Job::note_mismatch(std::string what) {
+    if (mismatch_.empty()) mismatch_ = std::move(what);
+}
+
+void Job::verify_inputs(const std::vector<const Task*>& mine) {
+    if (distributed().size == 1) return;
+    if (!is_root() && mismatch_.empty())
+        for (const auto* task : mine) {
+            for (const auto* read : task->reads)
+                if (const auto id = ids_.find(read);
+                    id != ids_.end() && content_id_now(*read) != id->second) {
+                    note_mismatch(
+                        fmt::format("{}: tensor {}: its bytes differ from rank 0's copy (a stale or "
+                                    "different file)",
+                                    read->path(), read->name));
+                    break;
+                }
+            if (!mismatch_.empty()) break;
+        }
+    agree_on_mismatch();
+}
+
+void Job::agree_on_mismatch() {
+    if (distributed().size == 1) return;
+    // Every rank learns the first rank's mismatch, and all stop before anything is computed or stored.
+    std::string verdict =
+        mismatch_.empty() ? std::string()
+                          : fmt::format("rank {} on host {}: {}", distributed().rank, host_name(), mismatch_);
+    std::string first;
+    for (const auto& v : gather_bytes(verdict))
+        if (first.empty()) first = v;
+    broadcast_bytes(first);
+    if (first.empty()) return;
+    if (!is_root()) throw RankStop();
+    throw InputError(first +
+                     "; every rank must read the same bytes as rank 0 (docs/distributed.md): "
+                     "nothing was computed or stored");
 }
 
 void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
@@ -67,6 +164,10 @@ void Job::store_result(std::size_t slot, FieldValues values) {
 }
 
 void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
+    // A worker whose inputs are another model plans other slots: agree on that before using rank 0's.
+    if (!is_root() && state_.size() != values_.size())
+        note_mismatch("its inputs plan other matrices than rank 0's: not the same model");
+    agree_on_mismatch();
     std::vector<TaskCost> costs;
     std::vector<char> needed;
     for (const auto& t : tasks) {
@@ -76,6 +177,9 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
         needed.push_back(any);
     }
     const auto mine = assign_tasks(costs, needed);
+    std::vector<const Task*> my_tasks;
+    for (auto t : mine) my_tasks.push_back(&tasks[t]);
+    verify_inputs(my_tasks);
     std::vector<TaskCost> my_costs;
     std::size_t my_steps = 0;
     for (auto t : mine) my_costs.push_back(costs[t]), my_steps += tasks[t].progress_steps;

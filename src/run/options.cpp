@@ -1,5 +1,7 @@
 #include "diffract/run/options.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -10,17 +12,27 @@
 #include "diffract/core/output_path.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
+#include "diffract/run/distributed.hpp"
 #include "diffract/run/scheduler.hpp"
 #include "diffract/store/store.hpp"
 
 namespace diffract::run {
 
 int RunOptions::resolved_threads() const {
-    return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (threads > 0) return threads;
+    // The cores this process may run on (taskset, cgroups' cpusets, an MPI launcher's binding of the
+    // rank), not the machine's: more threads than those only take turns.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::uint64_t RunOptions::resolved_max_memory() const {
-    return max_memory > 0 ? max_memory : physical_memory_bytes() / 2;
+    // Half the machine's memory, shared among the ranks running on it.
+    return max_memory > 0 ? max_memory
+                          : physical_memory_bytes() / 2 /
+                                static_cast<std::uint64_t>(std::max(1, distributed().local_size));
 }
 
 std::string resolved_store_path(const std::string& given) { return store::store_path_or_default(given); }

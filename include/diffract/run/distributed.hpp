@@ -4,6 +4,7 @@
 // rank and every function is trivial; nothing above this interface includes MPI.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,27 @@ namespace diffract::run {
 struct Distributed {
     int rank = 0;
     int size = 1;
+    int local_size = 1;  // ranks on this rank's machine (they share its memory)
     bool is_root() const { return rank == 0; }
 };
+
+// This machine's name (error messages name the rank and host that failed).
+std::string host_name();
+
+// Thrown on the ranks other than 0 when the ranks agreed to stop on a failure rank 0 reports (a
+// worker's input differs from rank 0's): they exit 2 without a message of their own.
+struct RankStop : std::runtime_error {
+    RankStop() : std::runtime_error("stopped: rank 0 reports why") {}
+};
+
+// Whether this build can run as MPI ranks (-DDIFFRACT_MPI=ON; the Python wheel cannot).
+bool built_with_mpi();
+
+// Refuses (InputError with the recipe to use) a process that a launcher started as one of several
+// copies — mpirun/mpiexec (OMPI_COMM_WORLD_SIZE, PMI_SIZE), srun (SLURM_STEP_NUM_TASKS) — but that
+// is not one of several MPI ranks: a build without MPI, or srun without --mpi=pmix. Each copy would
+// do the whole work. Every job calls it (Job), and the CLI before any command.
+void check_launch();
 
 // Initialises MPI when the process was started by an MPI launcher (and the build has MPI).
 void distributed_init(int* argc, char*** argv);

@@ -57,7 +57,11 @@ public:
     store::Store* store() { return store_ ? &*store_ : nullptr; }
 
     // Step 2: the content ids of `tensors` of `ck`, recorded in the store under the model's name (rank
-    // 0; empty on the other ranks, which never build keys).
+    // 0; empty on the other ranks, which never build keys). Under MPI every other rank receives rank 0's
+    // ids of the same tensors: before computing, it checks that its own copy of each tensor it reads
+    // hashes to them (a stale copy on another host would otherwise be computed and stored under rank
+    // 0's ids); a mismatch on any rank ends every rank with one InputError naming the rank, host, file
+    // and tensor, before anything is computed or stored.
     ContentIds identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors);
 
     // Step 3. Slot i is part of the job when active[i]; `key(i)` is its store key (called on rank 0
@@ -69,8 +73,10 @@ public:
     using StoredFields = std::function<const std::vector<std::string>&(std::size_t slot)>;
     void look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
                  const StoredFields& stored_fields, std::vector<std::string> vector_fields);
-    bool pending(std::size_t slot) const { return state_[slot] == kPending; }
-    bool active(std::size_t slot) const { return state_[slot] != kInactive; }
+    // (Bounds-checked: a worker whose inputs differ from rank 0's may plan more slots than rank 0's
+    // state holds, until the ranks agree to stop.)
+    bool pending(std::size_t slot) const { return slot < state_.size() && state_[slot] == kPending; }
+    bool active(std::size_t slot) const { return slot < state_.size() && state_[slot] != kInactive; }
 
     // Steps 4 and 5. `compute` runs one of this rank's tasks (on any worker thread), hands each
     // computed slot to `done` and may move the progress line by up to the task's progress_steps with
@@ -88,6 +94,12 @@ public:
 private:
     enum : char { kInactive = 0, kPending = 1, kReused = 2 };
     void store_result(std::size_t slot, FieldValues values);
+    static std::string encode_ids(const std::vector<const TensorInfo*>& tensors, const ContentIds& ids);
+    void take_root_ids(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors,
+                       const std::string& bytes);
+    void note_mismatch(std::string what);
+    void verify_inputs(const std::vector<const Task*>& mine);
+    void agree_on_mismatch();  // collective: every rank throws if any rank noted a mismatch
 
     std::string label_;
     const RunOptions& run_;
@@ -97,7 +109,8 @@ private:
     ContentIds ids_;  // every identified tensor's id when the run started: what results are checked against
     std::string state_;  // per slot: kInactive, kPending or kReused (sent between ranks as bytes)
     std::vector<std::optional<FieldValues>> values_;
-    std::mutex mu_;  // values_ and the counts, from the worker threads
+    std::string mismatch_;  // this rank's first difference from rank 0's inputs ("" for none)
+    std::mutex mu_;         // values_ and the counts, from the worker threads
     std::size_t computed_ = 0, reused_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // OMPI_COMM_WORLD_SIZE / PMI_SIZE), so a plain `diffract` run never pays for MPI start-up.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -19,6 +20,8 @@ void check(int rc, const char* call) {
 
 }  // namespace
 
+bool built_with_mpi() { return true; }
+
 void distributed_init(int* argc, char*** argv) {
     const bool launched =
         std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
@@ -28,6 +31,12 @@ void distributed_init(int* argc, char*** argv) {
     initialised = true;
     check(MPI_Comm_rank(MPI_COMM_WORLD, &state.rank), "MPI_Comm_rank");
     check(MPI_Comm_size(MPI_COMM_WORLD, &state.size), "MPI_Comm_size");
+    // The ranks sharing this machine's memory: the default memory budget is divided among them.
+    MPI_Comm node = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, state.rank, MPI_INFO_NULL, &node),
+          "MPI_Comm_split_type");
+    check(MPI_Comm_size(node, &state.local_size), "MPI_Comm_size");
+    MPI_Comm_free(&node);
 }
 
 void distributed_finalize() {
@@ -42,33 +51,43 @@ void distributed_abort(int code) {
     std::exit(code);
 }
 
+// MPI counts are ints: anything larger travels in chunks of kChunk bytes.
+constexpr std::size_t kChunk = std::size_t{1} << 30;
+
+int chunk_length(std::size_t total, std::size_t at) { return static_cast<int>(std::min(kChunk, total - at)); }
+
 void broadcast_bytes(std::string& bytes) {
     if (state.size == 1) return;
     unsigned long long n = bytes.size();
     check(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
     bytes.resize(n);
-    check(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    for (std::size_t at = 0; at < n; at += kChunk)
+        check(MPI_Bcast(bytes.data() + at, chunk_length(n, at), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
 }
 
 std::vector<std::string> gather_bytes(const std::string& mine) {
     if (state.size == 1) return {mine};
-    const int n = static_cast<int>(mine.size());
-    std::vector<int> sizes(static_cast<std::size_t>(state.size));
-    check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
-    std::vector<int> offsets(sizes.size(), 0);
-    std::string all;
-    if (state.rank == 0) {
-        for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
-        all.resize(static_cast<std::size_t>(offsets.back() + sizes.back()));
-    }
-    check(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0,
-                      MPI_COMM_WORLD),
-          "MPI_Gatherv");
+    unsigned long long n = mine.size();
+    std::vector<unsigned long long> sizes(static_cast<std::size_t>(state.size));
+    check(
+        MPI_Gather(&n, 1, MPI_UNSIGNED_LONG_LONG, sizes.data(), 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD),
+        "MPI_Gather");
     std::vector<std::string> out;
-    if (state.rank == 0)
-        for (std::size_t r = 0; r < sizes.size(); ++r)
-            out.push_back(
-                all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])));
+    if (state.rank != 0) {
+        for (std::size_t at = 0; at < n; at += kChunk)
+            check(MPI_Send(mine.data() + at, chunk_length(n, at), MPI_BYTE, 0, 0, MPI_COMM_WORLD),
+                  "MPI_Send");
+        return out;
+    }
+    out.resize(sizes.size());
+    out[0] = mine;
+    for (std::size_t r = 1; r < sizes.size(); ++r) {
+        out[r].resize(sizes[r]);
+        for (std::size_t at = 0; at < sizes[r]; at += kChunk)
+            check(MPI_Recv(out[r].data() + at, chunk_length(sizes[r], at), MPI_BYTE, static_cast<int>(r), 0,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "MPI_Recv");
+    }
     return out;
 }
 

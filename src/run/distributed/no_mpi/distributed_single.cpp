@@ -5,6 +5,7 @@
 
 namespace diffract::run {
 
+bool built_with_mpi() { return false; }
 void distributed_init(int*, char***) {}
 void distributed_finalize() {}
 void distributed_abort(int code) { std::exit(code); }
