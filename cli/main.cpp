@@ -55,7 +55,9 @@ int run(int argc, char** argv) {
                      diffract::one_line(foreign ? *foreign : std::string(e.what())).c_str());
         return 2;
     } catch (const diffract::Cancelled&) {
-        std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
+        // Under mpirun every rank is signalled (also when another rank died): rank 0 speaks for them.
+        if (diffract::run::distributed().is_root())
+            std::fprintf(stderr, "diffract: interrupted; nothing was left half-written\n");
         return 130;
     } catch (const diffract::run::RankStop&) {
         return 2;  // rank 0 prints why

@@ -1,11 +1,18 @@
 #include "diffract/run/job.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/output_path.hpp"
@@ -16,6 +23,36 @@
 #include "field_values_io_impl.hpp"
 
 namespace diffract::run {
+namespace {
+
+// How long rank 0 waits for word from another rank (DIFFRACT_RANK_TIMEOUT, seconds; default 60): every
+// rank sends a heartbeat at least every 2 s (a quarter of the timeout, when shorter) while it computes.
+double rank_timeout_seconds() {
+    if (const char* v = std::getenv("DIFFRACT_RANK_TIMEOUT")) {
+        char* end = nullptr;
+        const double t = std::strtod(v, &end);
+        if (*end == '\0' && t > 0 && std::isfinite(t)) return t;
+        throw InputError(fmt::format("DIFFRACT_RANK_TIMEOUT={}: expected a positive number of seconds", v));
+    }
+    return 60;
+}
+
+// Fault injection for the tests of a worker killed late (DIFFRACT_TEST_KILL_AFTER_RESULTS=N): after
+// sending N of its `share` tasks' results (N < 0: all but -N of them) this rank waits a second (so
+// that they reach rank 0) and kills itself.
+void fault_after_sent(std::size_t sent, std::size_t share) {
+    static const long kill_after = [] {
+        const char* v = std::getenv("DIFFRACT_TEST_KILL_AFTER_RESULTS");
+        return v ? std::strtol(v, nullptr, 10) : 0L;
+    }();
+    if (kill_after == 0) return;
+    const long at = kill_after > 0 ? kill_after : static_cast<long>(share) + kill_after;
+    if (static_cast<long>(sent) < std::max(at, 1L)) return;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::raise(SIGKILL);
+}
+
+}  // namespace
 
 Job::Job(std::string label, const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs)
     : label_(std::move(label)), run_(run) {
@@ -181,51 +218,151 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
     for (auto t : mine) my_tasks.push_back(&tasks[t]);
     verify_inputs(my_tasks);
     std::vector<TaskCost> my_costs;
-    std::size_t my_steps = 0;
-    for (auto t : mine) my_costs.push_back(costs[t]), my_steps += tasks[t].progress_steps;
+    std::size_t my_steps = 0, all_steps = 0;
+    double my_cost = 0, all_cost = 0;
+    for (auto t : mine)
+        my_costs.push_back(costs[t]), my_steps += tasks[t].progress_steps, my_cost += costs[t].cost;
+    for (std::size_t t = 0; t < tasks.size(); ++t)
+        if (needed[t]) all_steps += tasks[t].progress_steps, all_cost += costs[t].cost;
 
     // One BLAS thread per worker: parallelism comes from tasks in flight, and results do not depend
-    // on the thread or rank count (a threaded BLAS may sum in a different order).
+    // on the thread or rank count (a threaded BLAS may sum in a different order). Rank 0's progress
+    // line covers every rank: the others' tasks advance it as their results arrive.
     linalg::set_blas_threads(1);
-    Progress progress(label_, my_steps, run_.progress && is_root(), run_.progress_sink);
-    double my_cost = 0;
-    for (const auto& c : my_costs) my_cost += c.cost;
-    progress.weigh(my_cost);
-    run_tasks(my_costs, run_.resolved_threads(), run_.resolved_max_memory(), [&](std::size_t t) {
-        const std::size_t steps = tasks[mine[t]].progress_steps;
-        // Results wait for the check of what they were computed from.
-        std::vector<std::pair<std::size_t, FieldValues>> computed;
-        const Done done = [&computed](std::size_t slot, FieldValues v) {
-            computed.emplace_back(slot, std::move(v));
-        };
-        std::size_t advanced = 0;
-        const Advance advance = [&](std::size_t n) {
-            n = std::min(n, steps - advanced);
-            advanced += n;
-            progress.advance(n);
-        };
-        compute(tasks[mine[t]], done, advance);
-        check_mapped_inputs_intact();
-        for (const auto* read : tasks[mine[t]].reads)
-            if (const auto id = ids_.find(read); id != ids_.end()) check_unchanged(*read, id->second);
-        for (auto& [slot, v] : computed) store_result(slot, std::move(v));
-        progress.advance(steps - advanced, my_costs[t].cost);
-    });
+    Progress progress(label_, is_root() ? all_steps : my_steps, run_.progress && is_root(),
+                      run_.progress_sink);
+    progress.weigh(is_root() ? all_cost : my_cost);
+    Outbox outbox;
+    const auto compute_share = [&] {
+        run_tasks(my_costs, run_.resolved_threads(), run_.resolved_max_memory(), [&](std::size_t t) {
+            const std::size_t steps = tasks[mine[t]].progress_steps;
+            // Results wait for the check of what they were computed from.
+            std::vector<std::pair<std::size_t, FieldValues>> computed;
+            const Done done = [&computed](std::size_t slot, FieldValues v) {
+                computed.emplace_back(slot, std::move(v));
+            };
+            std::size_t advanced = 0;
+            const Advance advance = [&](std::size_t n) {
+                n = std::min(n, steps - advanced);
+                advanced += n;
+                progress.advance(n);
+            };
+            compute(tasks[mine[t]], done, advance);
+            check_mapped_inputs_intact();
+            for (const auto* read : tasks[mine[t]].reads)
+                if (const auto id = ids_.find(read); id != ids_.end()) check_unchanged(*read, id->second);
+            if (!is_root()) outbox.put(encode_task_results(mine[t], computed));
+            for (auto& [slot, v] : computed) store_result(slot, std::move(v));
+            progress.advance(steps - advanced, my_costs[t].cost);
+        });
+    };
+    if (distributed().size == 1) {
+        compute_share();
+    } else {
+        exchange(tasks, costs, compute_share, mine.size(), outbox, progress);
+    }
     progress.finish();
+}
 
-    // Rank 0 gathers the other ranks' results into the store.
-    std::string payload;
-    if (!is_root())
-        for (auto t : mine)
-            for (auto s : tasks[t].slots)
-                if (pending(s) && values_[s]) payload += serialize_field_values(s, *values_[s]);
-    for (const auto& bytes : gather_bytes(payload))
-        for (auto& [slot, v] : parse_field_values(bytes)) {
-            if (slot >= state_.size() || !pending(slot))
-                throw std::runtime_error(
-                    fmt::format("{}: a rank sent result {} that nobody computed", label_, slot));
-            store_result(slot, std::move(v));
+std::string Job::encode_task_results(std::size_t task,
+                                     const std::vector<std::pair<std::size_t, FieldValues>>& computed) {
+    std::string out(sizeof(std::uint64_t), '\0');
+    const std::uint64_t index = task;
+    std::memcpy(out.data(), &index, sizeof index);
+    for (const auto& [slot, v] : computed) out += serialize_field_values(slot, v);
+    return out;
+}
+
+void Job::receive_task_results(const std::string& bytes, const std::vector<Task>& tasks,
+                               const std::vector<TaskCost>& costs, Progress& progress) {
+    std::uint64_t task = 0;
+    if (bytes.size() < sizeof task) throw std::runtime_error(label_ + ": a rank sent a malformed result");
+    std::memcpy(&task, bytes.data(), sizeof task);
+    if (task >= tasks.size()) throw std::runtime_error(label_ + ": a rank sent the result of no task");
+    for (auto& [slot, v] : parse_field_values(bytes.substr(sizeof task))) {
+        if (!pending(slot))
+            throw std::runtime_error(
+                fmt::format("{}: a rank sent result {} that nobody computed", label_, slot));
+        store_result(slot, std::move(v));
+    }
+    progress.advance(tasks[task].progress_steps, costs[task].cost);
+}
+
+void Job::exchange(const std::vector<Task>& tasks, const std::vector<TaskCost>& costs,
+                   const std::function<void()>& compute_share, std::size_t share_size, Outbox& outbox,
+                   Progress& progress) {
+    using Clock = std::chrono::steady_clock;
+    const auto hosts = gather_bytes(host_name());
+    const double timeout = rank_timeout_seconds();
+    const auto beat = std::chrono::duration<double>(std::min(2.0, timeout / 4));
+    // The share is computed on a thread of its own: this (the main) thread is the one that talks MPI.
+    std::exception_ptr error;
+    std::atomic<bool> finished{false};
+    std::thread share([&] {
+        try {
+            compute_share();
+        } catch (...) {
+            error = std::current_exception();
         }
+        finished = true;
+    });
+    const auto stop_share = [&] {
+        if (!finished) request_cancel();  // the tasks in flight finish; no new one starts
+        share.join();
+    };
+    try {
+        if (is_root()) {
+            const auto n = static_cast<std::size_t>(distributed().size);
+            std::vector<Clock::time_point> last_heard(n, Clock::now());
+            std::vector<char> done(n, 0);
+            done[0] = 1;
+            for (;;) {
+                bool heard = false;
+                while (auto m = poll_message()) {
+                    heard = true;
+                    const auto r = static_cast<std::size_t>(m->source);
+                    last_heard[r] = Clock::now();
+                    if (m->tag == kTagResults) receive_task_results(m->bytes, tasks, costs, progress);
+                    if (m->tag == kTagDone) done[r] = 1;
+                }
+                if (finished && (error || std::all_of(done.begin(), done.end(), [](char d) { return d; })))
+                    break;
+                for (std::size_t r = 1; r < n; ++r)
+                    if (!done[r] &&
+                        std::chrono::duration<double>(Clock::now() - last_heard[r]).count() > timeout)
+                        throw InputError(fmt::format(
+                            "rank {} on host {} has sent nothing for {:g} s (stopped, or blocked on its "
+                            "filesystem): the job ends; every result that reached rank 0 is in the store, "
+                            "and "
+                            "a re-run computes only the rest (DIFFRACT_RANK_TIMEOUT sets the wait)",
+                            r, r < hosts.size() ? hosts[r] : "?", timeout));
+                if (!heard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        } else {
+            auto last_sent = Clock::now();
+            std::size_t sent = 0;
+            for (;;) {
+                const bool was_finished = finished;
+                for (auto& payload : outbox.take()) {
+                    send_bytes(0, kTagResults, payload);
+                    last_sent = Clock::now();
+                    fault_after_sent(++sent, share_size);
+                }
+                if (was_finished) break;
+                if (Clock::now() - last_sent > beat) {
+                    send_bytes(0, kTagHeartbeat, {});
+                    last_sent = Clock::now();
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            if (!error) send_bytes(0, kTagDone, {});
+        }
+    } catch (...) {
+        stop_share();
+        throw;
+    }
+    share.join();
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace diffract::run

@@ -8,11 +8,14 @@ commands other than analyze/compare under mpirun."""
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import struct
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,3 +146,99 @@ def test_results_past_2_gib_reach_rank_0():
     p = subprocess.run([*MPIRUN, tool("gather_check"), str(n)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"gathered {n} bytes from 1 ranks" in p.stdout
+
+
+def launcher_with_pids(tmp_path, model):
+    """Both ranks in one directory holding model/; each rank's pid written to pid.<rank>."""
+    shutil.copytree(model, tmp_path / "shared" / "model")
+    wrapper = tmp_path / "with_pid.sh"
+    wrapper.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/pid.$OMPI_COMM_WORLD_RANK"\n'
+                       f'cd "{tmp_path}/shared" && exec "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def counts(stderr):
+    import re
+    m = re.search(r"\((\d+) computed, (\d+) reused", stderr)
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_a_worker_killed_late_keeps_its_finished_work(family_f32, tmp_path):
+    """Results reach rank 0 as each task finishes: a worker killed before its last task loses only that
+    one (and rank 0 what it had in flight); before, the whole share went with it."""
+    wrapper = launcher_with_pids(tmp_path, family_f32 / "math")
+    env = {**os.environ, "DIFFRACT_TEST_KILL_AFTER_RESULTS": "-1"}
+    p = subprocess.run([*MPIRUN, str(wrapper), binary(), "analyze", "model", "--out", "out", "--store", "s.sqlite",
+                        "--threads", "1", "--null-draws", "3", "--quiet"], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert p.returncode != 0, p.stderr
+    total = counts(run(["analyze", tmp_path / "shared" / "model", "--out", tmp_path / "ref", "--store",
+                        tmp_path / "ref.sqlite", "--null-draws", "3"]).stderr)[0]
+    computed, reused = counts(run(["analyze", tmp_path / "shared" / "model", "--out", tmp_path / "resume",
+                                   "--store", tmp_path / "shared" / "s.sqlite", "--null-draws", "3"]).stderr)
+    assert computed + reused == total
+    assert total >= 20 and computed <= 3, (computed, reused, total)
+
+
+def test_a_stopped_worker_is_detected_within_the_timeout(family_f32, tmp_path):
+    wrapper = launcher_with_pids(tmp_path, family_f32 / "math")
+    env = {**os.environ, "DIFFRACT_RANK_TIMEOUT": "3"}
+    p = subprocess.Popen([*MPIRUN, str(wrapper), binary(), "analyze", "model", "--out", "out", "--store", "s.sqlite",
+                          "--threads", "1", "--null-draws", "400", "--quiet"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        pid_file = tmp_path / "pid.1"
+        end = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < end:
+            time.sleep(0.05)
+        # Let it start computing (its heartbeats begin with the work), then stop it as a hung host would.
+        sqlite = tmp_path / "shared" / "s.sqlite"
+        while stored_results(sqlite) == 0 and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.1)
+        os.kill(int(pid_file.read_text()), signal.SIGSTOP)
+        stopped = time.monotonic()
+        _, err = p.communicate(timeout=120)
+        waited = time.monotonic() - stopped
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, err
+    assert "rank 1 on host" in err and "has sent nothing for 3 s" in err, err
+    assert waited < 3 + 10, waited
+    assert stored_results(tmp_path / "shared" / "s.sqlite") > 0  # rank 0's results so far are kept
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
+
+
+def test_the_mpirun_hostfile_recipe(family_f32, tmp_path):
+    (tmp_path / "hosts").write_text("localhost slots=2\n")
+    env = {**os.environ, "DIFFRACT": binary(), "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    p = subprocess.run(["sh", EXAMPLES / "mpirun_hostfile.sh", tmp_path / "hosts", "2", "analyze",
+                        family_f32 / "math", "--out", tmp_path / "mpi", "--store", tmp_path / "m.sqlite",
+                        "--threads", "1"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    run(["analyze", family_f32 / "math", "--out", tmp_path / "one", "--store", tmp_path / "o.sqlite"])
+    assert (tmp_path / "mpi" / "metrics.csv").read_bytes() == (tmp_path / "one" / "metrics.csv").read_bytes()
+
+
+def test_the_slurm_array_recipe_joins_its_shards(family_f32, tmp_path):
+    """The array's tasks run here one after the other with Slurm's variables; then the merge."""
+    env = {**os.environ, "DIFFRACT": binary(), "SLURM_ARRAY_TASK_COUNT": "2"}
+    for i in (0, 1):
+        subprocess.run(["sh", EXAMPLES / "slurm_array_shard.sh", family_f32 / "math", "2"], cwd=tmp_path, check=True,
+                       env={**env, "SLURM_ARRAY_TASK_ID": str(i)}, timeout=600)
+    p = subprocess.run(["sh", EXAMPLES / "merge_shards.sh", family_f32 / "math", "2", "merged"], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    computed, reused = counts(p.stderr)
+    assert reused > computed > 0  # the layers came from the shards; the embeddings and head are computed here
+    run(["analyze", family_f32 / "math", "--out", tmp_path / "one", "--store", tmp_path / "o.sqlite"])
+    assert (tmp_path / "merged" / "metrics.csv").read_bytes() == (tmp_path / "one" / "metrics.csv").read_bytes()
+
+
+def test_the_srun_recipe_is_what_the_refusal_names():
+    text = (EXAMPLES / "slurm_srun.sbatch").read_text()
+    assert "srun --mpi=pmix" in text
+    assert subprocess.run(["sh", "-n", EXAMPLES / "slurm_srun.sbatch"]).returncode == 0

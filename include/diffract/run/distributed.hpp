@@ -4,6 +4,7 @@
 // rank and every function is trivial; nothing above this interface includes MPI.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +48,16 @@ const Distributed& distributed();
 // Which tasks this rank runs: greedy longest-processing-time assignment of the tasks with
 // `needed[i]` set, identical on every rank. Returns this rank's task indices.
 std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed);
+
+// Messages from the other ranks to rank 0 while a job runs (results as each task finishes, heartbeats),
+// of any size (sent in chunks). send_bytes: from this rank to `dest`; poll_message: a message waiting
+// at this rank from any rank, received, or nothing. Called from the main thread only.
+struct Message {
+    int source = 0, tag = 0;
+    std::string bytes;
+};
+void send_bytes(int dest, int tag, const std::string& bytes);
+std::optional<Message> poll_message();
 
 // Rank 0's `bytes` on every rank.
 void broadcast_bytes(std::string& bytes);

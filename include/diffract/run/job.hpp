@@ -10,7 +10,7 @@
 //      the threads under the memory budget (scheduler.hpp), one BLAS thread per worker, with progress;
 //      each task's results are put in the store as soon as it is computed and its inputs are found
 //      unchanged (check_unchanged: a killed run loses only the tasks in flight);
-//   5. gather the other ranks' results at rank 0 and store them.
+//   5. under MPI, the other ranks' results reach rank 0 as each task finishes and are stored then.
 //
 // The computation itself (what a slot is, how a task computes its slots) is the caller's: the
 // analyses are pure functions of opened inputs (analysis/).
@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "diffract/core/field_values.hpp"
@@ -100,6 +101,33 @@ private:
     void note_mismatch(std::string what);
     void verify_inputs(const std::vector<const Task*>& mine);
     void agree_on_mismatch();  // collective: every rank throws if any rank noted a mismatch
+
+    // Under MPI, results travel to rank 0 as each task finishes (a killed rank loses only its tasks in
+    // flight), with heartbeats in between (a rank silent for DIFFRACT_RANK_TIMEOUT seconds ends the
+    // job with exit 2 naming it).
+    enum : int { kTagResults = 1, kTagHeartbeat = 2, kTagDone = 3 };
+    class Outbox {  // a worker's finished tasks' results, from its compute threads to its main thread
+    public:
+        void put(std::string bytes) {
+            std::lock_guard lock(mu_);
+            items_.push_back(std::move(bytes));
+        }
+        std::vector<std::string> take() {
+            std::lock_guard lock(mu_);
+            return std::exchange(items_, {});
+        }
+
+    private:
+        std::mutex mu_;
+        std::vector<std::string> items_;
+    };
+    static std::string encode_task_results(std::size_t task,
+                                           const std::vector<std::pair<std::size_t, FieldValues>>& computed);
+    void receive_task_results(const std::string& bytes, const std::vector<Task>& tasks,
+                              const std::vector<TaskCost>& costs, Progress& progress);
+    void exchange(const std::vector<Task>& tasks, const std::vector<TaskCost>& costs,
+                  const std::function<void()>& compute_share, std::size_t share_size, Outbox& outbox,
+                  Progress& progress);
 
     std::string label_;
     const RunOptions& run_;

@@ -65,6 +65,32 @@ void broadcast_bytes(std::string& bytes) {
         check(MPI_Bcast(bytes.data() + at, chunk_length(n, at), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
 }
 
+void send_bytes(int dest, int tag, const std::string& bytes) {
+    unsigned long long n = bytes.size();
+    check(MPI_Send(&n, 1, MPI_UNSIGNED_LONG_LONG, dest, tag, MPI_COMM_WORLD), "MPI_Send");
+    for (std::size_t at = 0; at < n; at += kChunk)
+        check(MPI_Send(bytes.data() + at, chunk_length(n, at), MPI_BYTE, dest, tag, MPI_COMM_WORLD),
+              "MPI_Send");
+}
+
+std::optional<Message> poll_message() {
+    int flag = 0;
+    MPI_Status status;
+    check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
+    if (!flag) return std::nullopt;
+    // A message is its size, then its chunks, from one rank under one tag (delivered in order).
+    Message m{status.MPI_SOURCE, status.MPI_TAG, {}};
+    unsigned long long n = 0;
+    check(MPI_Recv(&n, 1, MPI_UNSIGNED_LONG_LONG, m.source, m.tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    m.bytes.resize(n);
+    for (std::size_t at = 0; at < n; at += kChunk)
+        check(MPI_Recv(m.bytes.data() + at, chunk_length(n, at), MPI_BYTE, m.source, m.tag, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE),
+              "MPI_Recv");
+    return m;
+}
+
 std::vector<std::string> gather_bytes(const std::string& mine) {
     if (state.size == 1) return {mine};
     unsigned long long n = mine.size();

@@ -14,6 +14,8 @@ const Distributed& distributed() {
     return single;
 }
 void broadcast_bytes(std::string&) {}
+void send_bytes(int, int, const std::string&) {}
+std::optional<Message> poll_message() { return std::nullopt; }
 std::vector<std::string> gather_bytes(const std::string& mine) { return {mine}; }
 
 }  // namespace diffract::run
