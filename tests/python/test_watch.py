@@ -342,3 +342,60 @@ def test_the_report_draws_trajectories_with_the_alerts(family_f32, run_dir, tmp_
     want = {(h["layer"], h["head"], h["step"]): float(h["importance"]) for h in heads}
     for l, h, s, v in cells:
         assert float(v) == pytest.approx(want[(l, h, s)], rel=1e-3, abs=1e-12)
+
+
+def test_gguf_and_sharded_checkpoints_of_a_run(tmp_path):
+    """One-file GGUF checkpoints named by step (a llama.cpp conversion per save, Q8_0), and sharded
+    model directories: each read as its format is, rows equal to analyze of that file."""
+    gguf = pytest.importorskip("gguf")
+    from test_gguf_rope import convert, hf_tensors
+    r = tmp_path / "run"
+    r.mkdir()
+    rng = np.random.default_rng(0)
+    base = hf_tensors(rng)
+    for k, step in enumerate((10, 20)):
+        t = {n: (v + 0.05 * k * rng.standard_normal(v.shape)).astype(np.float32) for n, v in base.items()}
+        convert(t, str(r / f"llama-step{step}.gguf"), qtype=gguf.GGMLQuantizationType.Q8_0)
+    watch(r, tmp_path / "w")
+    assert [c["status"] for c in rows(tmp_path / "w" / "checkpoints.csv")] == ["analysed", "analysed"]
+    run(["analyze", r / "llama-step20.gguf", "--out", tmp_path / "a", "--min-fit-size", "0", "--store",
+         tmp_path / "o.sqlite"])
+    mine = [{k: v for k, v in x.items() if k not in ("step", "model")} for x in rows(tmp_path / "w" / "metrics.csv")
+            if x["step"] == "20"]
+    assert mine == [{k: v for k, v in x.items() if k != "model"} for x in rows(tmp_path / "a" / "metrics.csv")]
+
+
+def test_sharded_directories_and_no_heads(family_f32, tmp_path):
+    r = tmp_path / "run"
+    run(["generate", "--out", tmp_path / "fam", "--dtype", "F32", "--layers", "2", "--hidden", "128", "--heads", "4",
+         "--intermediate", "256", "--vocab", "512", "--domain-heads", "1", "--generic-heads", "1", "--shard-mb", "0.2",
+         "--models", "pretrained,math"])
+    r.mkdir()
+    shutil.copytree(tmp_path / "fam" / "pretrained", r / "global_step0")
+    shutil.copytree(tmp_path / "fam" / "math", r / "global_step5")
+    assert (r / "global_step5" / "model.safetensors.index.json").exists()
+    watch(r, tmp_path / "w", "--no-heads")
+    metrics = rows(tmp_path / "w" / "metrics.csv")
+    assert {m["step"] for m in metrics} == {"0", "5"} and all(m["head"] == "" for m in metrics)
+
+
+def test_python_follow_stops_on_keyboard_interrupt(family_f32, tmp_path):
+    """diffract.watch(follow=True) in a process interrupted with SIGINT: KeyboardInterrupt, tables of every
+    finished checkpoint written."""
+    r = layout(family_f32, tmp_path / "run", ["step_0"])
+    code = ("import sys, diffract_spectral as d\n"
+            "try:\n    d.watch(sys.argv[1], out=sys.argv[2], store=sys.argv[3], follow=True, poll=0.2, settle=0,"
+            " min_fit_size=0)\n"
+            "except KeyboardInterrupt:\n    print('interrupted')\n")
+    out = tmp_path / "w"
+    p = subprocess.Popen([os.sys.executable, "-c", code, str(r), str(out), str(tmp_path / "s.sqlite")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: rows(out / "checkpoints.csv")[0]["status"] == "analysed")
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "interrupted" in stdout, stderr
+    assert {x["step"] for x in rows(out / "metrics.csv")} == {"0"}
