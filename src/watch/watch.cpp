@@ -16,6 +16,7 @@
 #include "diffract/analysis/option_values.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/distributed.hpp"
 #include "diffract/run/result_directory.hpp"
@@ -166,6 +167,7 @@ public:
                             "mpirun, and its checkpoints' analyses use every core of the machine",
                             run::distributed().size));
         if (!o.base.empty()) base_ = formats::open_checkpoint(o.base);
+        check_out_of_inputs();
     }
 
     WatchResult run() {
@@ -193,6 +195,16 @@ private:
         changed_ = true;
     }
 
+    // The result directory is rewritten as a whole: never the run directory or one holding it, never in
+    // the base or in a checkpoint (a directory inside the run beside its checkpoints is fine).
+    void check_out_of_inputs() const {
+        if (base_) check_output_path(o_.run.out, base_->input_paths());
+        const auto out = physical_path(o_.run.out), run = physical_path(o_.run_dir);
+        if (std::mismatch(out.begin(), out.end(), run.begin(), run.end()).first == out.end())
+            throw InputError(fmt::format("--out {}: is or holds the run directory {}, which watch reads",
+                                         o_.run.out, o_.run_dir));
+    }
+
     bool wanted(const FoundCheckpoint& c) const {
         return c.step % o_.every == 0 && (!o_.until_step || c.step <= *o_.until_step);
     }
@@ -201,8 +213,10 @@ private:
         double waited = 0;
         for (;;) {
             std::vector<FoundCheckpoint> found;
-            for (auto& c : find_checkpoints(o_.run_dir, o_.settle_seconds))
+            for (auto& c : find_checkpoints(o_.run_dir, o_.settle_seconds)) {
+                check_output_path(o_.run.out, {c.path});
                 if (wanted(c)) found.push_back(std::move(c));
+            }
             check_steps(found);
             note_deleted(found);
             double wait = 0;

@@ -309,6 +309,14 @@ def test_bad_runs_exit_2_with_one_line(family_f32, tmp_path):
     past = time.time() - 3600
     os.utime(bad / "checkpoint-7" / "trainer_state.json", (past, past))
     assert_input_error(watch(bad, tmp_path / "w", check=False), "trainer_state.json")
+    # Outputs that would overwrite what watch reads.
+    good = layout(family_f32, tmp_path / "good", ["step_1"])
+    assert_input_error(watch(good, good, check=False), "--out", "run directory")
+    assert_input_error(watch(good, tmp_path, check=False), "--out", "run directory")
+    assert_input_error(watch(good, good / "step_1" / "out", check=False), "--out", "step_1")
+    assert_input_error(watch(good, family_f32 / "pretrained" / "w", "--base", family_f32 / "pretrained", check=False),
+                       "--out", "pretrained")
+    assert not (good / "step_1" / "out").exists()
     # Options.
     assert_input_error(watch(bad, tmp_path / "w", "--every", "0", check=False), "--every")
     assert_input_error(watch(bad, tmp_path / "w", "--alpha-low", "7", check=False), "--alpha-low")
