@@ -59,7 +59,8 @@ TEST(WatchTrends, SlopeFirstLastAndCrossing) {
 
 TEST(WatchTrends, OneCheckpointHasNoSlopeAndNaNsAreLeftOut) {
     std::vector<Observation> obs{matrix(5, 4, 10), matrix(6, NAN, 12)};
-    const auto& a = find(trends(obs, {}), "pl_alpha");
+    const auto ts = trends(obs, {});
+    const auto& a = find(ts, "pl_alpha");
     EXPECT_EQ(a.checkpoints, 1u);
     EXPECT_TRUE(std::isnan(a.slope));
 }
