@@ -17,15 +17,8 @@ struct AnalyzeArgs {
     std::string out;
     std::string metrics = "default";
     bool no_heads = false;
-    std::string precision = "f64";
-    std::string svd_route = "auto";
-    std::int64_t seed = 42;
-    int min_fit_size = analysis::kDefaultMinFitSize;
+    analysis::KernelOptionText kernel;
     std::string convention = "diffract";
-    int alpha_ci = 0;
-    std::uint64_t alpha_ci_seed = 0;
-    int null_draws = 1;
-    int p_value_draws = analysis::kDefaultPValueDraws;
     run::RunOptionText run;
 };
 
@@ -34,15 +27,8 @@ int run_analyze(const AnalyzeArgs& a) {
     for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
     o.metrics = analysis::resolve_metrics(a.metrics);
     o.heads = !a.no_heads;
-    o.kernel.precision = analysis::parse_precision(a.precision);
-    o.kernel.route = analysis::parse_svd_route(a.svd_route);
-    o.kernel.rand_seed = a.seed;
-    o.kernel.min_fit_size = a.min_fit_size;
+    o.kernel = analysis::parse_kernel_options(a.kernel);
     o.convention = analysis::parse_convention(a.convention);
-    o.kernel.alpha_ci_draws = a.alpha_ci;
-    o.kernel.alpha_ci_seed = a.alpha_ci_seed;
-    o.kernel.null_draws = a.null_draws;
-    o.kernel.p_value_bootstraps = a.p_value_draws;
     o.run = run::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = run::analyze(o);
@@ -71,24 +57,26 @@ void add_analyze(CLI::App& app) {
                     "default, all, or a comma-separated list of fields (see `diffract metrics`)")
         ->capture_default_str();
     sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no per-head rows)");
-    sub->add_option("--precision", a->precision, "f32 or f64 SVD")->capture_default_str();
-    sub->add_option("--svd-route", a->svd_route, "Singular values: auto, gesdd or gram (see docs/metrics.md)")
+    sub->add_option("--precision", a->kernel.precision, "f32 or f64 SVD")->capture_default_str();
+    sub->add_option("--svd-route", a->kernel.svd_route,
+                    "Singular values: auto, gesdd or gram (see docs/metrics.md)")
         ->capture_default_str();
-    sub->add_option("--seed", a->seed, "Seed of the permutation null (-1: unseeded)")->capture_default_str();
+    sub->add_option("--seed", a->kernel.seed, "Seed of the permutation null (-1: unseeded)")
+        ->capture_default_str();
     sub->add_option(
-           "--min-fit-size", a->min_fit_size,
+           "--min-fit-size", a->kernel.min_fit_size,
            "Fewest tail (MP: bulk) eigenvalues a fit is reported on; 0: every fit (see docs/metrics.md)")
         ->capture_default_str();
-    sub->add_option("--alpha-ci", a->alpha_ci,
+    sub->add_option("--alpha-ci", a->kernel.alpha_ci,
                     "Bootstrap draws for pl_alpha_ci_low/high (95 %; each draw refits the ESD; 0: off)")
         ->capture_default_str();
-    sub->add_option("--alpha-ci-seed", a->alpha_ci_seed, "Seed of the --alpha-ci resampling")
+    sub->add_option("--alpha-ci-seed", a->kernel.alpha_ci_seed, "Seed of the --alpha-ci resampling")
         ->capture_default_str();
-    sub->add_option("--null-draws", a->null_draws,
+    sub->add_option("--null-draws", a->kernel.null_draws,
                     "Permutation-null draws: null fields are their mean, *_null_std their std (each draw one "
                     "SVD of the matrix)")
         ->capture_default_str();
-    sub->add_option("--p-value-draws", a->p_value_draws,
+    sub->add_option("--p-value-draws", a->kernel.p_value_draws,
                     "Bootstrap draws behind pl_p_value, tpl_p_value and expon_p_value (each draw one fit; "
                     "not in the default metrics)")
         ->capture_default_str();

@@ -46,11 +46,12 @@ void add_watch(CLI::App& app) {
     sub->add_option("--metrics", t->metrics, "default, all, or a comma-separated list of fields")
         ->capture_default_str();
     sub->add_flag("--no-heads", *no_heads, "Whole matrices only (no per-head rows)");
-    sub->add_option("--precision", t->precision, "f32 or f64 SVD")->capture_default_str();
-    sub->add_option("--svd-route", t->svd_route, "Singular values: auto, gesdd or gram")
+    sub->add_option("--precision", t->kernel.precision, "f32 or f64 SVD")->capture_default_str();
+    sub->add_option("--svd-route", t->kernel.svd_route, "Singular values: auto, gesdd or gram")
         ->capture_default_str();
-    sub->add_option("--seed", t->seed, "Seed of the permutation null (-1: unseeded)")->capture_default_str();
-    sub->add_option("--min-fit-size", t->min_fit_size, "Fewest tail eigenvalues a fit is reported on")
+    sub->add_option("--seed", t->kernel.seed, "Seed of the permutation null (-1: unseeded)")
+        ->capture_default_str();
+    sub->add_option("--min-fit-size", t->kernel.min_fit_size, "Fewest tail eigenvalues a fit is reported on")
         ->capture_default_str();
     sub->add_flag("--delta-only", t->delta_only,
                   "With --base: compare's delta fields only (one values-only SVD per delta; head importance "

@@ -45,18 +45,12 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
                  int p_value_draws, const std::string& convention, const RunArgs& run,
                  const std::string& out) {
     run::AnalyzeOptions o;
-    o.kernel.min_fit_size = min_fit_size;
-    o.kernel.alpha_ci_draws = alpha_ci;
-    o.kernel.alpha_ci_seed = alpha_ci_seed;
-    o.kernel.null_draws = null_draws;
-    o.kernel.p_value_bootstraps = p_value_draws;
+    o.kernel = analysis::parse_kernel_options(
+        {precision, svd_route, seed, min_fit_size, alpha_ci, alpha_ci_seed, null_draws, p_value_draws});
     o.convention = analysis::parse_convention(convention);
     for (const auto& m : models) o.models.push_back(*opened(m));
     o.metrics = analysis::resolve_metrics_with_custom(metrics);
     o.heads = heads;
-    o.kernel.precision = analysis::parse_precision(precision);
-    o.kernel.route = analysis::parse_svd_route(svd_route);
-    o.kernel.rand_seed = seed;
     o.run = run_options(run);
     o.run.out = out;
     const auto r = run_interruptible([&] {
@@ -117,7 +111,8 @@ nb::dict watch(const std::string& run_dir, const std::string& out, const std::st
                nb::object notice) {
     watch::WatchOptionText t;
     t.run_dir = run_dir, t.out = out, t.base = base, t.metrics = metrics, t.heads = heads;
-    t.precision = precision, t.svd_route = svd_route, t.seed = seed, t.min_fit_size = min_fit_size;
+    t.kernel.precision = precision, t.kernel.svd_route = svd_route, t.kernel.seed = seed;
+    t.kernel.min_fit_size = min_fit_size;
     t.delta_only = delta_only, t.follow = follow, t.every = every, t.until_step = until_step, t.poll = poll,
     t.settle = settle;
     t.thresholds = thresholds;

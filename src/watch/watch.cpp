@@ -478,10 +478,7 @@ WatchOptions parse_watch_options(const WatchOptionText& text) {
     o.base = text.base;
     o.metrics = analysis::resolve_metrics_with_custom(text.metrics);
     o.heads = text.heads;
-    o.kernel.precision = analysis::parse_precision(text.precision);
-    o.kernel.route = analysis::parse_svd_route(text.svd_route);
-    o.kernel.rand_seed = text.seed;
-    o.kernel.min_fit_size = text.min_fit_size;
+    o.kernel = analysis::parse_kernel_options(text.kernel);
     o.delta_only = text.delta_only;
     o.follow = text.follow;
     o.every = text.every;

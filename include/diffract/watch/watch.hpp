@@ -14,6 +14,7 @@
 
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/head_ranking.hpp"
+#include "diffract/analysis/option_values.hpp"
 #include "diffract/core/table.hpp"
 #include "diffract/run/analyze.hpp"
 #include "diffract/run/compare.hpp"
@@ -65,9 +66,7 @@ struct WatchOptionText {
     std::string run_dir, out, base;
     std::string metrics = "default";
     bool heads = true;
-    std::string precision = "f64", svd_route = "auto";
-    std::int64_t seed = 42;
-    int min_fit_size = analysis::kDefaultMinFitSize;
+    analysis::KernelOptionText kernel;  // --precision, --svd-route, --seed, --min-fit-size
     bool delta_only = false;
     bool follow = false;
     std::int64_t every = 1;
