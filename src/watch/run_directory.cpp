@@ -53,9 +53,12 @@ bool is_shard_name(const std::string& name) {
     return shard.search(name);
 }
 
+// A step too large for 64 bits is no step (a name, not a training run's counter).
+constexpr double kMaxStep = 9e18;
+
 std::optional<std::int64_t> step_in_name(const std::string& name) {
     const auto key = parse_step(name);
-    if (!key || key->unit != "step") return std::nullopt;
+    if (!key || key->unit != "step" || !(key->value >= 0 && key->value <= kMaxStep)) return std::nullopt;
     return static_cast<std::int64_t>(key->value);
 }
 
@@ -129,8 +132,7 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
         std::error_code fe;
         if (e.is_directory(fe)) {
             c.trainer = trainer_name.full_match(c.name);
-            const auto step =
-                c.trainer ? std::optional<std::int64_t>(std::stoll(c.name.substr(11))) : step_in_name(c.name);
+            const auto step = step_in_name(c.name);  // checkpoint-<N>: N, as for every name
             if (!step) continue;
             c.step = *step;
             const bool weights = is_model_directory(e.path());

@@ -309,6 +309,9 @@ def test_bad_runs_exit_2_with_one_line(family_f32, tmp_path):
     past = time.time() - 3600
     os.utime(bad / "checkpoint-7" / "trainer_state.json", (past, past))
     assert_input_error(watch(bad, tmp_path / "w", check=False), "trainer_state.json")
+    # A step past 64 bits is no step: the entry is passed over, not a crash.
+    huge = layout(family_f32, tmp_path / "huge", ["checkpoint-99999999999999999999999", "step_99999999999999999999"])
+    assert_input_error(watch(huge, tmp_path / "w", check=False), "no checkpoints found")
     # Outputs that would overwrite what watch reads.
     good = layout(family_f32, tmp_path / "good", ["step_1"])
     assert_input_error(watch(good, good, check=False), "--out", "run directory")
