@@ -179,7 +179,8 @@ public:
         }
         if (std::none_of(entries_.begin(), entries_.end(), [](const auto& e) { return e.second.done; }))
             throw InputError(nothing_read());
-        write();
+        // Every analysed checkpoint wrote the tables; only a status changed since needs them again.
+        if (changed_) write();
         return result_;
     }
 
