@@ -134,19 +134,21 @@ void Job::note_mismatch(std::string what) {
 
 void Job::verify_inputs(const std::vector<const Task*>& mine) {
     if (distributed().size == 1) return;
-    if (!is_root() && mismatch_.empty())
-        for (const auto* task : mine) {
-            for (const auto* read : task->reads)
-                if (const auto id = ids_.find(read);
-                    id != ids_.end() && content_id_now(*read) != id->second) {
-                    note_mismatch(
-                        fmt::format("{}: tensor {}: its bytes differ from rank 0's copy (a stale or "
-                                    "different file)",
-                                    read->path(), read->name));
-                    break;
-                }
-            if (!mismatch_.empty()) break;
-        }
+    if (!is_root() && mismatch_.empty()) {
+        // Each tensor once: a matrix and its head blocks are separate tasks reading the same tensor.
+        std::vector<const TensorInfo*> reads;
+        for (const auto* task : mine) reads.insert(reads.end(), task->reads.begin(), task->reads.end());
+        std::sort(reads.begin(), reads.end());
+        reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+        for (const auto* read : reads)
+            if (const auto id = ids_.find(read); id != ids_.end() && content_id_now(*read) != id->second) {
+                note_mismatch(
+                    fmt::format("{}: tensor {}: its bytes differ from rank 0's copy (a stale or "
+                                "different file)",
+                                read->path(), read->name));
+                break;
+            }
+    }
     agree_on_mismatch();
 }
 
