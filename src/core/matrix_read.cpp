@@ -4,6 +4,7 @@
 
 #include "core/release_behind_impl.hpp"
 #include "diffract/core/block_quant.hpp"
+#include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
 
@@ -32,6 +33,8 @@ Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
             t.path(), t.name,
             fmt::format("dtype {} is not a floating type and cannot be analysed", dtype_name(t.dtype)));
     check_block_inside(t, b);
+    const BusyScope reading;  // the pages of a mapped input are read here
+    test_fault_block_reads();
     const std::int64_t C = stored_cols(t);
     const auto bytes = t.bytes();
     Matrix<T> out(b.logical_rows(), b.logical_cols());

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/spelling.hpp"
@@ -233,6 +234,7 @@ std::string no_such_path(const fs::path& p) {
 }  // namespace
 
 Checkpoint open_checkpoint(std::string_view spec) {
+    const BusyScope reading_headers;
     auto [name, location] = split_model_name(spec);
     if (location.empty())
         throw InputError(

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/progress.hpp"
@@ -24,6 +25,7 @@ namespace {
 constexpr std::size_t kSlice = std::size_t{64} << 20;
 
 std::string hash_bytes(const TensorInfo& t) {
+    const BusyScope reading;
     XXH3_state_t* state = XXH3_createState();
     if (!state) throw std::bad_alloc();
     XXH3_128bits_reset(state);

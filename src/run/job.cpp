@@ -25,18 +25,6 @@
 namespace diffract::run {
 namespace {
 
-// How long rank 0 waits for word from another rank (DIFFRACT_RANK_TIMEOUT, seconds; default 60): every
-// rank sends a heartbeat at least every 2 s (a quarter of the timeout, when shorter) while it computes.
-double rank_timeout_seconds() {
-    if (const char* v = std::getenv("DIFFRACT_RANK_TIMEOUT")) {
-        char* end = nullptr;
-        const double t = std::strtod(v, &end);
-        if (*end == '\0' && t > 0 && std::isfinite(t)) return t;
-        throw InputError(fmt::format("DIFFRACT_RANK_TIMEOUT={}: expected a positive number of seconds", v));
-    }
-    return 60;
-}
-
 // Fault injection for the tests of a worker killed late (DIFFRACT_TEST_KILL_AFTER_RESULTS=N): after
 // sending N of its `share` tasks' results (N < 0: all but -N of them) this rank waits a second (so
 // that they reach rank 0) and kills itself.
@@ -50,6 +38,13 @@ void fault_after_sent(std::size_t sent, std::size_t share) {
     if (static_cast<long>(sent) < std::max(at, 1L)) return;
     std::this_thread::sleep_for(std::chrono::seconds(1));
     std::raise(SIGKILL);
+}
+
+// Fault injection for the tests of a rank stopped while a job starts (DIFFRACT_TEST_STOP_IN_IDENTIFY set in
+// that rank's environment): it stops itself (SIGSTOP) as it identifies its inputs, as a frozen host would.
+void fault_stop_in_identify() {
+    static const bool stop = std::getenv("DIFFRACT_TEST_STOP_IN_IDENTIFY") != nullptr;
+    if (stop) std::raise(SIGSTOP);
 }
 
 }  // namespace
@@ -67,6 +62,7 @@ Job::Job(std::string label, const RunOptions& run, const std::vector<const forma
 bool Job::is_root() const { return distributed().is_root(); }
 
 ContentIds Job::identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors) {
+    fault_stop_in_identify();
     ContentIds ids;
     if (store_) ids = identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
     for (const auto& [t, id] : ids) ids_[t] = id;
@@ -293,10 +289,6 @@ void Job::receive_task_results(const std::string& bytes, const std::vector<Task>
 void Job::exchange(const std::vector<Task>& tasks, const std::vector<TaskCost>& costs,
                    const std::function<void()>& compute_share, std::size_t share_size, Outbox& outbox,
                    Progress& progress) {
-    using Clock = std::chrono::steady_clock;
-    const auto hosts = gather_bytes(host_name());
-    const double timeout = rank_timeout_seconds();
-    const auto beat = std::chrono::duration<double>(std::min(2.0, timeout / 4));
     // The share is computed on a thread of its own: this (the main) thread is the one that talks MPI.
     std::exception_ptr error;
     std::atomic<bool> finished{false};
@@ -310,51 +302,38 @@ void Job::exchange(const std::vector<Task>& tasks, const std::vector<TaskCost>& 
     });
     const auto stop_share = [&] {
         if (!finished) request_cancel();  // the tasks in flight finish; no new one starts
+        // A share blocked on its inputs never finishes: the job ends without it (the process exits and the
+        // other ranks are aborted right after this error is reported).
+        if (!finished && this_rank_blocked()) return share.detach();
         share.join();
     };
     try {
         if (is_root()) {
             const auto n = static_cast<std::size_t>(distributed().size);
-            std::vector<Clock::time_point> last_heard(n, Clock::now());
             std::vector<char> done(n, 0);
             done[0] = 1;
             for (;;) {
                 bool heard = false;
                 while (auto m = poll_message()) {
                     heard = true;
-                    const auto r = static_cast<std::size_t>(m->source);
-                    last_heard[r] = Clock::now();
                     if (m->tag == kTagResults) receive_task_results(m->bytes, tasks, costs, progress);
-                    if (m->tag == kTagDone) done[r] = 1;
+                    if (m->tag == kTagDone) done[static_cast<std::size_t>(m->source)] = 1;
                 }
                 if (finished && (error || std::all_of(done.begin(), done.end(), [](char d) { return d; })))
                     break;
-                for (std::size_t r = 1; r < n; ++r)
-                    if (!done[r] &&
-                        std::chrono::duration<double>(Clock::now() - last_heard[r]).count() > timeout)
-                        throw InputError(fmt::format(
-                            "rank {} on host {} has sent nothing for {:g} s (stopped, or blocked on its "
-                            "filesystem): the job ends; every result that reached rank 0 is in the store, "
-                            "and "
-                            "a re-run computes only the rest (DIFFRACT_RANK_TIMEOUT sets the wait)",
-                            r, r < hosts.size() ? hosts[r] : "?", timeout));
+                check_ranks_alive(done);  // the ranks not done yet
                 if (!heard) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
         } else {
-            auto last_sent = Clock::now();
             std::size_t sent = 0;
             for (;;) {
                 const bool was_finished = finished;
                 for (auto& payload : outbox.take()) {
                     send_bytes(0, kTagResults, payload);
-                    last_sent = Clock::now();
                     fault_after_sent(++sent, share_size);
                 }
                 if (was_finished) break;
-                if (Clock::now() - last_sent > beat) {
-                    send_bytes(0, kTagHeartbeat, {});
-                    last_sent = Clock::now();
-                }
+                check_ranks_alive();  // rank 0, and this rank's own computing threads
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
             if (!error) send_bytes(0, kTagDone, {});

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/buffer_pool.hpp"
+#include "diffract/core/busy_threads.hpp"
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 
@@ -57,6 +58,7 @@ void run_tasks(const std::vector<TaskCost>& costs, int threads, std::uint64_t ma
             }
             try {
                 throw_if_cancelled();  // Ctrl-C from Python stops every command between tasks
+                const BusyScope working;
                 run(index);
             } catch (...) {
                 std::lock_guard lock(mu);

@@ -209,6 +209,60 @@ def test_a_stopped_worker_is_detected_within_the_timeout(family_f32, tmp_path):
     assert stored_results(tmp_path / "shared" / "s.sqlite") > 0  # rank 0's results so far are kept
 
 
+def with_fault_on_rank(tmp_path, model, rank, variable):
+    """launcher_with_pids, with `variable` set in one rank's environment only (a fault on one host)."""
+    wrapper = launcher_with_pids(tmp_path, model)
+    text = wrapper.read_text().replace(
+        "cd ", f'[ "$OMPI_COMM_WORLD_RANK" = "{rank}" ] && export {variable}=1\ncd ', 1)
+    wrapper.write_text(text)
+    return wrapper
+
+
+def run_until_detected(wrapper, tmp_path, timeout=3):
+    """analyze under mpirun with DIFFRACT_RANK_TIMEOUT=timeout: (exit code, stderr, seconds taken)."""
+    env = {**os.environ, "DIFFRACT_RANK_TIMEOUT": str(timeout)}
+    started = time.monotonic()
+    p = subprocess.run([*MPIRUN, str(wrapper), binary(), "analyze", "model", "--out", "out", "--store",
+                        "s.sqlite", "--threads", "1", "--quiet"], capture_output=True, text=True, timeout=300,
+                       env=env)
+    return p.returncode, p.stderr, time.monotonic() - started
+
+
+@pytest.mark.parametrize("stopped", [1, 0])
+def test_a_rank_stopped_while_the_job_starts_is_named(family_f32, tmp_path, stopped):
+    """A rank that stops (SIGSTOP, as a frozen host) while the ranks identify their inputs — before any
+    result is computed, where every rank waits on the others in collectives — is named within the timeout:
+    a stopped worker by rank 0, a stopped rank 0 by the worker. Before, every rank waited for ever."""
+    wrapper = with_fault_on_rank(tmp_path, family_f32 / "math", stopped, "DIFFRACT_TEST_STOP_IN_IDENTIFY")
+    code, err, took = run_until_detected(wrapper, tmp_path)
+    assert code == 2, err
+    assert f"rank {stopped} on host {socket.gethostname()} has sent nothing for 3 s" in err, err
+    assert took < 3 + 30, took  # MPI start-up included
+    assert stored_results(tmp_path / "shared" / "s.sqlite") == 0
+
+
+@pytest.mark.parametrize("blocked", [1, 0])
+def test_a_rank_whose_computing_threads_are_blocked_is_named(family_f32, tmp_path, blocked):
+    """A rank whose computing thread blocks reading its inputs (as on a dead network filesystem: no CPU
+    used, while the process's other threads still run and would answer heartbeats) is named with what
+    blocks it, within the timeout, instead of being waited on for ever."""
+    wrapper = with_fault_on_rank(tmp_path, family_f32 / "math", blocked, "DIFFRACT_TEST_BLOCK_READS")
+    code, err, took = run_until_detected(wrapper, tmp_path)
+    assert code == 2, err
+    assert f"rank {blocked} on host {socket.gethostname()}: a computing thread has used no CPU for" in err, err
+    assert "dead network filesystem" in err
+    assert took < 3 + 30, took
+
+
+def test_a_bad_rank_timeout_is_refused(family_f32, tmp_path):
+    wrapper = launcher_with_pids(tmp_path, family_f32 / "math")
+    env = {**os.environ, "DIFFRACT_RANK_TIMEOUT": "soon"}
+    p = subprocess.run([*MPIRUN, str(wrapper), binary(), "analyze", "model", "--out", "out", "--quiet"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 2, p.stderr
+    assert "DIFFRACT_RANK_TIMEOUT=soon: expected a positive number of seconds" in p.stderr
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
 
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,7 +39,15 @@ bool built_with_mpi();
 // do the whole work. Every job calls it (Job), and the CLI before any command.
 void check_launch();
 
-// Initialises MPI when the process was started by an MPI launcher (and the build has MPI).
+// How long a rank waits for word from a rank it waits on before naming it and ending the job
+// (DIFFRACT_RANK_TIMEOUT, seconds; default 60). Throws InputError for a value that is not a positive
+// number (check_launch reports it before any command runs).
+double rank_timeout_seconds();
+
+// Initialises MPI when the process was started by an MPI launcher (and the build has MPI). With more than
+// one rank, a liveness thread then sends this rank's heartbeat (rank 0 to every rank, the others to rank
+// 0) every 2 s (a quarter of the timeout, when shorter), or, once this rank's busy threads have used no CPU
+// for the timeout (core/busy_threads.hpp), says so instead.
 void distributed_init(int* argc, char*** argv);
 void distributed_finalize();
 // Ends every rank with `code` (after a failure on one rank).
@@ -49,7 +58,7 @@ const Distributed& distributed();
 // `needed[i]` set, identical on every rank. Returns this rank's task indices.
 std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed);
 
-// Messages from the other ranks to rank 0 while a job runs (results as each task finishes, heartbeats),
+// Messages from the other ranks to rank 0 while a job runs (results as each task finishes),
 // of any size (sent in chunks). send_bytes: from this rank to `dest`; poll_message: a message waiting
 // at this rank from any rank, received, or nothing. Called from the main thread only.
 struct Message {
@@ -58,6 +67,14 @@ struct Message {
 };
 void send_bytes(int dest, int tag, const std::string& bytes);
 std::optional<Message> poll_message();
+
+// Throws InputError naming the rank and host when a rank this one waits on — rank 0 waits on every rank
+// not `finished[r]`, the others on rank 0 — has been silent for rank_timeout_seconds() or reported blocked
+// threads, or when this rank's own threads are blocked. Every wait of the functions below checks it; a
+// caller that polls (poll_message) calls it between polls.
+void check_ranks_alive(std::span<const char> finished = {});
+// Whether this rank reported its own busy threads blocked (then they are not waited for).
+bool this_rank_blocked();
 
 // Rank 0's `bytes` on every rank.
 void broadcast_bytes(std::string& bytes);

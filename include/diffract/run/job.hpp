@@ -103,9 +103,9 @@ private:
     void agree_on_mismatch();  // collective: every rank throws if any rank noted a mismatch
 
     // Under MPI, results travel to rank 0 as each task finishes (a killed rank loses only its tasks in
-    // flight), with heartbeats in between (a rank silent for DIFFRACT_RANK_TIMEOUT seconds ends the
-    // job with exit 2 naming it).
-    enum : int { kTagResults = 1, kTagHeartbeat = 2, kTagDone = 3 };
+    // flight); meanwhile both sides check the other's liveness (check_ranks_alive: a rank silent for
+    // DIFFRACT_RANK_TIMEOUT seconds ends the job with exit 2 naming it).
+    enum : int { kTagResults = 1, kTagDone = 3 };
     class Outbox {  // a worker's finished tasks' results, from its compute threads to its main thread
     public:
         void put(std::string bytes) {

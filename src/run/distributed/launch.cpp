@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -41,7 +42,18 @@ std::string host_name() {
     return name;
 }
 
+double rank_timeout_seconds() {
+    if (const char* v = std::getenv("DIFFRACT_RANK_TIMEOUT")) {
+        char* end = nullptr;
+        const double t = std::strtod(v, &end);
+        if (end != v && *end == '\0' && t > 0 && std::isfinite(t)) return t;
+        throw InputError(fmt::format("DIFFRACT_RANK_TIMEOUT={}: expected a positive number of seconds", v));
+    }
+    return 60;
+}
+
 void check_launch() {
+    if (distributed().size > 1) rank_timeout_seconds();
     const auto copies = launched_copies();
     if (copies.count <= 1 || distributed().size > 1) return;
     if (!built_with_mpi())
