@@ -8,6 +8,7 @@
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/analyze.hpp"
 #include "diffract/run/distributed.hpp"
+#include "diffract/run/shipped_inputs.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -24,12 +25,12 @@ struct AnalyzeArgs {
 
 int run_analyze(const AnalyzeArgs& a) {
     run::AnalyzeOptions o;
-    for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
+    o.run = run::parse_run_options(a.run);
+    for (const auto& spec : a.models) o.models.push_back(run::open_input(spec, o.run.ship_inputs));
     o.metrics = analysis::resolve_metrics(a.metrics);
     o.heads = !a.no_heads;
     o.kernel = analysis::parse_kernel_options(a.kernel);
     o.convention = analysis::parse_convention(a.convention);
-    o.run = run::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = run::analyze(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
@@ -85,6 +86,7 @@ void add_analyze(CLI::App& app) {
                     "definitions (docs/weightwatcher.md)")
         ->capture_default_str();
     add_run_options(sub, a->run);
+    add_distribution_options(sub, a->run);
     on_run(sub, [a] { return run_analyze(*a); });
 }
 

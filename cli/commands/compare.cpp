@@ -9,6 +9,7 @@
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/compare.hpp"
 #include "diffract/run/distributed.hpp"
+#include "diffract/run/shipped_inputs.hpp"
 
 namespace diffract::cli {
 namespace {
@@ -32,9 +33,10 @@ struct CompareArgs {
 
 int run_compare(const CompareArgs& a) {
     run::CompareOptions o;
-    o.base = formats::open_checkpoint(a.base);
-    for (const auto& spec : a.models) o.models.push_back(formats::open_checkpoint(spec));
-    if (!a.reference.empty()) o.reference = formats::open_checkpoint(a.reference);
+    o.run = run::parse_run_options(a.run);
+    o.base = run::open_input(a.base, o.run.ship_inputs);
+    for (const auto& spec : a.models) o.models.push_back(run::open_input(spec, o.run.ship_inputs));
+    if (!a.reference.empty()) o.reference = run::open_input(a.reference, o.run.ship_inputs);
     o.top_k = a.top_k;
     o.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
     o.precision = analysis::parse_precision(a.precision);
@@ -42,7 +44,6 @@ int run_compare(const CompareArgs& a) {
     o.delta_only = a.delta_only;
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
-    o.run = run::parse_run_options(a.run);
     o.run.out = a.out;
     const auto result = run::compare(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
@@ -103,6 +104,7 @@ void add_compare(CLI::App& app) {
                   "Only the delta fields (delta_*, rel_delta_frob_norm; the rest NaN): a LoRA adapter on "
                   "this base is computed from its factors");
     add_run_options(sub, a->run);
+    add_distribution_options(sub, a->run);
     on_run(sub, [a] { return run_compare(*a); });
 }
 

@@ -24,6 +24,12 @@ void add_run_options(CLI::App* sub, run::RunOptionText& a) {
     add_selection_options(sub, a);
 }
 
+void add_distribution_options(CLI::App* sub, run::RunOptionText& a) {
+    sub->add_flag("--ship-inputs", a.ship_inputs,
+                  "Under mpirun: rank 0 sends each rank the bytes of its share of the inputs (for hosts "
+                  "without them: docs/distributed.md)");
+}
+
 CLI::Validator unsigned_seed() {
     return CLI::Validator(
         [](std::string& text) -> std::string {

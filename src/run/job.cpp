@@ -19,6 +19,7 @@
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/distributed.hpp"
+#include "diffract/run/shipped_inputs.hpp"
 #include "diffract/run/stored_results.hpp"
 #include "field_values_io_impl.hpp"
 
@@ -211,7 +212,9 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
         for (auto s : t.slots) any |= pending(s);
         needed.push_back(any);
     }
-    const auto mine = assign_tasks(costs, needed);
+    const auto shares = assign_tasks(costs, needed);
+    const auto& mine = shares[static_cast<std::size_t>(distributed().rank)];
+    if (run_.ship_inputs) ship_inputs(tasks, shares);
     std::vector<const Task*> my_tasks;
     for (auto t : mine) my_tasks.push_back(&tasks[t]);
     verify_inputs(my_tasks);
@@ -260,6 +263,17 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
         exchange(tasks, costs, compute_share, mine.size(), outbox, progress);
     }
     progress.finish();
+}
+
+void Job::ship_inputs(const std::vector<Task>& tasks, const std::vector<std::vector<std::size_t>>& shares) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto sent = ship_task_inputs(tasks, shares);
+    if (!is_root() || distributed().size == 1 || !run_.progress) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // What shipping costs, against the computing that follows: the line a user weighs --ship-inputs by.
+    fmt::print(stderr, "{}: sent {:.1f} MiB of inputs to {} ranks in {:.2f} s ({:.0f} MiB/s)\n", label_,
+               static_cast<double>(sent) / (1 << 20), distributed().size - 1, seconds,
+               static_cast<double>(sent) / (1 << 20) / std::max(seconds, 1e-9));
 }
 
 std::string Job::encode_task_results(std::size_t task,
@@ -336,7 +350,7 @@ void Job::exchange(const std::vector<Task>& tasks, const std::vector<TaskCost>& 
                 check_ranks_alive();  // rank 0, and this rank's own computing threads
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
-            if (!error) send_bytes(0, kTagDone, {});
+            if (!error) send_bytes(0, kTagDone, std::string());
         }
     } catch (...) {
         stop_share();

@@ -79,6 +79,7 @@ RunOptions parse_run_options(const RunOptionText& t) {
     linalg::check_device(t.device);  // even when every result turns out to be stored
     r.device = t.device;
     r.progress = !t.quiet;
+    r.ship_inputs = t.ship_inputs;
     r.selection = analysis::make_selection(t);
     return r;
 }

@@ -44,6 +44,8 @@ CLI_ONLY_OPTIONS = {
     ("report", "--colors"): "an alias of --colours",
     ("report", "--verbose"): "figures(...).notes returns the notes --verbose prints",
     ("report", "--no-evolution"): "evolution=False",
+    ("analyze", "--ship-inputs"): "MPI ranks only: the Python module is one process (docs/distributed.md)",
+    ("compare", "--ship-inputs"): "MPI ranks only: the Python module is one process (docs/distributed.md)",
 }
 
 # (command or "*", Python parameter) that the CLI has no option for, and why.

@@ -263,6 +263,91 @@ def test_a_bad_rank_timeout_is_refused(family_f32, tmp_path):
     assert "DIFFRACT_RANK_TIMEOUT=soon: expected a positive number of seconds" in p.stderr
 
 
+def sent_mib(stderr):
+    import re
+    m = re.search(r"sent ([0-9.]+) MiB of inputs to 1 ranks", stderr)
+    assert m, stderr
+    return float(m.group(1))
+
+
+def tensor_bytes(path):
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return len(raw) - 8 - n
+
+
+def only_on_rank_0(tmp_path, **inputs):
+    """rank0/ holds the inputs (name -> source directory), rank1/ nothing: a host without a shared disk."""
+    for name, src in inputs.items():
+        shutil.copytree(src, tmp_path / "rank0" / name)
+    (tmp_path / "rank1").mkdir(parents=True)
+    wrapper = tmp_path / "in_rank_dir.sh"
+    wrapper.write_text(f'#!/bin/sh\ncd "{tmp_path}/rank$OMPI_COMM_WORLD_RANK" && exec "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def same_tables(a, b, names):
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("spec", ["model", "model/model.safetensors"])
+def test_shipped_inputs_reach_a_worker_without_them(family_f32, tmp_path, spec):
+    """--ship-inputs: the worker has no inputs at all; rank 0 sends it the skeleton (headers, config.json)
+    and then the bytes of its share only, and the tables are the single process's byte for byte. A lone
+    file brings its config.json (the head geometry) along."""
+    wrapper = only_on_rank_0(tmp_path, model=family_f32 / "math")
+    p = mpi(wrapper, "analyze", spec, "--out", "out", "--store", "s.sqlite", "--ship-inputs")
+    assert p.returncode == 0, p.stderr
+    run(["analyze", tmp_path / "rank0" / spec, "--out", tmp_path / "single", "--store", tmp_path / "single.sqlite"])
+    same_tables(tmp_path / "rank0" / "out", tmp_path / "single", ["metrics.csv", "aggregates.csv"])
+    # Its share, not the whole model: the other rank's tensors never travel.
+    whole = tensor_bytes(family_f32 / "math" / "model.safetensors") / 2**20
+    assert 0.2 * whole < sent_mib(p.stderr) < 0.9 * whole, (sent_mib(p.stderr), whole)
+    assert list((tmp_path / "rank1").iterdir()) == []  # nothing left behind on the worker's host
+    assert not [d for d in Path(os.environ.get("TMPDIR", "/tmp")).glob("diffract-inputs-*")]
+
+
+def test_shipped_inputs_of_compare_and_an_adapter(family_f32, tmp_path):
+    """compare (base and model, both shipped) and a BASE+ADAPTER model (the adapter's factors shipped
+    with the base's tensors) give the single process's tables."""
+    from test_lora import E, bert_base, write_adapter
+    rng = np.random.default_rng(5)
+    bert_base(tmp_path / "src" / "bert", rng)
+    q = "encoder.layer.0.attention.self.query"
+    write_adapter(tmp_path / "src" / "adapter",
+                  {"peft_type": "LORA", "base_model_name_or_path": "bert", "r": 2, "lora_alpha": 2,
+                   "target_modules": ["query"], "fan_in_fan_out": False},
+                  {f"base_model.model.{q}.lora_A.weight": rng.normal(size=(2, E)).astype(np.float32),
+                   f"base_model.model.{q}.lora_B.weight": rng.normal(size=(E, 2)).astype(np.float32)})
+    wrapper = only_on_rank_0(tmp_path, base=family_f32 / "pretrained", model=family_f32 / "math",
+                             bert=tmp_path / "src" / "bert", adapter=tmp_path / "src" / "adapter")
+    p = mpi(wrapper, "compare", "--base", "base", "model", "--out", "cmp", "--store", "s.sqlite", "--ship-inputs")
+    assert p.returncode == 0, p.stderr
+    r0 = tmp_path / "rank0"
+    run(["compare", "--base", r0 / "base", r0 / "model", "--out", tmp_path / "single_cmp", "--store",
+         tmp_path / "single.sqlite"])
+    same_tables(r0 / "cmp", tmp_path / "single_cmp", ["compare.csv", "heads.csv"])
+    p = mpi(wrapper, "analyze", "tuned=bert+adapter", "--out", "lora", "--store", "s.sqlite", "--ship-inputs")
+    assert p.returncode == 0, p.stderr
+    run(["analyze", f"tuned={r0 / 'bert'}+{r0 / 'adapter'}", "--out", tmp_path / "single_lora", "--store",
+         tmp_path / "single.sqlite"])
+    same_tables(r0 / "lora", tmp_path / "single_lora", ["metrics.csv"])
+
+
+def test_shipped_inputs_never_touch_a_worker_s_own_copy(family_f32, tmp_path):
+    """A worker holding a stale copy at the same path computes rank 0's bytes with --ship-inputs (it reads
+    only what rank 0 sent) and leaves its own copy as it was."""
+    wrapper = per_rank(tmp_path, [family_f32 / "math", stale_copy(family_f32 / "math", tmp_path / "stale")])
+    before = (tmp_path / "rank1" / "model" / "model.safetensors").read_bytes()
+    p = mpi(wrapper, "analyze", "model", "--out", "out", "--store", "s.sqlite", "--ship-inputs")
+    assert p.returncode == 0, p.stderr
+    run(["analyze", tmp_path / "rank0" / "model", "--out", tmp_path / "single", "--store", tmp_path / "single.sqlite"])
+    same_tables(tmp_path / "rank0" / "out", tmp_path / "single", ["metrics.csv"])
+    assert (tmp_path / "rank1" / "model" / "model.safetensors").read_bytes() == before
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
 
 

@@ -54,9 +54,10 @@ void distributed_finalize();
 [[noreturn]] void distributed_abort(int code);
 const Distributed& distributed();
 
-// Which tasks this rank runs: greedy longest-processing-time assignment of the tasks with
-// `needed[i]` set, identical on every rank. Returns this rank's task indices.
-std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed);
+// Which tasks each rank runs: greedy longest-processing-time assignment of the tasks with `needed[i]`
+// set, identical on every rank. Returns every rank's task indices, result[r] for rank r.
+std::vector<std::vector<std::size_t>> assign_tasks(const std::vector<TaskCost>& costs,
+                                                   const std::vector<char>& needed);
 
 // Messages from the other ranks to rank 0 while a job runs (results as each task finishes),
 // of any size (sent in chunks). send_bytes: from this rank to `dest`; poll_message: a message waiting
@@ -66,7 +67,10 @@ struct Message {
     std::string bytes;
 };
 void send_bytes(int dest, int tag, const std::string& bytes);
+void send_bytes(int dest, int tag, std::span<const std::byte> bytes);
 std::optional<Message> poll_message();
+// The next message from `source` under `tag`, waiting for it (checking liveness meanwhile).
+std::string receive_bytes(int source, int tag);
 
 // Throws InputError naming the rank and host when a rank this one waits on — rank 0 waits on every rank
 // not `finished[r]`, the others on rank 0 — has been silent for rank_timeout_seconds() or reported blocked

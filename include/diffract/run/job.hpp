@@ -101,6 +101,8 @@ private:
     void note_mismatch(std::string what);
     void verify_inputs(const std::vector<const Task*>& mine);
     void agree_on_mismatch();  // collective: every rank throws if any rank noted a mismatch
+    // --ship-inputs: rank 0 sends each worker the bytes its share reads (run/shipped_inputs.hpp).
+    void ship_inputs(const std::vector<Task>& tasks, const std::vector<std::vector<std::size_t>>& shares);
 
     // Under MPI, results travel to rank 0 as each task finishes (a killed rank loses only its tasks in
     // flight); meanwhile both sides check the other's liveness (check_ranks_alive: a rank silent for

@@ -26,6 +26,9 @@ struct RunOptions {
     // The result directory the caller will write ("" for none): checked against the inputs and the
     // store before anything is computed (check_output_path).
     std::string out;
+    // Under MPI: rank 0 sends each worker the bytes of its share of the inputs (run/shipped_inputs.hpp),
+    // for workers that cannot read them (--ship-inputs).
+    bool ship_inputs = false;
     int resolved_threads() const;
     std::uint64_t resolved_max_memory() const;
     std::string resolved_store() const;  // store_path, or the default store
@@ -49,6 +52,7 @@ struct RunOptionText : analysis::SelectionText {
     int threads = 0;
     std::string max_memory, store, device = "cpu";
     int quiet = 0;  // 1 (--quiet): no progress display; 2 (--quiet --quiet): no summary line either
+    bool ship_inputs = false;
 };
 RunOptions parse_run_options(const RunOptionText& text);
 

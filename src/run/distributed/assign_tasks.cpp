@@ -5,7 +5,8 @@
 
 namespace diffract::run {
 
-std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const std::vector<char>& needed) {
+std::vector<std::vector<std::size_t>> assign_tasks(const std::vector<TaskCost>& costs,
+                                                   const std::vector<char>& needed) {
     const auto& d = distributed();
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < costs.size(); ++i)
@@ -14,13 +15,13 @@ std::vector<std::size_t> assign_tasks(const std::vector<TaskCost>& costs, const 
     std::stable_sort(order.begin(), order.end(),
                      [&](auto a, auto b) { return costs[a].cost > costs[b].cost; });
     std::vector<double> load(static_cast<std::size_t>(d.size), 0.0);
-    std::vector<std::size_t> mine;
+    std::vector<std::vector<std::size_t>> shares(load.size());
     for (auto i : order) {
         const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
         load[r] += costs[i].cost;
-        if (static_cast<int>(r) == d.rank) mine.push_back(i);
+        shares[r].push_back(i);
     }
-    return mine;
+    return shares;
 }
 
 }  // namespace diffract::run

@@ -255,14 +255,18 @@ void broadcast_bytes(std::string& bytes) {
 }
 
 void send_bytes(int dest, int tag, const std::string& bytes) {
+    send_bytes(dest, tag, std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+void send_bytes(int dest, int tag, std::span<const std::byte> bytes) {
     unsigned long long n = bytes.size();
     MPI_Request request;
     check(MPI_Isend(&n, 1, MPI_UNSIGNED_LONG_LONG, dest, tag, MPI_COMM_WORLD, &request), "MPI_Isend");
     wait(request);
     for (std::size_t at = 0; at < n; at += kChunk) {
-        check(
-            MPI_Isend(bytes.data() + at, chunk_length(n, at), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request),
-            "MPI_Isend");
+        check(MPI_Isend(const_cast<std::byte*>(bytes.data()) + at, chunk_length(n, at), MPI_BYTE, dest, tag,
+                        MPI_COMM_WORLD, &request),
+              "MPI_Isend");
         wait(request);
     }
 }
@@ -272,20 +276,23 @@ std::optional<Message> poll_message() {
     MPI_Status status;
     check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
     if (!flag) return std::nullopt;
+    return Message{status.MPI_SOURCE, status.MPI_TAG, receive_bytes(status.MPI_SOURCE, status.MPI_TAG)};
+}
+
+std::string receive_bytes(int source, int tag) {
     // A message is its size, then its chunks, from one rank under one tag (delivered in order).
-    Message m{status.MPI_SOURCE, status.MPI_TAG, {}};
     unsigned long long n = 0;
     MPI_Request request;
-    check(MPI_Irecv(&n, 1, MPI_UNSIGNED_LONG_LONG, m.source, m.tag, MPI_COMM_WORLD, &request), "MPI_Irecv");
+    check(MPI_Irecv(&n, 1, MPI_UNSIGNED_LONG_LONG, source, tag, MPI_COMM_WORLD, &request), "MPI_Irecv");
     wait(request);
-    m.bytes.resize(n);
+    std::string bytes(n, '\0');
     for (std::size_t at = 0; at < n; at += kChunk) {
-        check(MPI_Irecv(m.bytes.data() + at, chunk_length(n, at), MPI_BYTE, m.source, m.tag, MPI_COMM_WORLD,
+        check(MPI_Irecv(bytes.data() + at, chunk_length(n, at), MPI_BYTE, source, tag, MPI_COMM_WORLD,
                         &request),
               "MPI_Irecv");
         wait(request);
     }
-    return m;
+    return bytes;
 }
 
 std::vector<std::string> gather_bytes(const std::string& mine) {

@@ -1,0 +1,316 @@
+#include "diffract/run/shipped_inputs.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/run/distributed.hpp"
+
+namespace diffract::run {
+namespace fs = std::filesystem;
+namespace {
+
+enum : int { kTagSkeleton = 4, kTagTensor = 5 };
+
+// Beside a file given alone, the opener reads its directory's config.json (and a model's other JSON
+// files); those travel whole. Larger files beside a checkpoint (an optimizer state) are not model inputs.
+constexpr std::uintmax_t kSiblingLimit = std::uintmax_t{16} << 20;
+constexpr std::uintmax_t kWholeFileLimit = std::uintmax_t{64} << 20;
+
+// u64-length-prefixed fields, little-endian as the machines are.
+void put_u64(std::string& out, std::uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put_text(std::string& out, std::string_view s) {
+    put_u64(out, s.size());
+    out.append(s);
+}
+
+class Reader {
+public:
+    explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+    std::uint64_t u64() {
+        std::uint64_t v = 0;
+        need(sizeof v);
+        std::memcpy(&v, bytes_.data() + at_, sizeof v);
+        at_ += sizeof v;
+        return v;
+    }
+    std::string_view text() {
+        const auto n = u64();
+        need(n);
+        const std::string_view s(bytes_.data() + at_, n);
+        at_ += n;
+        return s;
+    }
+    bool done() const { return at_ == bytes_.size(); }
+
+private:
+    void need(std::uint64_t n) const {
+        if (bytes_.size() - at_ < n)
+            throw std::runtime_error("--ship-inputs: a malformed message from rank 0");
+    }
+    const std::string& bytes_;
+    std::size_t at_ = 0;
+};
+
+// The staging directory of this worker: created on first use, removed when the process ends normally.
+class Staging {
+public:
+    const fs::path& root() {
+        if (root_.empty()) {
+            root_ = fs::temp_directory_path() /
+                    fmt::format("diffract-inputs-{}-rank{}-{}", host_name(), distributed().rank, ::getpid());
+            fs::create_directories(root_);
+        }
+        return root_;
+    }
+    bool holds(const std::string& path) const {
+        return !root_.empty() && path.compare(0, root_.string().size(), root_.string()) == 0;
+    }
+    ~Staging() {
+        std::error_code ec;
+        if (!root_.empty()) fs::remove_all(root_, ec);
+    }
+
+private:
+    fs::path root_;
+};
+Staging staging;
+
+struct Range {
+    std::uint64_t offset, length;
+};
+
+// The byte ranges of `file` that are not inside one of `ck`'s tensors stored there (sorted, merged).
+std::vector<Range> outside_tensors(const formats::Checkpoint& ck, const std::string& file,
+                                   std::uint64_t size) {
+    std::vector<Range> inside;
+    const auto add = [&](const TensorInfo& t) {
+        if (t.file && t.path() == file && t.nbytes > 0) inside.push_back({t.offset, t.nbytes});
+    };
+    for (const auto& t : ck.tensors) {
+        add(t);
+        if (t.low_rank) add(t.low_rank->base), add(t.low_rank->a), add(t.low_rank->b);
+    }
+    std::sort(inside.begin(), inside.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
+    std::vector<Range> out;
+    std::uint64_t at = 0;
+    for (const auto& r : inside) {
+        if (r.offset > at) out.push_back({at, r.offset - at});
+        at = std::max(at, r.offset + r.length);
+    }
+    if (at < size) out.push_back({at, size - at});
+    return out;
+}
+
+// Whether any of `ck`'s tensors is stored in `file`.
+bool holds_tensors(const formats::Checkpoint& ck, const std::string& file) {
+    for (const auto& t : ck.tensors) {
+        if (t.file && t.path() == file) return true;
+        if (t.low_rank &&
+            (t.low_rank->base.path() == file || t.low_rank->a.path() == file || t.low_rank->b.path() == file))
+            return true;
+    }
+    return false;
+}
+
+// The files of input path `p` that a worker needs: a directory's own files, or a file with the JSON files
+// beside it. Each with the name it has under the input's staged copy ("" for `p` itself, a file).
+std::vector<std::pair<fs::path, std::string>> files_of(const fs::path& p) {
+    std::vector<std::pair<fs::path, std::string>> out;
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+        for (const auto& e : fs::directory_iterator(p, ec))
+            if (e.is_regular_file(ec)) out.emplace_back(e.path(), e.path().filename().string());
+        return out;
+    }
+    out.emplace_back(p, "");
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path() != p && e.is_regular_file(ec) && e.path().extension() == ".json" &&
+            e.file_size(ec) <= kSiblingLimit)
+            out.emplace_back(e.path(), "../" + e.path().filename().string());
+    return out;
+}
+
+// One staged file: its name under the input's slot, its size, and the ranges of it sent (the rest are
+// holes, filled later by ship_task_inputs).
+std::string encode_file(const formats::Checkpoint& ck, const fs::path& file, const std::string& staged_name) {
+    const auto path = file.string();
+    const auto mapped = MappedFile::open(path);
+    const auto bytes = mapped->bytes();
+    const auto ranges = holds_tensors(ck, path) ? outside_tensors(ck, path, bytes.size())
+                                                : std::vector<Range>{{0, bytes.size()}};
+    std::string out;
+    put_text(out, staged_name);
+    put_u64(out, bytes.size());
+    put_u64(out, ranges.size());
+    for (const auto& r : ranges) {
+        put_u64(out, r.offset);
+        put_text(out, std::string_view(reinterpret_cast<const char*>(bytes.data()) + r.offset, r.length));
+    }
+    return out;
+}
+
+void write_at(const std::string& path, std::uint64_t offset, std::string_view bytes) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + path);
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const auto n =
+            ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            throw std::system_error(err, std::generic_category(), "cannot write " + path);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+}
+
+// Writes one staged file under `dir` (the input path's staged copy) from its message.
+void stage_file(const fs::path& dir, const std::string& message) {
+    Reader in(message);
+    const auto name = std::string(in.text());
+    const fs::path path = name.empty() ? dir : (dir / name).lexically_normal();
+    const auto size = in.u64();
+    fs::create_directories(path.parent_path());
+    {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + path.string());
+        const bool sized = ::ftruncate(fd, static_cast<off_t>(size)) == 0;  // holes: no disk used
+        const int err = errno;
+        ::close(fd);
+        if (!sized) throw std::system_error(err, std::generic_category(), "cannot size " + path.string());
+    }
+    for (auto n = in.u64(); n > 0; --n) {
+        const auto offset = in.u64();
+        write_at(path.string(), offset, in.text());
+    }
+}
+
+// The tensors `share`'s tasks read, each once, in an order every rank computes alike (the tasks' order,
+// then the reads' own): a LoRA-merged tensor is read as its base and factors, whose files are real.
+std::vector<const TensorInfo*> share_reads(const std::vector<Task>& tasks,
+                                           const std::vector<std::size_t>& share) {
+    std::vector<const TensorInfo*> out;
+    std::set<const TensorInfo*> seen;
+    const auto add = [&](const TensorInfo* t) {
+        if (t->file && !t->file->is_generated() && !t->path().empty() && seen.insert(t).second)
+            out.push_back(t);
+    };
+    for (auto i : share)
+        for (const auto* t : tasks[i].reads) {
+            if (t->low_rank) {
+                add(&t->low_rank->base), add(&t->low_rank->a), add(&t->low_rank->b);
+            } else {
+                add(t);
+            }
+        }
+    return out;
+}
+
+}  // namespace
+
+formats::Checkpoint open_input(const std::string& spec, bool shipped) {
+    const auto& world = distributed();
+    if (!shipped || world.size == 1) return formats::open_checkpoint(spec);
+    static int inputs = 0;  // this process's staged inputs so far: each gets a slot of its own
+    const int slot = inputs++;
+    if (world.is_root()) {
+        auto ck = formats::open_checkpoint(spec);
+        // The spec a worker opens: the same name, each input path replaced by its staged copy.
+        std::string manifest;
+        put_text(manifest, ck.name);
+        const auto paths = ck.input_paths();
+        put_u64(manifest, paths.size());
+        std::vector<std::vector<std::string>> files(paths.size());
+        for (std::size_t j = 0; j < paths.size(); ++j) {
+            const fs::path p(paths[j]);
+            put_text(manifest, p.filename().string());
+            for (const auto& [file, name] : files_of(p)) {
+                std::error_code ec;
+                if (!holds_tensors(ck, file.string()) && fs::file_size(file, ec) > kWholeFileLimit) continue;
+                files[j].push_back(encode_file(ck, file, name));
+            }
+            put_u64(manifest, files[j].size());
+        }
+        for (int r = 1; r < world.size; ++r) {
+            send_bytes(r, kTagSkeleton, manifest);
+            for (const auto& of_path : files)
+                for (const auto& f : of_path) send_bytes(r, kTagSkeleton, f);
+        }
+        return ck;
+    }
+    const auto manifest = receive_bytes(0, kTagSkeleton);
+    Reader in(manifest);
+    const auto name = std::string(in.text());
+    const fs::path root = staging.root() / std::to_string(slot);
+    std::vector<std::string> staged;
+    for (auto j = in.u64(), i = decltype(j){0}; i < j; ++i) {
+        const fs::path dir = root / std::to_string(i) / std::string(in.text());
+        staged.push_back(dir.string());
+        for (auto n = in.u64(); n > 0; --n) stage_file(dir, receive_bytes(0, kTagSkeleton));
+    }
+    if (staged.empty()) throw std::runtime_error("--ship-inputs: rank 0 sent an input without paths");
+    std::string local = name + "=" + staged[0];
+    for (std::size_t j = 1; j < staged.size(); ++j) local += "+" + staged[j];
+    return formats::open_checkpoint(local);
+}
+
+std::size_t ship_task_inputs(const std::vector<Task>& tasks,
+                             const std::vector<std::vector<std::size_t>>& shares) {
+    const auto& world = distributed();
+    if (world.size == 1) return 0;
+    std::size_t sent = 0;
+    // First the list of what follows, so that a worker whose skeleton planned other tensors says so
+    // instead of waiting for bytes that never come.
+    const auto listing = [](const std::vector<const TensorInfo*>& reads) {
+        std::string out;
+        for (const auto* t : reads) out += fmt::format("{} {}\n", t->name, t->nbytes);
+        return out;
+    };
+    if (world.is_root()) {
+        for (int r = 1; r < world.size; ++r) {
+            const auto reads = share_reads(tasks, shares[static_cast<std::size_t>(r)]);
+            send_bytes(r, kTagTensor, listing(reads));
+            for (const auto* t : reads) {
+                send_bytes(r, kTagTensor, t->bytes());
+                sent += t->nbytes;
+            }
+        }
+        return sent;
+    }
+    const auto reads = share_reads(tasks, shares[static_cast<std::size_t>(world.rank)]);
+    if (receive_bytes(0, kTagTensor) != listing(reads))
+        throw InputError(
+            "--ship-inputs: the skeleton rank 0 sent plans other tensors for this rank's tasks than rank 0 "
+            "does: not the same model");
+    for (const auto* t : reads) {
+        const auto bytes = receive_bytes(0, kTagTensor);
+        // Only ever into this worker's own staged copy: an input of its own host is never written.
+        if (!staging.holds(t->path()))
+            throw std::runtime_error(fmt::format("--ship-inputs: {} is not a staged input", t->path()));
+        if (bytes.size() != t->nbytes)
+            throw InputError(
+                fmt::format("{}: tensor {}: rank 0 sent {} bytes where its skeleton holds {}: "
+                            "rank 0 planned another model",
+                            t->path(), t->name, bytes.size(), t->nbytes));
+        write_at(t->path(), t->offset, bytes);
+    }
+    return 0;
+}
+
+}  // namespace diffract::run
