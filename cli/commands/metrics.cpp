@@ -19,6 +19,7 @@ namespace {
 
 struct Entry {
     std::string name, level, in_default, inputs, formula;
+    std::vector<std::string> cost;  // metrics table only: what computing it costs per matrix
 };
 
 std::vector<Entry> entries(const std::string& table) {
@@ -43,7 +44,7 @@ std::vector<Entry> entries(const std::string& table) {
         if (f.level != analysis::Level::cross_model)
             out.push_back({std::string(f.name), std::string(analysis::level_name(f.level)),
                            f.is_vector ? "vector" : (f.in_default ? "yes" : "no"), std::string(f.inputs),
-                           std::string(f.formula)});
+                           std::string(f.formula), analysis::field_cost(f.name)});
     return out;
 }
 
@@ -75,7 +76,8 @@ void add_metrics(CLI::App& app) {
     sub->add_option("fields", a->fields, "Only these fields");
     sub->add_option("--table", a->table, "metrics (metrics.csv), compare (compare.csv) or heads (heads.csv)")
         ->capture_default_str();
-    sub->add_flag("--json", a->json, "One JSON array of objects (name, level, default, inputs, formula)");
+    sub->add_flag("--json", a->json,
+                  "One JSON array of objects (name, level, default, inputs, formula, cost)");
     on_run(sub, [a] {
         auto all = entries(a->table);
         std::vector<Entry> shown;
@@ -99,7 +101,8 @@ void add_metrics(CLI::App& app) {
                              {"level", e.level},
                              {"default", e.in_default},
                              {"inputs", e.inputs},
-                             {"formula", e.formula}});
+                             {"formula", e.formula},
+                             {"cost", e.cost}});
             fmt::print("{}\n", j.dump(2));
             return 0;
         }
@@ -110,6 +113,11 @@ void add_metrics(CLI::App& app) {
             for (const auto& line : wrap(e.formula, 94)) fmt::print("    {}\n", line);
             if (!e.inputs.empty())
                 for (const auto& line : wrap("inputs: " + e.inputs, 94)) fmt::print("    {}\n", line);
+            if (!e.cost.empty()) {
+                std::string cost;
+                for (const auto& c : e.cost) cost += (cost.empty() ? "" : "; ") + c;
+                for (const auto& line : wrap("cost: " + cost, 94)) fmt::print("    {}\n", line);
+            }
         }
         return 0;
     });

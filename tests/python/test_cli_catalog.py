@@ -87,3 +87,25 @@ def test_zsh_and_fish_scripts_name_every_command():
     assert "bashcompinit" in run(["completion", "zsh"]).stdout
     p = run(["completion", "tcsh"], check=False)
     assert_input_error(p, "bash, zsh or fish")
+
+
+def test_every_metric_says_what_it_costs():
+    """Issue 36: `diffract metrics` lists each field's cost per matrix, so that a user sees what is
+    expensive before asking for it: the SVDs, the permutation null (per --null-draws), bootstrap refits (per
+    --p-value-draws / --alpha-ci). What the kernels really run decides the text: a field whose computation
+    makes resampling draws names the option that sets them."""
+    fields = {f["name"]: f for f in json.loads(run(["metrics", "--json"]).stdout)}
+    for name, f in fields.items():
+        if f["level"] == "PARAMETER":
+            assert f["cost"], name
+    cost = {name: " ".join(f["cost"]) for name, f in fields.items()}
+    for name in ("pl_p_value", "tpl_p_value", "expon_p_value"):
+        assert "--p-value-draws" in cost[name] and "singular values" in cost[name], cost[name]
+    assert "--alpha-ci" in cost["pl_alpha_ci_low"]
+    for name in ("w1_rand_distance", "esd_rand_max", "mp_soft_rank"):
+        assert "--null-draws" in cost[name], (name, cost[name])
+    assert "--null-draws" not in cost["pl_alpha"] and "--p-value-draws" not in cost["pl_alpha"]
+    assert "singular vectors" in cost["weights_lsvs"]
+    assert cost["greater_dim"] == "none beyond reading the shape"
+    text = run(["metrics", "tpl_p_value"]).stdout
+    assert "cost: the singular values" in text and "--p-value-draws" in text

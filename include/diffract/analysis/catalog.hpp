@@ -125,6 +125,11 @@ std::map<std::string, double> model_aggregates(const std::vector<FieldValues>& m
 // The kernels (by name) that computing `fields` runs, in order: for tests and `diffract metrics`.
 std::vector<std::string> kernels_for(const std::vector<std::string>& fields);
 
+// What computing `field` costs per matrix: one phrase per costly kernel it runs (the singular values, the
+// permutation null, bootstrap refits), for `diffract metrics`. Empty for a field no kernel produces (an
+// IN_MODEL aggregate: the cost of its input).
+std::vector<std::string> field_cost(std::string_view field);
+
 // The given fields and every stored field computed from them (for erasing results consistently).
 std::vector<std::string> dependents_of(const std::vector<std::string>& fields);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -563,6 +564,50 @@ std::set<std::string_view> needed_kernels(const std::vector<std::string>& fields
 }
 
 }  // namespace
+
+namespace {
+
+// The work of each kernel that costs more than a pass over a matrix's values, per matrix, as `diffract
+// metrics` shows it (measured on real shapes: docs/metrics.md, "What a field costs"). The others cost
+// next to nothing against the SVD their inputs need.
+std::string_view kernel_cost(std::string_view kernel) {
+    static const std::map<std::string_view, std::string_view> costs = {
+        {"weights_std", "a pass over the entries"},
+        {"svd", "the singular values (one values-only SVD, the Gram route by default)"},
+        {"rand_svd",
+         "the permutation null: a shuffled copy of the entries and its values-only SVD, per --null-draws "
+         "draw "
+         "(default 1)"},
+        {"truncated_power_law", "a Nelder-Mead fit of the truncated power law"},
+        {"exponential", "an x_min search with a Nelder-Mead fit at each candidate"},
+        {"pl_alpha_ci", "--alpha-ci bootstrap refits of the power law (off by default)"},
+        {"pl_p_value",
+         "--p-value-draws bootstrap refits of the power law with its x_min search (default 100)"},
+        {"tpl_p_value",
+         "--p-value-draws bootstrap refits of the truncated power law, each a Nelder-Mead fit (default 100)"},
+        {"expon_p_value",
+         "--p-value-draws bootstrap refits of the exponential with its x_min search (default 100)"},
+    };
+    const auto it = costs.find(kernel);
+    return it == costs.end() ? std::string_view() : it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> field_cost(std::string_view field) {
+    if (!producer_of(field)) return {};
+    std::vector<std::string> out;
+    const bool vectors = field == "weights_lsvs" || field == "weights_rsvs";
+    for (const auto& kernel : kernels_for({std::string(field)})) {
+        if (kernel == "svd" && vectors) {
+            out.emplace_back("a full SVD with its singular vectors (gesdd: several times the values alone)");
+            continue;
+        }
+        if (const auto cost = kernel_cost(kernel); !cost.empty()) out.emplace_back(cost);
+    }
+    if (out.empty()) out.emplace_back("none beyond reading the shape");
+    return out;
+}
 
 std::vector<std::string> kernels_for(const std::vector<std::string>& fields) {
     const auto needed = needed_kernels(fields);
