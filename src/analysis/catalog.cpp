@@ -215,7 +215,8 @@ std::string KernelConfig::key() const {
         // f32's Gram route changed (f32 product under kF32GramGuard): "f32g" keeps older f32 results out.
         // v2: the permutation null of a tall matrix runs in f32 (linalg::null_in_f32).
         // v3: a too_few tail fit keeps its alpha, lambda and KS (they were NaN).
-        precision == Precision::f32 ? "f32g" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
+        // "f32n": the f32 tier's null takes the values' route (f32 product, f64 eigenvalues).
+        precision == Precision::f32 ? "f32n" : "f64", route_name, rand_seed, hard_rank_rtol, tw_p,
         p_value_bootstraps, p_value_seed, min_fit_size, alpha_ci_draws, alpha_ci_seed,
         null_draws == 1 ? std::string() : fmt::format(";null_draws={}", null_draws));
 }

@@ -143,6 +143,19 @@ bool f32_null(const Context<T>& c) {
     return c.config.route != linalg::SvdRoute::gesdd && linalg::null_in_f32(c.input.rows, c.input.cols);
 }
 
+// The values of a null narrowed to f32 (f32_null). The f32 tier promises every field at least f32
+// sgesdd's accuracy (docs/metrics.md, "The f32 tier's contract"), the null's included, so there the null
+// takes the values' own f32 route (an f32 Gram product, f64 eigenvalues, guarded): the all-f32
+// null_singular_values errs by up to ~2e-5 on σ_min where sgesdd errs by ~2e-6. The f64 tier keeps that
+// faster null, whose error is far inside the draw's own spread (docs/metrics.md, the null).
+template <typename T>
+std::vector<double> narrowed_null_values(Context<T>& c, const Matrix<float>& p) {
+    if constexpr (std::is_same_v<T, float>)
+        return c.backend.singular_values(p, c.config.route);
+    else
+        return c.backend.null_singular_values(p, c.config.route);
+}
+
 // Draw `d` of the null from the entries, which stay (in-memory input, or further draws follow).
 template <typename T>
 std::vector<double> copied_null_values(Context<T>& c, std::int64_t seed) {
@@ -151,7 +164,7 @@ std::vector<double> copied_null_values(Context<T>& c, std::int64_t seed) {
         auto p = narrowed(w);
         if (finite(p)) {
             permute_in_place(p, seed);
-            return c.backend.null_singular_values(p, c.config.route);
+            return narrowed_null_values(c, p);
         }
     }
     return c.backend.singular_values(permuted(w, seed), c.config.route);
@@ -178,7 +191,7 @@ std::vector<double> null_draw_values(Context<T>& c) {
         if (finite(p)) {
             c.input.entries.reset();  // no longer the matrix's entries: a later reader would read them again
             permute_in_place(p, cfg.rand_seed);
-            return c.backend.null_singular_values(p, cfg.route);
+            return narrowed_null_values(c, p);
         }
         if constexpr (std::is_same_v<T, float>) c.input.entries = std::move(p);  // as they were
     }
