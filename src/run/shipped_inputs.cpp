@@ -1,6 +1,7 @@
 #include "diffract/run/shipped_inputs.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,27 +64,66 @@ private:
     std::size_t at_ = 0;
 };
 
-// The staging directory of this worker: created on first use, removed when the process ends normally.
+void write_at(int fd, const std::string& path, std::uint64_t offset, std::string_view bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const auto n =
+            ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw std::system_error(errno, std::generic_category(), "cannot write " + path);
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+// This worker's staged inputs. Each input's files are written under a directory of its own, opened, and
+// the directory is removed at once: the open files live on in the mappings and in the descriptors kept
+// here (through which ship_task_inputs fills the holes), so nothing is left in $TMPDIR however the
+// worker ends — a kill included.
 class Staging {
 public:
-    const fs::path& root() {
-        if (root_.empty()) {
-            root_ = fs::temp_directory_path() /
-                    fmt::format("diffract-inputs-{}-rank{}-{}", host_name(), distributed().rank, ::getpid());
-            fs::create_directories(root_);
-        }
-        return root_;
+    // A new, empty directory for the next input.
+    fs::path next_directory() {
+        const auto dir =
+            fs::temp_directory_path() / fmt::format("diffract-inputs-{}-rank{}-{}-{}", host_name(),
+                                                    distributed().rank, ::getpid(), inputs_++);
+        fs::create_directories(dir);
+        return dir;
     }
-    bool holds(const std::string& path) const {
-        return !root_.empty() && path.compare(0, root_.string().size(), root_.string()) == 0;
+    // Creates `path` as a sparse file of `size` bytes, kept open for writing.
+    int create(const fs::path& path, std::uint64_t size) {
+        fs::create_directories(path.parent_path());
+        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + path.string());
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            const int err = errno;
+            ::close(fd);
+            throw std::system_error(err, std::generic_category(), "cannot stat " + path.string());
+        }
+        files_[{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)}] = fd;
+        if (::ftruncate(fd, static_cast<off_t>(size)) != 0)  // holes: no disk used
+            throw std::system_error(errno, std::generic_category(), "cannot size " + path.string());
+        return fd;
+    }
+    // The descriptor of the staged file `file` maps (by device and inode: its directory is gone), or -1
+    // for a file that is not one: an input of this host is never written.
+    int descriptor(const MappedFile& file) const {
+        const auto& id = file.identity();
+        if (!id) return -1;
+        const auto it = files_.find({id->device, id->inode});
+        return it == files_.end() ? -1 : it->second;
+    }
+    static void remove(const fs::path& dir) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
     }
     ~Staging() {
-        std::error_code ec;
-        if (!root_.empty()) fs::remove_all(root_, ec);
+        for (const auto& [path, fd] : files_) ::close(fd);
     }
 
 private:
-    fs::path root_;
+    int inputs_ = 0;
+    std::map<std::pair<std::uint64_t, std::uint64_t>, int> files_;
 };
 Staging staging;
 
@@ -162,42 +202,15 @@ std::string encode_file(const formats::Checkpoint& ck, const fs::path& file, con
     return out;
 }
 
-void write_at(const std::string& path, std::uint64_t offset, std::string_view bytes) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + path);
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const auto n =
-            ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = errno;
-            ::close(fd);
-            throw std::system_error(err, std::generic_category(), "cannot write " + path);
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-}
-
 // Writes one staged file under `dir` (the input path's staged copy) from its message.
 void stage_file(const fs::path& dir, const std::string& message) {
     Reader in(message);
     const auto name = std::string(in.text());
     const fs::path path = name.empty() ? dir : (dir / name).lexically_normal();
-    const auto size = in.u64();
-    fs::create_directories(path.parent_path());
-    {
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + path.string());
-        const bool sized = ::ftruncate(fd, static_cast<off_t>(size)) == 0;  // holes: no disk used
-        const int err = errno;
-        ::close(fd);
-        if (!sized) throw std::system_error(err, std::generic_category(), "cannot size " + path.string());
-    }
+    const int fd = staging.create(path, in.u64());
     for (auto n = in.u64(); n > 0; --n) {
         const auto offset = in.u64();
-        write_at(path.string(), offset, in.text());
+        write_at(fd, path.string(), offset, in.text());
     }
 }
 
@@ -227,8 +240,6 @@ std::vector<const TensorInfo*> share_reads(const std::vector<Task>& tasks,
 formats::Checkpoint open_input(const std::string& spec, bool shipped) {
     const auto& world = distributed();
     if (!shipped || world.size == 1) return formats::open_checkpoint(spec);
-    static int inputs = 0;  // this process's staged inputs so far: each gets a slot of its own
-    const int slot = inputs++;
     if (world.is_root()) {
         auto ck = formats::open_checkpoint(spec);
         // The spec a worker opens: the same name, each input path replaced by its staged copy.
@@ -257,7 +268,7 @@ formats::Checkpoint open_input(const std::string& spec, bool shipped) {
     const auto manifest = receive_bytes(0, kTagSkeleton);
     Reader in(manifest);
     const auto name = std::string(in.text());
-    const fs::path root = staging.root() / std::to_string(slot);
+    const fs::path root = staging.next_directory();
     std::vector<std::string> staged;
     for (auto j = in.u64(), i = decltype(j){0}; i < j; ++i) {
         const fs::path dir = root / std::to_string(i) / std::string(in.text());
@@ -267,7 +278,14 @@ formats::Checkpoint open_input(const std::string& spec, bool shipped) {
     if (staged.empty()) throw std::runtime_error("--ship-inputs: rank 0 sent an input without paths");
     std::string local = name + "=" + staged[0];
     for (std::size_t j = 1; j < staged.size(); ++j) local += "+" + staged[j];
-    return formats::open_checkpoint(local);
+    try {
+        auto ck = formats::open_checkpoint(local);
+        Staging::remove(root);
+        return ck;
+    } catch (...) {
+        Staging::remove(root);
+        throw;
+    }
 }
 
 std::size_t ship_task_inputs(const std::vector<Task>& tasks,
@@ -301,14 +319,15 @@ std::size_t ship_task_inputs(const std::vector<Task>& tasks,
     for (const auto* t : reads) {
         const auto bytes = receive_bytes(0, kTagTensor);
         // Only ever into this worker's own staged copy: an input of its own host is never written.
-        if (!staging.holds(t->path()))
+        const int fd = staging.descriptor(*t->file);
+        if (fd < 0)
             throw std::runtime_error(fmt::format("--ship-inputs: {} is not a staged input", t->path()));
         if (bytes.size() != t->nbytes)
             throw InputError(
                 fmt::format("{}: tensor {}: rank 0 sent {} bytes where its skeleton holds {}: "
                             "rank 0 planned another model",
                             t->path(), t->name, bytes.size(), t->nbytes));
-        write_at(t->path(), t->offset, bytes);
+        write_at(fd, t->path(), t->offset, bytes);
     }
     return 0;
 }

@@ -336,6 +336,20 @@ def test_shipped_inputs_of_compare_and_an_adapter(family_f32, tmp_path):
     same_tables(r0 / "lora", tmp_path / "single_lora", ["metrics.csv"])
 
 
+def test_a_killed_worker_leaves_no_staged_inputs(family_f32, tmp_path):
+    """The staged skeletons live only as open files (their directory is removed once opened): a worker
+    killed mid-job leaves nothing in its $TMPDIR, and the results it sent are kept."""
+    wrapper = only_on_rank_0(tmp_path, model=family_f32 / "math")
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "DIFFRACT_TEST_KILL_AFTER_RESULTS": "-1"}
+    p = subprocess.run([*MPIRUN, str(wrapper), binary(), "analyze", "model", "--out", "out", "--store", "s.sqlite",
+                        "--threads", "1", "--null-draws", "3", "--ship-inputs", "--quiet"], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert p.returncode != 0, p.stderr
+    assert list((tmp_path / "tmp").glob("diffract-inputs-*")) == []
+    assert stored_results(tmp_path / "rank0" / "s.sqlite") > 0
+
+
 def test_shipped_inputs_never_touch_a_worker_s_own_copy(family_f32, tmp_path):
     """A worker holding a stale copy at the same path computes rank 0's bytes with --ship-inputs (it reads
     only what rank 0 sent) and leaves its own copy as it was."""

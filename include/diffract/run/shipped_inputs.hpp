@@ -7,8 +7,9 @@
 //   2. ship_task_inputs: once the tasks are shared out, the stored bytes of every tensor a worker's tasks
 //      read, written into its skeleton at their offsets.
 // The workers then verify their share against rank 0's content ids as always (Job::verify_inputs), so a
-// skeleton that planned differently is caught, never computed. The staging directory ($TMPDIR) holds the
-// worker's share of the bytes and is removed when the worker ends.
+// skeleton that planned differently is caught, never computed. The staged files ($TMPDIR) hold the
+// worker's share of the bytes; their directory is removed as soon as they are open, so a killed worker
+// leaves nothing behind.
 #pragma once
 
 #include <cstddef>
