@@ -206,6 +206,12 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
     return out;
 }
 
+std::string_view precision_name(double bits) {
+    if (bits == 32) return "f32";
+    if (bits == 64) return "f64";
+    return "nan";
+}
+
 std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");

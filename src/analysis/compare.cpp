@@ -257,8 +257,9 @@ std::string CompareSettings::config_key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
+    // "f32p": f32 results record the precision that served them (kPrecisionField).
     return fmt::format("compare-v2;precision={};top_k={};route={}{}",
-                       precision == Precision::f32 ? "f32" : "f64", top_k, route_name,
+                       precision == Precision::f32 ? "f32p" : "f64", top_k, route_name,
                        delta_only ? ";fields=delta" : "");
 }
 
@@ -557,6 +558,9 @@ FieldValues compare_unit(const CompareSettings& c, const MatrixUnit& unit, const
                   ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
                   : compare_streamed<T>(c, unit, mt, cache, backend);
     fv.scalars.try_emplace(kWholeRouteField, 0.0);
+    // Only the whole-matrix route (gesdd, and --delta-only's differences) computes in the entries' own
+    // precision; the Gram routes accumulate and decompose in f64 whatever it is.
+    fv.scalars[kPrecisionField] = std::is_same_v<T, float> && fv.scalars[kWholeRouteField] != 0 ? 32 : 64;
     return fv;
 }
 

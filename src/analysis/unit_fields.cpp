@@ -8,7 +8,7 @@
 namespace diffract::analysis {
 
 template <typename T>
-FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<std::vector<double>> singular_values,
+FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<linalg::Spectrum> singular_values,
                                 std::optional<std::int64_t> nonfinite, const std::vector<std::string>& fields,
                                 const KernelConfig& kernel, linalg::Backend& backend,
                                 std::function<void()> on_draw) {
@@ -18,7 +18,11 @@ FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<std::vecto
         w = read_matrix<T>(*unit.tensor, unit.block);
         nonfinite = count_nonfinite(std::span<const T>(w->data));
     }
-    if (*nonfinite > 0) return nonfinite_field_values(fields, *nonfinite);
+    if (*nonfinite > 0) {
+        auto values = nonfinite_field_values(fields, *nonfinite);
+        values.scalars[kPrecisionField] = 8 * sizeof(T);
+        return values;
+    }
     MatrixInput<T> input;
     input.rows = unit.block.logical_rows();
     input.cols = unit.block.logical_cols();
@@ -32,10 +36,10 @@ FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<std::vecto
     return values;
 }
 
-template FieldValues compute_unit_fields<float>(const MatrixUnit&, std::optional<std::vector<double>>,
+template FieldValues compute_unit_fields<float>(const MatrixUnit&, std::optional<linalg::Spectrum>,
                                                 std::optional<std::int64_t>, const std::vector<std::string>&,
                                                 const KernelConfig&, linalg::Backend&, std::function<void()>);
-template FieldValues compute_unit_fields<double>(const MatrixUnit&, std::optional<std::vector<double>>,
+template FieldValues compute_unit_fields<double>(const MatrixUnit&, std::optional<linalg::Spectrum>,
                                                  std::optional<std::int64_t>, const std::vector<std::string>&,
                                                  const KernelConfig&, linalg::Backend&,
                                                  std::function<void()>);

@@ -36,6 +36,20 @@ std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backe
     return out;
 }
 
+std::vector<Spectrum> Backend::f32_block_spectra(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                                 SvdRoute route) {
+    std::vector<Spectrum> out;
+    for (auto& s : block_singular_values(t, blocks, false, route)) out.push_back({std::move(s)});
+    return out;
+}
+
+std::vector<Spectrum> block_spectra_one_by_one(Backend& backend, const TensorInfo& t,
+                                               std::span<const MatrixBlock> blocks, SvdRoute route) {
+    std::vector<Spectrum> out;
+    for (const auto& b : blocks) out.push_back(backend.f32_spectrum(read_matrix<float>(t, b), route));
+    return out;
+}
+
 Matrix<double> read_widened(const TensorInfo& t, const MatrixBlock& block, bool f64) {
     // Every stored dtype but f64 decodes to values exact in f32 (GGUF block types dequantise through f32), so
     // reading them as f64 directly gives the same numbers in one pass.

@@ -46,7 +46,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
     const int model = require(t, column::model), tensor = require(t, column::tensor);
     const int layer = require(t, column::layer), role = require(t, column::role),
               head = require(t, column::head), base = compared ? require(t, column::base) : -1;
-    const int step = t.column(kStep);
+    const int step = t.column(kStep), precision = t.column(column::precision);
     std::vector<std::pair<std::string, int>> fields;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
@@ -60,6 +60,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
         if (step >= 0) rec.step = t.number(r, step);
+        if (precision >= 0) rec.precision = t.cell(r, precision);
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
                 rec.values[name] = t.number(r, c);
@@ -312,6 +313,25 @@ double Record::value(const std::string& field) const {
 void ReportData::add_model(const std::string& name) {
     if (!name.empty() && std::find(models.begin(), models.end(), name) == models.end())
         models.push_back(name);
+}
+
+std::string ReportData::precision_summary() const {
+    std::size_t rows = 0, f32 = 0, f64 = 0;
+    for (const auto* records : {&metrics, &compare})
+        for (const auto& r : *records) {
+            ++rows;
+            f32 += r.precision == "f32";
+            f64 += r.precision == "f64";
+        }
+    if (f32 + f64 == 0) return "";
+    const auto unknown = rows - f32 - f64;
+    const auto rest = unknown ? fmt::format("; {} without a precision column", unknown) : std::string();
+    if (f32 == 0) return fmt::format("f64 (all {} rows{})", f64, rest);
+    if (f64 == 0) return fmt::format("f32 (all {} rows{})", f32, rest);
+    return fmt::format(
+        "f32 for {} rows, f64 for {} (the matrices the f32 routes cannot serve within their "
+        "contract, and compare's Gram routes){}",
+        f32, f64, rest);
 }
 
 void load_result_dir(const std::string& dir, ReportData& data) {

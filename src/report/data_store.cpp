@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/analysis/catalog.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/report/data.hpp"
@@ -60,6 +61,8 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
             deltas.try_emplace(key, row.vec);
         else if (!row.vec.empty() || row.field.empty())
             return;
+        else if (row.field == analysis::kPrecisionField)
+            it->second.precision = row.value ? analysis::precision_name(*row.value) : "";
         else
             it->second.values.try_emplace(row.field,
                                           row.value ? *row.value : std::numeric_limits<double>::quiet_NaN());

@@ -25,7 +25,7 @@ table.heads th, table.heads td { padding: 2px 8px; text-align: right; border-bot
 
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
                         const std::vector<std::string>& inputs, const std::string& title,
-                        const std::vector<HeadScore>& heads) {
+                        const std::vector<HeadScore>& heads, const std::string& precision) {
     std::string html = fmt::format(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
         "charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
@@ -33,6 +33,7 @@ std::string render_html(const std::vector<Figure>& figures, const std::vector<st
         xml_escape(title), kStyle, xml_escape(title));
     html += "<p class=\"notes\">Inputs:";
     for (const auto& in : inputs) html += fmt::format(" <code>{}</code>", xml_escape(in));
+    if (!precision.empty()) html += fmt::format(". Precision: {}", xml_escape(precision));
     html +=
         fmt::format(". {} figures. Hover a heatmap cell or a point for its values.</p>\n", figures.size());
     html += heads_table_html(heads);

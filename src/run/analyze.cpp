@@ -143,6 +143,9 @@ FieldPlan plan_fields(const AnalyzeOptions& o) {
     p.stored_check.insert(p.stored_check.end(), kStoredVectors.begin(), kStoredVectors.end());
     p.compute = p.stored_check;
     p.stored_check.emplace_back(kNonfiniteCountField);  // reused results keep their count of NaN/Inf entries
+    // ... and, under --precision f32, the precision that served them (the f64 tier is f64 throughout, so its
+    // results stored before the column existed stay reusable).
+    if (o.kernel.precision == Precision::f32) p.stored_check.emplace_back(kPrecisionField);
     // Registered custom fields named in metrics: own columns after the catalog's, own job slots.
     p.custom = custom_fields_in(o.metrics);
     for (const auto& f : p.custom) p.columns.push_back(f.name), p.custom_stored.push_back({f.name});
@@ -212,7 +215,7 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
     const bool f64 = o.kernel.precision == Precision::f64;
     const auto ids = task_units(slots, task);
     const auto& tensor = *units[ids.front()].unit.tensor;
-    std::vector<std::optional<std::vector<double>>> svals(ids.size());
+    std::vector<std::optional<linalg::Spectrum>> svals(ids.size());
     std::vector<std::optional<std::int64_t>> nonfinite(ids.size());
     if (precompute) {
         const bool clean = count_nonfinite(tensor, f64) == 0;
@@ -223,8 +226,11 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
             if (*nonfinite[k] == 0) blocks.push_back(units[ids[k]].unit.block), batched.push_back(k);
         }
         const TensorScope scope(tensor.path(), tensor.name);
-        auto s = blocks.empty() ? std::vector<std::vector<double>>{}
-                                : backend->block_singular_values(tensor, blocks, f64, o.kernel.route);
+        std::vector<linalg::Spectrum> s;
+        if (!blocks.empty() && f64)
+            for (auto& v : backend->block_singular_values(tensor, blocks, true, o.kernel.route))
+                s.push_back({std::move(v), false});
+        if (!blocks.empty() && !f64) s = backend->f32_block_spectra(tensor, blocks, o.kernel.route);
         for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
     }
     for (std::size_t k = 0; k < ids.size(); ++k) {
@@ -293,6 +299,10 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
             row.values[f] = it->second;
         }
         row.nonfinite_count = static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]);
+        if (const auto bits = values[i].scalars.find(kPrecisionField); bits != values[i].scalars.end())
+            row.precision_bits = static_cast<int>(bits->second);
+        else
+            row.precision_bits = f64 ? 64 : 32;
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
     }

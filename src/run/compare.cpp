@@ -25,15 +25,15 @@ using namespace analysis;
 
 namespace {
 
-const std::vector<std::string>& stored_fields() {
-    static const std::vector<std::string> f = [] {
-        auto v = compare_fields();
-        // delta_svals too: a result stored before it was kept is computed again (once), so the report's
-        // delta-spectrum figure is never missing a unit that compare has.
-        v.insert(v.end(), {kNonfiniteCountField, kNonfiniteBaseField, kNonfiniteModelField, "delta_svals"});
-        return v;
-    }();
-    return f;
+// What a stored result must hold to be reused: under --precision f32 also the precision that served it
+// (the f64 tier is f64 throughout, so its results stored before the column existed stay reusable).
+std::vector<std::string> stored_fields(Precision precision) {
+    auto v = compare_fields();
+    // delta_svals too: a result stored before it was kept is computed again (once), so the report's
+    // delta-spectrum figure is never missing a unit that compare has.
+    v.insert(v.end(), {kNonfiniteCountField, kNonfiniteBaseField, kNonfiniteModelField, "delta_svals"});
+    if (precision == Precision::f32) v.emplace_back(kPrecisionField);
+    return v;
 }
 
 // A job's reservation: its largest unit (units run one after another). On the Gram routes that is the
@@ -143,6 +143,7 @@ void compare_tensor(const ComparePlan& plan, std::size_t j, Job& job, const Job:
                       : f64          ? compare_unit<double>(s, unit, mt, cache[u], *backend)
                                      : compare_unit<float>(s, unit, mt, cache[u], *backend);
             set_nonfinite_counts(bad, fv);
+            fv.scalars.try_emplace(kPrecisionField, f64 ? 64 : 32);  // a unit never factorised: its entries'
             done(plan.slot(j, m, u), std::move(fv));
         }
         // This model's pages are no longer needed by this thread: keep resident memory small.
@@ -173,12 +174,14 @@ void collect_rows(const ComparePlan& plan, Job& job, CompareResult& result,
                     return n;
                 };
                 const auto nonfinite = take(kNonfiniteCountField);
+                const auto bits = v->scalars.count(kPrecisionField) ? take(kPrecisionField) : 64;
                 nonfinite_report.add(*plan.jobs[j].tensor, unit.block, unit.head.has_value(),
                                      take(kNonfiniteBaseField));
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
                                      take(kNonfiniteModelField));
                 CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
                 row.nonfinite_count = nonfinite;
+                row.precision_bits = static_cast<int>(bits);
                 row.values = std::move(v->scalars);
                 result.rows.push_back(std::move(row));
             }
@@ -263,7 +266,7 @@ CompareResult compare(const CompareOptions& o) {
     Job job("compare", o.run, inputs);
     std::vector<char> compared(plan.slots(), 0);
     for (std::size_t i = 0; i < plan.slots(); ++i) compared[i] = plan.compared(i);
-    job.look_up(compared, slot_keys(plan, job), stored_fields(), compare_vector_fields());
+    job.look_up(compared, slot_keys(plan, job), stored_fields(o.precision), compare_vector_fields());
     result.reused = job.reused();
 
     job.run(compare_tasks(plan, job), [&](const Task& task, const Job::Done& done, const Job::Advance&) {

@@ -38,6 +38,9 @@ std::vector<Column<Row>> identity() {
     c.push_back({column::rows, [](const Row& r) { return count(r.rows); }});
     c.push_back({column::cols, [](const Row& r) { return count(r.cols); }});
     c.push_back({column::nonfinite_count, [](const Row& r) { return count(r.nonfinite_count); }});
+    c.push_back({column::precision, [](const Row& r) -> Cell {
+                     return std::string(analysis::precision_name(r.precision_bits));
+                 }});
     return c;
 }
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import assert_input_error, binary, run
 
-IDENTITY = {"model", "base", "reference", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count",
+IDENTITY = {"model", "base", "reference", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count", "precision",
             "kv_head", "kv_group_size", "scale_scope", "order", "seed"}
 
 

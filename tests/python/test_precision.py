@@ -64,3 +64,63 @@ def test_precision_f32_and_f64_against_numpy(tmp_path):
     for name in mats:
         same = all(f32[name][f] == f64[name][f] for f in FIELDS)
         assert same == (".square." in name or ".weak." in name), name
+
+
+def test_every_row_says_which_precision_computed_it(tmp_path):
+    """Issue 36: a matrix the f32 tier cannot serve within its contract falls back to f64, and its row's
+    `precision` column says so — exactly the rows whose values are the f64 tier's (the square matrix and the
+    one with a weak direction); the f64 tier says f64 everywhere, f32 sgesdd f32 everywhere; reused results
+    keep the column."""
+    ckpt = tmp_path / "m"
+    ckpt.mkdir()
+    mats = matrices()
+    save_file(mats, str(ckpt / "model.safetensors"))
+    f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
+    f64 = analyze(ckpt, tmp_path / "f64")
+    for name in mats:
+        fell_back = all(f32[name][f] == f64[name][f] for f in FIELDS)
+        assert f32[name]["precision"] == ("f64" if fell_back else "f32"), name
+        assert f64[name]["precision"] == "f64"
+    assert {r["precision"] for r in f32.values()} == {"f32", "f64"}
+    sgesdd = analyze(ckpt, tmp_path / "sgesdd", "--precision", "f32", "--svd-route", "gesdd")
+    assert {r["precision"] for r in sgesdd.values()} == {"f32"}
+    again = analyze(ckpt, tmp_path / "again", "--precision", "f32")  # every result from the store
+    assert (tmp_path / "again" / "metrics.csv").read_bytes() == (tmp_path / "f32" / "metrics.csv").read_bytes()
+    assert again.keys() == f32.keys()
+
+
+def test_compare_rows_say_which_precision_computed_them(tmp_path):
+    """compare's Gram routes accumulate and decompose in f64 whatever the entries are, so their rows say
+    f64 under --precision f32 too; the whole-matrix route (sgesdd) says f32."""
+    base, model = tmp_path / "base", tmp_path / "model"
+    mats = matrices()
+    rng = np.random.default_rng(3)
+    for d, m in ((base, mats), (model, {k: (v + 1e-3 * rng.standard_normal(v.shape)).astype(np.float32)
+                                        for k, v in mats.items()})):
+        d.mkdir()
+        save_file(m, str(d / "model.safetensors"))
+
+    def precisions(out, *flags):
+        run(["compare", "--base", base, model, "--out", out, "--store", tmp_path / "s.sqlite", "--quiet",
+             "--no-heads", "--threads", "1", *flags])
+        return {r["precision"] for r in csv.DictReader(open(out / "compare.csv"))}
+
+    assert precisions(tmp_path / "c64") == {"f64"}
+    assert precisions(tmp_path / "c32", "--precision", "f32") == {"f64"}
+    assert precisions(tmp_path / "c32g", "--precision", "f32", "--svd-route", "gesdd") == {"f32"}
+    assert precisions(tmp_path / "c32g_again", "--precision", "f32", "--svd-route", "gesdd") == {"f32"}
+
+
+def test_the_report_header_says_the_precision(tmp_path):
+    """The report's header says which precision computed its rows, and how many fell back to f64."""
+    ckpt = tmp_path / "m"
+    ckpt.mkdir()
+    mats = matrices()
+    save_file(mats, str(ckpt / "model.safetensors"))
+    f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
+    fell_back = sum(r["precision"] == "f64" for r in f32.values())
+    analyze(ckpt, tmp_path / "f64")
+    for d, want in (("f32", f"Precision: f32 for {len(mats) - fell_back} rows, f64 for {fell_back}"),
+                    ("f64", f"Precision: f64 (all {len(mats)} rows)")):
+        run(["report", tmp_path / d, "--out", tmp_path / f"{d}.html"])
+        assert want in (tmp_path / f"{d}.html").read_text(), d

@@ -65,12 +65,15 @@ TEST(Table, MatrixTablesLeaveMissingLayerAndHeadEmptyAndNameFitStatuses) {
     row.model = "m", row.tensor = "embed", row.role = model::Role::embed, row.rows = 4, row.cols = 3;
     row.values = {{"alpha", 2.5}, {"pl_status", 0}};
     r.rows.push_back(row);
+    row.precision_bits = 32;  // --precision f32, served by the f32 route
+    r.rows.push_back(row);
     const auto t = run::metrics_table(r);
     EXPECT_EQ(t.columns.size(), run::identity_columns(false).size() + 2);
     EXPECT_EQ(run::identity_columns(true).size(), run::identity_columns(false).size() + 1);
     EXPECT_EQ(to_csv(t),
-              "model,tensor,layer,role,head,rows,cols,nonfinite_count,alpha,pl_status\n"
-              "m,embed,,embed,,4,3,0,2.5,ok\n");
+              "model,tensor,layer,role,head,rows,cols,nonfinite_count,precision,alpha,pl_status\n"
+              "m,embed,,embed,,4,3,0,f64,2.5,ok\n"
+              "m,embed,,embed,,4,3,0,f32,2.5,ok\n");
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ struct MatrixInput {
     // The entries narrowed to f32, for a null the backend takes in f32 (linalg::null_in_f32) once the
     // f64 entries are released; without it the f64 entries are read and narrowed.
     std::function<Matrix<float>()> read_f32;
-    std::optional<std::vector<double>> singular_values;
+    std::optional<linalg::Spectrum> singular_values;
     // Called after each resampling draw (p-value bootstrap, alpha CI) from the computing thread: the
     // run layer's progress within a matrix (resampling_draws says how many to expect).
     std::function<void()> on_draw;
@@ -114,6 +114,13 @@ FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& f
 // that computing `fields` produces is NaN (vector fields empty), and kNonfiniteCountField holds the
 // count. Clean matrices carry kNonfiniteCountField = 0 (set by the analyses, not by compute_fields).
 inline constexpr const char* kNonfiniteCountField = "nonfinite_count";
+
+// The precision of the arithmetic a unit's fields were computed in, in bits (32 or 64): the entries' (T)
+// unless its singular values fell back to f64 (linalg::Spectrum: --precision f32 on a matrix its f32
+// routes cannot serve within their contract). Set on every result (compute_fields, the analyses) and
+// written as the tables' `precision` column ("f32", "f64").
+inline constexpr const char* kPrecisionField = "precision_bits";
+std::string_view precision_name(double bits);  // 32 → "f32", 64 → "f64", else "nan"
 FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::int64_t nonfinite);
 
 // Whether `fields` include singular vectors (then values computed in advance are not enough).

@@ -18,7 +18,7 @@ namespace diffract::analysis {
 // entries read. A unit with any is never factorised: its fields are NaN (nonfinite_field_values).
 // A clean unit carries kNonfiniteCountField = 0. `on_draw`: MatrixInput::on_draw.
 template <typename T>
-FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<std::vector<double>> singular_values,
+FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<linalg::Spectrum> singular_values,
                                 std::optional<std::int64_t> nonfinite, const std::vector<std::string>& fields,
                                 const KernelConfig& kernel, linalg::Backend& backend,
                                 std::function<void()> on_draw = {});

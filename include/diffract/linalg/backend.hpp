@@ -52,6 +52,14 @@ struct Svd {
     Matrix<double> v;       // n × k
 };
 
+// Singular values with the precision of the arithmetic that produced them. Under --precision f32 a matrix
+// the f32 routes cannot serve within their contract (the CPU's kF32GramMinAspect and kF32GramGuard) is
+// computed from its f32 entries in f64, and its row says so (the tables' `precision` column).
+struct Spectrum {
+    std::vector<double> s;  // ascending
+    bool f32 = true;        // f32 arithmetic (an f32 Gram product, sgesdd); false: f64
+};
+
 // The few smallest components of an ill-conditioned matrix (Backend::small_components).
 struct SmallComponents {
     std::vector<double> s;        // the p smallest singular values, ascending
@@ -66,6 +74,11 @@ public:
     // gesdd; the gram route accumulates in f64 whatever the input).
     virtual std::vector<double> singular_values(const Matrix<float>& w, SvdRoute route) = 0;
     virtual std::vector<double> singular_values(const Matrix<double>& w, SvdRoute route) = 0;
+    // singular_values of an f32 matrix with the precision that served it. The default, for a backend
+    // without an f64 fallback of its own, says f32.
+    virtual Spectrum f32_spectrum(const Matrix<float>& w, SvdRoute route) {
+        return {singular_values(w, route)};
+    }
     // The singular values (ascending) of a permutation null (analysis' rand_svd): a random draw, so a
     // backend may trade the last digits for speed where the draw's own spread dwarfs them. The CPU
     // backend runs the Gram product and the eigenvalues in f32 on matrices whose null is
@@ -81,6 +94,10 @@ public:
     virtual std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
                                                                    std::span<const MatrixBlock> blocks,
                                                                    bool f64, SvdRoute route) = 0;
+    // block_singular_values(t, blocks, false, route) with each block's precision (f32_spectrum). The
+    // default says f32 for every block.
+    virtual std::vector<Spectrum> f32_block_spectra(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                                    SvdRoute route);
     // Thin SVD with vectors (gesdd, JOBZ='S').
     virtual Svd svd(const Matrix<float>& w) = 0;
     virtual Svd svd(const Matrix<double>& w) = 0;
@@ -118,6 +135,10 @@ void check_device(std::string_view device);
 std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,
                                                                   std::span<const MatrixBlock> blocks,
                                                                   bool f64, SvdRoute route);
+
+// f32_block_spectra the plain way, a block at a time: read in f32, then f32_spectrum.
+std::vector<Spectrum> block_spectra_one_by_one(Backend& backend, const TensorInfo& t,
+                                               std::span<const MatrixBlock> blocks, SvdRoute route);
 
 // A block as f64 holding the values read_matrix<T> gives (T = double when `f64`, else float: an f64
 // or GGUF block-quantised tensor read at f32 precision is rounded to f32 first, exactly as the f32 routes see

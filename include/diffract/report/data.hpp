@@ -14,6 +14,7 @@ namespace diffract::report {
 // One matrix or head block of one model (metrics.csv / compare.csv row, or store results).
 struct Record {
     std::string model, base, tensor, role;  // base: compare rows only
+    std::string precision;                  // "f32", "f64": what computed it ("" when the input does not say)
     std::optional<int> layer, head;
     std::optional<double> step;  // a watch directory's step column
     std::map<std::string, double> values;
@@ -117,6 +118,9 @@ struct ReportData {
     std::vector<std::string> models;  // in order of first appearance
     std::vector<std::string> notes;   // what was skipped, and why
     void add_model(const std::string& name);
+    // The precision the metric and compare rows were computed in, for the page's header: "f64 (all 158
+    // rows)", "f32 (31 of 328 rows in f64: ...)"; "" when no input says.
+    std::string precision_summary() const;
 };
 
 // Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +

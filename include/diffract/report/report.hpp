@@ -33,7 +33,7 @@ struct ReportSummary {
 // table of contents, each figure with its caption, the notes and the inputs.
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
                         const std::vector<std::string>& inputs, const std::string& title,
-                        const std::vector<HeadScore>& heads = {});
+                        const std::vector<HeadScore>& heads = {}, const std::string& precision = {});
 
 // Per model, the `k` heads with the highest and the lowest importance (what the continued pre-training
 // changed most and least beyond the reference's drift): rank, layer:head, importance, the update
@@ -46,6 +46,7 @@ struct BuiltReport {
     std::vector<Figure> figures;
     std::vector<std::string> notes;
     std::vector<HeadScore> heads;
+    std::string precision;  // ReportData::precision_summary
 };
 BuiltReport build_report(const ReportOptions& options);
 

@@ -275,6 +275,15 @@ void weights_std_kernel(Context<T>& c) {
     c.s("weights_std") = population_std(c.w());
 }
 
+// The matrix's singular values with the precision that served them.
+template <typename T>
+linalg::Spectrum spectrum(Context<T>& c) {
+    if constexpr (std::is_same_v<T, float>)
+        return c.backend.f32_spectrum(c.w(), c.config.route);
+    else
+        return {c.backend.singular_values(c.w(), c.config.route), false};
+}
+
 template <typename T>
 void svd_kernel(Context<T>& c) {
     if (c.want_vectors) {
@@ -283,8 +292,9 @@ void svd_kernel(Context<T>& c) {
         c.v("weights_lsvs").assign(svd.u.data.begin(), svd.u.data.end());
         c.v("weights_rsvs").assign(svd.v.data.begin(), svd.v.data.end());
     } else {
-        c.v("weights_svals") = c.input.singular_values ? std::move(*c.input.singular_values)
-                                                       : c.backend.singular_values(c.w(), c.config.route);
+        auto s = c.input.singular_values ? std::move(*c.input.singular_values) : spectrum(c);
+        if (!s.f32) c.s(kPrecisionField) = 64;  // the f32 routes could not serve this matrix
+        c.v("weights_svals") = std::move(s.s);
     }
 }
 
@@ -691,6 +701,7 @@ FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>&
     const auto needed = needed_kernels(fields);
     Context<T> c{input, config, backend};
     c.want_vectors = fields_need_vectors(fields);
+    c.values.scalars[kPrecisionField] = std::is_same_v<T, float> ? 32 : 64;  // svd: 64 on a fallback
     for (const auto& k : kernels()) {
         if (!needed.count(k.name)) continue;
         k.run(c);

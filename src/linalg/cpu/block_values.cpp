@@ -11,20 +11,22 @@
 
 namespace diffract::linalg::cpu {
 
-std::vector<std::vector<double>> block_singular_values(Backend& self, const TensorInfo& t,
-                                                       std::span<const MatrixBlock> blocks, bool f64,
-                                                       SvdRoute route) {
+std::vector<Spectrum> block_spectra(Backend& self, const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                    bool f64, SvdRoute route) {
     for (const auto& b : blocks) check_block_inside(t, b);  // the batches index the tensor directly
     const auto batches = plan_gram_batches(blocks, stored_cols(t));
     const bool any_batch =
         std::any_of(batches.begin(), batches.end(), [](const GramBatch& b) { return b.members.size() > 1; });
-    if (route == SvdRoute::gesdd || !any_batch)
-        return block_singular_values_one_by_one(self, t, blocks, f64, route);
-
-    std::vector<std::vector<double>> out(blocks.size());
-    auto one = [&](std::size_t i, SvdRoute r) {
-        return block_singular_values_one_by_one(self, t, blocks.subspan(i, 1), f64, r).front();
+    // One block by the plain route: in f64, always f64; in f32, as f32_spectrum says.
+    auto one = [&](std::size_t i, SvdRoute r) -> Spectrum {
+        if (!f64) return block_spectra_one_by_one(self, t, blocks.subspan(i, 1), r).front();
+        return {self.singular_values(read_matrix<double>(t, blocks[i]), r), false};
     };
+    std::vector<Spectrum> out(blocks.size());
+    if (route == SvdRoute::gesdd || !any_batch) {
+        for (std::size_t i = 0; i < blocks.size(); ++i) out[i] = one(i, route);
+        return out;
+    }
     // --precision f32 reads the tensor as f32, what the guarded f32 products read (an f64 copy beside it
     // doubled the batch's time, bench_analyze); a block the guard refuses goes one by one.
     const MatrixBlock all{0, stored_rows(t), 0, stored_cols(t), false};
@@ -43,12 +45,12 @@ std::vector<std::vector<double>> block_singular_values(Backend& self, const Tens
             if (!f64) {
                 auto s = guarded_f32_gram_values(batch.trans, n, k,
                                                  whole_f32.data.data() + batch.offset_of(p), lda);
-                out[i] = s ? std::move(*s) : one(i, route);
+                out[i] = s ? Spectrum{std::move(*s), true} : one(i, route);
                 continue;
             }
             auto s = singular_values_from_gram(
                 gram_eigenvalues(batch.trans, n, k, whole.data.data() + batch.offset_of(p), lda), route);
-            out[i] = s ? std::move(*s) : one(i, SvdRoute::gesdd);
+            out[i] = s ? Spectrum{std::move(*s), false} : one(i, SvdRoute::gesdd);
         }
     }
     return out;

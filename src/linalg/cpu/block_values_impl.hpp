@@ -12,10 +12,10 @@
 namespace diffract::linalg::cpu {
 
 // `self` computes what the batches cannot: single blocks, the gesdd route, and the blocks whose
-// Gram spectrum trips the auto route's guard.
-std::vector<std::vector<double>> block_singular_values(Backend& self, const TensorInfo& t,
-                                                       std::span<const MatrixBlock> blocks, bool f64,
-                                                       SvdRoute route);
+// Gram spectrum trips the auto route's guard. Each block with the precision that served it (f64: never
+// f32).
+std::vector<Spectrum> block_spectra(Backend& self, const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                    bool f64, SvdRoute route);
 
 // --precision f32 on the CPU: the Gram product in f32 (ssyrk), kept when λ_min / λ_max ≥ kF32GramGuard,
 // else recomputed in f64. The f32 product's error on λ is ≲ 0.1 ε32 λ_max measured (docs/performance.md),

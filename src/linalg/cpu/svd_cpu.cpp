@@ -156,34 +156,48 @@ std::optional<std::vector<double>> f32_null_values(const Matrix<float>& w) {
     return s;  // ascending
 }
 
+// The values and whether they were computed in the entries' own precision T (gesdd) or in f64 (the Gram
+// route, which accumulates and decomposes in f64 whatever T is).
 template <typename T>
-std::vector<double> values(const Matrix<T>& w, SvdRoute route) {
-    if (w.rows == 0 || w.cols == 0) return {};
-    if (route == SvdRoute::gesdd) return gesdd(w, false).s;
-    if constexpr (std::is_same_v<T, float>) {
-        if (auto s = gram_values_f32(w)) return std::move(*s);
+Spectrum values(const Matrix<T>& w, SvdRoute route) {
+    constexpr bool in_f32 = std::is_same_v<T, float>;
+    if (w.rows == 0 || w.cols == 0) return {{}, in_f32};
+    if (route == SvdRoute::gesdd) return {gesdd(w, false).s, in_f32};
+    if constexpr (in_f32) {
+        if (auto s = gram_values_f32(w)) return {std::move(*s), true};
     }
     const auto lambda = gram_values(w);
-    if (auto s = singular_values_from_gram(lambda, route)) return std::move(*s);
+    if (auto s = singular_values_from_gram(lambda, route)) return {std::move(*s), false};
     // Under the guard: the few values there from the triangular factor, else the whole gesdd.
-    if (auto s = cpu::refined_small_values(w, lambda)) return std::move(*s);
-    return gesdd(w, false).s;
+    if (auto s = cpu::refined_small_values(w, lambda)) return {std::move(*s), false};
+    return {gesdd(w, false).s, in_f32};
 }
 
 class CpuBackend final : public Backend {
 public:
     std::string name() const override { return "cpu"; }
-    std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return values(w, r); }
-    std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override { return values(w, r); }
+    std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override {
+        return values(w, r).s;
+    }
+    std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override {
+        return values(w, r).s;
+    }
+    Spectrum f32_spectrum(const Matrix<float>& w, SvdRoute r) override { return values(w, r); }
     std::vector<double> null_singular_values(const Matrix<float>& w, SvdRoute r) override {
         if (r != SvdRoute::gesdd && null_in_f32(w.rows, w.cols))
             if (auto s = f32_null_values(w)) return std::move(*s);
-        return values(w, r);
+        return values(w, r).s;
     }
     std::vector<std::vector<double>> block_singular_values(const TensorInfo& t,
                                                            std::span<const MatrixBlock> blocks, bool f64,
                                                            SvdRoute route) override {
-        return cpu::block_singular_values(*this, t, blocks, f64, route);
+        std::vector<std::vector<double>> out;
+        for (auto& s : cpu::block_spectra(*this, t, blocks, f64, route)) out.push_back(std::move(s.s));
+        return out;
+    }
+    std::vector<Spectrum> f32_block_spectra(const TensorInfo& t, std::span<const MatrixBlock> blocks,
+                                            SvdRoute route) override {
+        return cpu::block_spectra(*this, t, blocks, false, route);
     }
     std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) override {
         return linalg::symmetric_eigen(a, k, vectors);
