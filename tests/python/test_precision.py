@@ -45,11 +45,17 @@ def analyze(ckpt, out, *flags):
     return {r["tensor"]: r for r in csv.DictReader(open(out / "metrics.csv"))}
 
 
-def test_precision_f32_and_f64_against_numpy(tmp_path):
+def checkpoint(tmp_path):
+    """The matrices() as one safetensors checkpoint: (its directory, the matrices)."""
     ckpt = tmp_path / "m"
     ckpt.mkdir()
     mats = matrices()
     save_file(mats, str(ckpt / "model.safetensors"))
+    return ckpt, mats
+
+
+def test_precision_f32_and_f64_against_numpy(tmp_path):
+    ckpt, mats = checkpoint(tmp_path)
     f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
     f64 = analyze(ckpt, tmp_path / "f64")
     assert set(f32) == set(mats)
@@ -71,10 +77,7 @@ def test_every_row_says_which_precision_computed_it(tmp_path):
     `precision` column says so — exactly the rows whose values are the f64 tier's (the square matrix and the
     one with a weak direction); the f64 tier says f64 everywhere, f32 sgesdd f32 everywhere; reused results
     keep the column."""
-    ckpt = tmp_path / "m"
-    ckpt.mkdir()
-    mats = matrices()
-    save_file(mats, str(ckpt / "model.safetensors"))
+    ckpt, mats = checkpoint(tmp_path)
     f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
     f64 = analyze(ckpt, tmp_path / "f64")
     for name in mats:
@@ -113,10 +116,7 @@ def test_compare_rows_say_which_precision_computed_them(tmp_path):
 
 def test_the_report_header_says_the_precision(tmp_path):
     """The report's header says which precision computed its rows, and how many fell back to f64."""
-    ckpt = tmp_path / "m"
-    ckpt.mkdir()
-    mats = matrices()
-    save_file(mats, str(ckpt / "model.safetensors"))
+    ckpt, mats = checkpoint(tmp_path)
     f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
     fell_back = sum(r["precision"] == "f64" for r in f32.values())
     analyze(ckpt, tmp_path / "f64")
