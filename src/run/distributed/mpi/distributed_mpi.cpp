@@ -73,26 +73,29 @@ public:
     void check_waited_on(std::span<const char> finished) {
         if (!thread_.joinable()) return;
         std::lock_guard lock(mu_);
-        const auto tail = fmt::format(
-            ": the job ends; every result that reached rank 0 is in the store, and a re-run computes only "
-            "the rest (DIFFRACT_RANK_TIMEOUT sets the wait, now {:g} s)",
-            timeout_);
+        const auto tail = [this] {
+            return fmt::format(
+                ": the job ends; every result that reached rank 0 is in the store, and a re-run computes "
+                "only "
+                "the rest (DIFFRACT_RANK_TIMEOUT sets the wait, now {:g} s)",
+                timeout_);
+        };
         // A worker's own lines are prefixed with its rank and host by the command line's error handler.
         if (!own_report_.empty())
             throw InputError((state.is_root() ? fmt::format("rank 0 on host {}: ", host(0)) : std::string()) +
-                             own_report_ + tail);
+                             own_report_ + tail());
         const auto now = Clock::now();
         for (int r = 0; r < state.size; ++r) {
             if (r == state.rank || (!state.is_root() && r != 0)) continue;
             if (static_cast<std::size_t>(r) < finished.size() && finished[r]) continue;
             if (!reports_[r].empty())
-                throw InputError(fmt::format("rank {} on host {}: {}{}", r, host(r), reports_[r], tail));
+                throw InputError(fmt::format("rank {} on host {}: {}{}", r, host(r), reports_[r], tail()));
             if (const double silent = std::chrono::duration<double>(now - last_heard_[r]).count();
                 silent > timeout_)
                 throw InputError(
                     fmt::format("rank {} on host {} has sent nothing for {:g} s (stopped, or its host or "
                                 "network gone){}",
-                                r, host(r), timeout_, tail));
+                                r, host(r), timeout_, tail()));
         }
     }
 
