@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -129,15 +130,20 @@ void Job::note_mismatch(std::string what) {
     if (mismatch_.empty()) mismatch_ = std::move(what);
 }
 
-void Job::verify_inputs(const std::vector<const Task*>& mine) {
+std::vector<const TensorInfo*> tensors_read(const std::vector<Task>& tasks,
+                                            const std::vector<std::size_t>& share) {
+    std::vector<const TensorInfo*> out;
+    std::set<const TensorInfo*> seen;
+    for (auto i : share)
+        for (const auto* t : tasks[i].reads)
+            if (seen.insert(t).second) out.push_back(t);
+    return out;
+}
+
+void Job::verify_inputs(const std::vector<Task>& tasks, const std::vector<std::size_t>& mine) {
     if (distributed().size == 1) return;
     if (!is_root() && mismatch_.empty()) {
-        // Each tensor once: a matrix and its head blocks are separate tasks reading the same tensor.
-        std::vector<const TensorInfo*> reads;
-        for (const auto* task : mine) reads.insert(reads.end(), task->reads.begin(), task->reads.end());
-        std::sort(reads.begin(), reads.end());
-        reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
-        for (const auto* read : reads)
+        for (const auto* read : tensors_read(tasks, mine))
             if (const auto id = ids_.find(read); id != ids_.end() && content_id_now(*read) != id->second) {
                 note_mismatch(
                     fmt::format("{}: tensor {}: its bytes differ from rank 0's copy (a stale or "
@@ -215,9 +221,7 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
     const auto shares = assign_tasks(costs, needed);
     const auto& mine = shares[static_cast<std::size_t>(distributed().rank)];
     if (run_.ship_inputs) ship_inputs(tasks, shares);
-    std::vector<const Task*> my_tasks;
-    for (auto t : mine) my_tasks.push_back(&tasks[t]);
-    verify_inputs(my_tasks);
+    verify_inputs(tasks, mine);
     std::vector<TaskCost> my_costs;
     std::size_t my_steps = 0, all_steps = 0;
     double my_cost = 0, all_cost = 0;

@@ -131,17 +131,23 @@ struct Range {
     std::uint64_t offset, length;
 };
 
+// The stored tensors whose bytes make up `t`: itself, or for a LoRA-merged tensor (its bytes computed on
+// demand) its base and factors.
+std::vector<const TensorInfo*> stored_parts(const TensorInfo& t) {
+    if (t.low_rank) return {&t.low_rank->base, &t.low_rank->a, &t.low_rank->b};
+    return {&t};
+}
+
+// Whether `t` is stored in `file`.
+bool stored_in(const TensorInfo& t, const std::string& file) { return t.file && t.path() == file; }
+
 // The byte ranges of `file` that are not inside one of `ck`'s tensors stored there (sorted, merged).
 std::vector<Range> outside_tensors(const formats::Checkpoint& ck, const std::string& file,
                                    std::uint64_t size) {
     std::vector<Range> inside;
-    const auto add = [&](const TensorInfo& t) {
-        if (t.file && t.path() == file && t.nbytes > 0) inside.push_back({t.offset, t.nbytes});
-    };
-    for (const auto& t : ck.tensors) {
-        add(t);
-        if (t.low_rank) add(t.low_rank->base), add(t.low_rank->a), add(t.low_rank->b);
-    }
+    for (const auto& t : ck.tensors)
+        for (const auto* part : stored_parts(t))
+            if (stored_in(*part, file) && part->nbytes > 0) inside.push_back({part->offset, part->nbytes});
     std::sort(inside.begin(), inside.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
     std::vector<Range> out;
     std::uint64_t at = 0;
@@ -155,12 +161,9 @@ std::vector<Range> outside_tensors(const formats::Checkpoint& ck, const std::str
 
 // Whether any of `ck`'s tensors is stored in `file`.
 bool holds_tensors(const formats::Checkpoint& ck, const std::string& file) {
-    for (const auto& t : ck.tensors) {
-        if (t.file && t.path() == file) return true;
-        if (t.low_rank &&
-            (t.low_rank->base.path() == file || t.low_rank->a.path() == file || t.low_rank->b.path() == file))
-            return true;
-    }
+    for (const auto& t : ck.tensors)
+        for (const auto* part : stored_parts(t))
+            if (stored_in(*part, file)) return true;
     return false;
 }
 
@@ -214,24 +217,17 @@ void stage_file(const fs::path& dir, const std::string& message) {
     }
 }
 
-// The tensors `share`'s tasks read, each once, in an order every rank computes alike (the tasks' order,
-// then the reads' own): a LoRA-merged tensor is read as its base and factors, whose files are real.
+// The stored tensors `share`'s tasks read (tensors_read, LoRA-merged ones as their parts), each once, in
+// an order every rank computes alike.
 std::vector<const TensorInfo*> share_reads(const std::vector<Task>& tasks,
                                            const std::vector<std::size_t>& share) {
     std::vector<const TensorInfo*> out;
     std::set<const TensorInfo*> seen;
-    const auto add = [&](const TensorInfo* t) {
-        if (t->file && !t->file->is_generated() && !t->path().empty() && seen.insert(t).second)
-            out.push_back(t);
-    };
-    for (auto i : share)
-        for (const auto* t : tasks[i].reads) {
-            if (t->low_rank) {
-                add(&t->low_rank->base), add(&t->low_rank->a), add(&t->low_rank->b);
-            } else {
-                add(t);
-            }
-        }
+    for (const auto* t : tensors_read(tasks, share))
+        for (const auto* part : stored_parts(*t))
+            if (part->file && !part->file->is_generated() && !part->path().empty() &&
+                seen.insert(part).second)
+                out.push_back(part);
     return out;
 }
 

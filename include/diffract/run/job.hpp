@@ -49,6 +49,11 @@ struct Task {
     std::vector<const TensorInfo*> reads = {};
 };
 
+// The tensors the tasks `share` (indices into `tasks`) read, each once, in the tasks' order then the reads'
+// own: the same list on every rank (a matrix and its head blocks are separate tasks reading one tensor).
+std::vector<const TensorInfo*> tensors_read(const std::vector<Task>& tasks,
+                                            const std::vector<std::size_t>& share);
+
 class Job {
 public:
     // Step 1. `label` names the job on the progress line.
@@ -99,7 +104,7 @@ private:
     void take_root_ids(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors,
                        const std::string& bytes);
     void note_mismatch(std::string what);
-    void verify_inputs(const std::vector<const Task*>& mine);
+    void verify_inputs(const std::vector<Task>& tasks, const std::vector<std::size_t>& mine);
     void agree_on_mismatch();  // collective: every rank throws if any rank noted a mismatch
     // --ship-inputs: rank 0 sends each worker the bytes its share reads (run/shipped_inputs.hpp).
     void ship_inputs(const std::vector<Task>& tasks, const std::vector<std::vector<std::size_t>>& shares);

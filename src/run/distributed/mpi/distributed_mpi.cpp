@@ -76,8 +76,7 @@ public:
         const auto tail = [this] {
             return fmt::format(
                 ": the job ends; every result that reached rank 0 is in the store, and a re-run computes "
-                "only "
-                "the rest (DIFFRACT_RANK_TIMEOUT sets the wait, now {:g} s)",
+                "only the rest (DIFFRACT_RANK_TIMEOUT sets the wait, now {:g} s)",
                 timeout_);
         };
         // A worker's own lines are prefixed with its rank and host by the command line's error handler.
@@ -243,6 +242,17 @@ constexpr std::size_t kChunk = std::size_t{1} << 30;
 
 int chunk_length(std::size_t total, std::size_t at) { return static_cast<int>(std::min(kChunk, total - at)); }
 
+// Moves `total` bytes a chunk at a time: `start(at, length, request)` begins the transfer of bytes
+// [at, at + length), which is then waited for (checking liveness) before the next begins.
+template <typename Start>
+void in_chunks(std::size_t total, Start start) {
+    for (std::size_t at = 0; at < total; at += kChunk) {
+        MPI_Request request;
+        start(at, chunk_length(total, at), &request);
+        wait(request);
+    }
+}
+
 void broadcast_bytes(std::string& bytes) {
     if (state.size == 1) return;
     unsigned long long n = bytes.size();
@@ -250,11 +260,9 @@ void broadcast_bytes(std::string& bytes) {
     check(MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
     wait(request);
     bytes.resize(n);
-    for (std::size_t at = 0; at < n; at += kChunk) {
-        check(MPI_Ibcast(bytes.data() + at, chunk_length(n, at), MPI_BYTE, 0, MPI_COMM_WORLD, &request),
-              "MPI_Ibcast");
-        wait(request);
-    }
+    in_chunks(n, [&](std::size_t at, int length, MPI_Request* r) {
+        check(MPI_Ibcast(bytes.data() + at, length, MPI_BYTE, 0, MPI_COMM_WORLD, r), "MPI_Ibcast");
+    });
 }
 
 void send_bytes(int dest, int tag, const std::string& bytes) {
@@ -266,12 +274,11 @@ void send_bytes(int dest, int tag, std::span<const std::byte> bytes) {
     MPI_Request request;
     check(MPI_Isend(&n, 1, MPI_UNSIGNED_LONG_LONG, dest, tag, MPI_COMM_WORLD, &request), "MPI_Isend");
     wait(request);
-    for (std::size_t at = 0; at < n; at += kChunk) {
-        check(MPI_Isend(const_cast<std::byte*>(bytes.data()) + at, chunk_length(n, at), MPI_BYTE, dest, tag,
-                        MPI_COMM_WORLD, &request),
+    in_chunks(n, [&](std::size_t at, int length, MPI_Request* r) {
+        check(MPI_Isend(const_cast<std::byte*>(bytes.data()) + at, length, MPI_BYTE, dest, tag,
+                        MPI_COMM_WORLD, r),
               "MPI_Isend");
-        wait(request);
-    }
+    });
 }
 
 std::optional<Message> poll_message() {
@@ -289,12 +296,9 @@ std::string receive_bytes(int source, int tag) {
     check(MPI_Irecv(&n, 1, MPI_UNSIGNED_LONG_LONG, source, tag, MPI_COMM_WORLD, &request), "MPI_Irecv");
     wait(request);
     std::string bytes(n, '\0');
-    for (std::size_t at = 0; at < n; at += kChunk) {
-        check(MPI_Irecv(bytes.data() + at, chunk_length(n, at), MPI_BYTE, source, tag, MPI_COMM_WORLD,
-                        &request),
-              "MPI_Irecv");
-        wait(request);
-    }
+    in_chunks(n, [&](std::size_t at, int length, MPI_Request* r) {
+        check(MPI_Irecv(bytes.data() + at, length, MPI_BYTE, source, tag, MPI_COMM_WORLD, r), "MPI_Irecv");
+    });
     return bytes;
 }
 
@@ -309,23 +313,20 @@ std::vector<std::string> gather_bytes(const std::string& mine) {
     wait(request);
     std::vector<std::string> out;
     if (state.rank != 0) {
-        for (std::size_t at = 0; at < n; at += kChunk) {
-            check(MPI_Isend(mine.data() + at, chunk_length(n, at), MPI_BYTE, 0, 0, MPI_COMM_WORLD, &request),
-                  "MPI_Isend");
-            wait(request);
-        }
+        in_chunks(n, [&](std::size_t at, int length, MPI_Request* r) {
+            check(MPI_Isend(mine.data() + at, length, MPI_BYTE, 0, 0, MPI_COMM_WORLD, r), "MPI_Isend");
+        });
         return out;
     }
     out.resize(sizes.size());
     out[0] = mine;
     for (std::size_t r = 1; r < sizes.size(); ++r) {
         out[r].resize(sizes[r]);
-        for (std::size_t at = 0; at < sizes[r]; at += kChunk) {
-            check(MPI_Irecv(out[r].data() + at, chunk_length(sizes[r], at), MPI_BYTE, static_cast<int>(r), 0,
-                            MPI_COMM_WORLD, &request),
-                  "MPI_Irecv");
-            wait(request);
-        }
+        in_chunks(sizes[r], [&](std::size_t at, int length, MPI_Request* req) {
+            check(
+                MPI_Irecv(out[r].data() + at, length, MPI_BYTE, static_cast<int>(r), 0, MPI_COMM_WORLD, req),
+                "MPI_Irecv");
+        });
     }
     return out;
 }
