@@ -599,8 +599,7 @@ std::string_view kernel_cost(std::string_view kernel) {
         {"svd", "the singular values (one values-only SVD, the Gram route by default)"},
         {"rand_svd",
          "the permutation null: a shuffled copy of the entries and its values-only SVD, per --null-draws "
-         "draw "
-         "(default 1)"},
+         "draw (default 1)"},
         {"truncated_power_law", "a Nelder-Mead fit of the truncated power law"},
         {"exponential", "an x_min search with a Nelder-Mead fit at each candidate"},
         {"pl_alpha_ci", "--alpha-ci bootstrap refits of the power law (off by default)"},
