@@ -2,7 +2,7 @@
 """diffract side by side with the reference library diffract-core and WeightWatcher (issue 16).
 
     python3 bench/peers/run.py [--cache DIR] [--layers 0] [--fields values|default|a,b,c] [--reps 3]
-                               [--threads 1,2] [--tools diffract,core,ww] [--ww-python PY]
+                               [--threads 1,2] [--tools diffract,diffract32,core,core32,ww] [--ww-python PY]
 
 Creates its venvs under --cache (default /work/peers-venv; never inside the repository): Python 3.12
 with diffract-core 0.3.1 (pyenv's 3.12), and a venv with torch + weightwatcher 0.7.7 unless
@@ -12,6 +12,11 @@ interleaved (rep by rep, each thread count, each tool), each as a child process 
 OMP/OPENBLAS/MKL_NUM_THREADS (and diffract --threads) set to the thread count. Prints per tool and
 thread count the median wall time, CPU time and peak RSS (the child's own rusage), the ratios of
 medians, and how far the deterministic fields agree.
+
+Both precision tiers (issue 36), each tool at its own precision: `diffract` is the default f64 tier,
+`diffract32` the same command with `--precision f32`; `core` gives diffract-core the weights widened to
+f64 (its CPU accuracy), `core32` hands it f32 arrays (numpy's svd then runs LAPACK sgesdd, the f32
+arithmetic of its torch GPU path). Each tier's ratios are against the diffract run of the same precision.
 
 The peers are benchmark references only: nothing in diffract imports them.
 """
@@ -67,7 +72,7 @@ def sh(cmd, **kw):
 def ensure_venvs(a):
     """Creates the peers' venvs under the cache once (re-runs find them)."""
     core = a.cache / "core312"
-    if "core" in a.tools and not (core / "bin/python").exists():
+    if {"core", "core32"} & set(a.tools) and not (core / "bin/python").exists():
         sh([PY312, "-m", "venv", core])
         sh([core / "bin/python", "-m", "pip", "install", "--quiet", "diffract-core==0.3.1"])
     ww = Path(a.ww_python) if a.ww_python else a.cache / "ww/bin/python"
@@ -90,13 +95,9 @@ def ensure_checkpoint(a):
 
 
 def field_levels(diffract):
-    out = subprocess.run([str(diffract), "metrics"], check=True, capture_output=True, text=True).stdout
-    levels = {}
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3:
-            levels[parts[0]] = (parts[1], parts[2])  # level, default yes/no/vector
-    return levels
+    out = subprocess.run([str(diffract), "metrics", "--json"], check=True, capture_output=True, text=True).stdout
+    # name -> (level, default yes/no/vector), analyze's fields only
+    return {f["name"]: (f["level"], f["default"]) for f in json.loads(out) if f["table"] == "metrics"}
 
 
 def chosen_fields(a, levels):
@@ -127,8 +128,13 @@ def tool_commands(a, ckpt, fields, work, threads, core_py, ww_py):
         "diffract": [a.diffract, "analyze", ckpt, "--out", work / "diffract", "--no-heads", "--match", a.match,
                      "--metrics", ",".join(par), "--min-fit-size", "0", "--convention", "weightwatcher",
                      "--threads", threads, "--store", work / "store.sqlite", "--quiet"],
+        "diffract32": [a.diffract, "analyze", ckpt, "--out", work / "diffract32", "--no-heads", "--match", a.match,
+                       "--metrics", ",".join(par), "--min-fit-size", "0", "--convention", "weightwatcher",
+                       "--threads", threads, "--store", work / "store32.sqlite", "--quiet", "--precision", "f32"],
         "core": [core_py, HERE / "run_diffract_core.py", ckpt, "--match", a.match, "--fields", ",".join(par),
                  "--dtype", a.peer_dtype, "--out", work / "core.json"],
+        "core32": [core_py, HERE / "run_diffract_core.py", ckpt, "--match", a.match, "--fields", ",".join(par),
+                   "--dtype", "f32", "--out", work / "core32.json"],
         "ww": [ww_py, HERE / "run_weightwatcher.py", ckpt, "--match", a.match, "--out", work / "ww.csv"]
         + (["--mp-fit"] if a.ww_mp_fit else []) + (["--randomize"] if a.ww_randomize else []),
     }
@@ -243,16 +249,21 @@ def main():
         if a.keep:
             shutil.copytree(last, a.keep, dirs_exist_ok=True)
 
-    names = {"diffract": "diffract", "core": "diffract-core 0.3.1", "ww": "WeightWatcher 0.7.7"}
+    names = {"diffract": "diffract", "diffract32": "diffract --precision f32", "core": "diffract-core 0.3.1",
+             "core32": "diffract-core 0.3.1 on f32 arrays", "ww": "WeightWatcher 0.7.7"}
     print(f"\nworkload: {ckpt}, tensors /{a.match}/, whole matrices, {len(fields)} fields ({a.fields}), "
           f"{a.reps} reps, medians\n")
-    print("| tool | threads | wall s | CPU s | peak RSS MiB | wall / diffract's |")
-    print("|---|---|---|---|---|---|")
+    print("| tool | threads | wall s | CPU s | peak RSS MiB | wall / diffract's | wall / diffract f32's |")
+    print("|---|---|---|---|---|---|---|")
+
+    def median_wall(tool, t):
+        return statistics.median(w for w, _, _ in times[(tool, t)]) if tool in a.tools else math.nan
+
     for t in thread_counts:
-        base = statistics.median(w for w, _, _ in times[("diffract", t)]) if "diffract" in a.tools else math.nan
+        base, base32 = median_wall("diffract", t), median_wall("diffract32", t)
         for tool in a.tools:
             w, c, r = (statistics.median(x[i] for x in times[(tool, t)]) for i in range(3))
-            print(f"| {names[tool]} | {t} | {w:.2f} | {c:.2f} | {r:.0f} | {w / base:.2f}x |")
+            print(f"| {names[tool]} | {t} | {w:.2f} | {c:.2f} | {r:.0f} | {w / base:.2f}x | {w / base32:.2f}x |")
     if agree:
         print("\nAgreement (last rep, deterministic fields; max relative difference over matrices):\n")
         print("| peer | peer column | ours | max rel diff | at tensor | matrices |")

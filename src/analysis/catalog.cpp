@@ -216,8 +216,9 @@ std::string KernelConfig::key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     return fmt::format(
-        "v3;precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
+        "{};precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
         "alpha_ci={};alpha_ci_seed={}{}",
+        kKernelConfigVersion,
         // f32's Gram route changed (f32 product under kF32GramGuard): "f32g" keeps older f32 results out.
         // v2: the permutation null of a tall matrix runs in f32 (linalg::null_in_f32).
         // v3: a too_few tail fit keeps its alpha, lambda and KS (they were NaN).

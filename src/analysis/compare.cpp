@@ -258,9 +258,14 @@ std::string CompareSettings::config_key() const {
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
     // "f32p": f32 results record the precision that served them (kPrecisionField).
-    return fmt::format("compare-v2;precision={};top_k={};route={}{}",
+    return fmt::format("{};precision={};top_k={};route={}{}", kCompareConfigVersion,
                        precision == Precision::f32 ? "f32p" : "f64", top_k, route_name,
                        delta_only ? ";fields=delta" : "");
+}
+
+bool current_config(std::string_view config) {
+    const auto version = config.substr(0, config.find(';'));
+    return version == kKernelConfigVersion || version == kCompareConfigVersion;
 }
 
 namespace {

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/compare.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/report/data.hpp"
@@ -32,47 +34,104 @@ void set_block(Record& rec, const std::string& block) {
     }
 }
 
+// A run's configuration: the store key's configuration without a custom field's suffix
+// (analysis::custom_field_config), so a unit's built-in and custom fields of one run stay together.
+std::string run_config(const std::string& config) { return config.substr(0, config.find(";custom=")); }
+
+using Unit = std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
+
+// One unit's results under one run configuration.
+struct Stored {
+    Record rec;
+    std::optional<std::vector<double>> svals, deltas;
+};
+
+// How the units' configurations went: units with results under more than one, and units with only an
+// older version's (analysis::current_config), which the report notes.
+struct Choice {
+    std::size_t several = 0, only_older = 0;
+};
+
+// The configuration each unit's results are taken from. A store keeps every configuration a unit was
+// computed under (--precision f32 and f64, other options, an older version's key), and one record must
+// never mix fields of two: each unit takes one, this version's before an older one's, then the one most
+// units of its table (analyze or compare) share, so the report is as uniform as the store allows (ties:
+// the f64 tier, then by name).
+Choice choose_configs(const std::map<Unit, std::map<std::string, Stored>>& units,
+                      std::map<Unit, const Stored*>& chosen) {
+    std::map<std::pair<bool, std::string>, std::size_t> share;  // (compare?, config) -> units
+    for (const auto& [unit, configs] : units)
+        for (const auto& [config, stored] : configs) ++share[{!std::get<1>(unit).empty(), config}];
+    const auto rank = [&](bool compare, const std::string& config) {
+        return std::tuple{analysis::current_config(config), share[{compare, config}],
+                          config.find("precision=f64") != std::string::npos};
+    };
+    Choice choice;
+    for (const auto& [unit, configs] : units) {
+        const bool compare = !std::get<1>(unit).empty();
+        auto best = configs.begin();
+        for (auto it = std::next(best); it != configs.end(); ++it)
+            if (rank(compare, it->first) > rank(compare, best->first)) best = it;  // ties: the first by name
+        chosen[unit] = &best->second;
+        choice.several += configs.size() > 1;
+        choice.only_older += !analysis::current_config(best->first);
+    }
+    return choice;
+}
+
 }  // namespace
 
 void load_store(const std::string& path, ReportData& data, bool with_records) {
     if (!std::filesystem::is_regular_file(path)) throw InputError(fmt::format("{}: store not found", path));
-    using Key =
-        std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
-    std::map<Key, Record> records;
-    std::map<Key, std::vector<double>> svals, deltas;
-    std::vector<Key> order;
+    std::map<Unit, std::map<std::string, Stored>> units;
+    std::vector<Unit> order;
     data.store_loaded = true;
     run::for_each_stored_result(path, [&](const run::StoredResult& row) {
         if (std::find(data.store_models.begin(), data.store_models.end(), row.model) ==
             data.store_models.end())
             data.store_models.push_back(row.model);
-        const Key key{row.model, row.other, row.tensor, row.block};
-        auto [it, fresh] = records.try_emplace(key);
+        const Unit unit{row.model, row.other, row.tensor, row.block};
+        auto [configs, new_unit] = units.try_emplace(unit);
+        if (new_unit) order.push_back(unit);
+        auto [it, fresh] = configs->second.try_emplace(run_config(row.config));
+        auto& stored = it->second;
         if (fresh) {
-            it->second.model = row.model;
-            it->second.base = row.other;
-            it->second.tensor = row.tensor;
-            set_block(it->second, row.block);
-            order.push_back(key);
+            stored.rec.model = row.model;
+            stored.rec.base = row.other;
+            stored.rec.tensor = row.tensor;
+            set_block(stored.rec, row.block);
         }
         if (row.field == "weights_svals" && !row.vec.empty() && row.other.empty() && row.block.empty())
-            svals.try_emplace(key, row.vec);
+            stored.svals = row.vec;
         else if (row.field == "delta_svals" && !row.vec.empty() && !row.other.empty() && row.block.empty())
-            deltas.try_emplace(key, row.vec);
+            stored.deltas = row.vec;
         else if (!row.vec.empty() || row.field.empty())
             return;
         else if (row.field == analysis::kPrecisionField)
-            it->second.precision = row.value ? analysis::precision_name(*row.value) : "";
+            stored.rec.precision = row.value ? analysis::precision_name(*row.value) : "";
         else
-            it->second.values.try_emplace(row.field,
+            stored.rec.values.try_emplace(row.field,
                                           row.value ? *row.value : std::numeric_limits<double>::quiet_NaN());
     });
-    for (const auto& key : order) {
-        auto& rec = records[key];
-        if (auto sv = svals.find(key); sv != svals.end())
-            data.spectra.push_back({rec.model, rec.tensor, sv->second, rec.values});
-        if (auto d = deltas.find(key); d != deltas.end())
-            data.deltas.push_back({rec.model, rec.base, rec.tensor, rec.role, rec.layer, d->second});
+    std::map<Unit, const Stored*> chosen;
+    const auto choice = choose_configs(units, chosen);
+    if (choice.several)
+        data.notes.push_back(fmt::format(
+            "{}: {} of its {} units (a matrix or head block of a model or pair) hold results under more than "
+            "one configuration (another --precision, other options or an older version): each shows one "
+            "configuration's results, never a mix (this version's, then the one most units share)",
+            path, choice.several, units.size()));
+    if (choice.only_older)
+        data.notes.push_back(fmt::format(
+            "{}: {} units have only an older diffract version's results, shown as they were stored; run "
+            "analyze or compare again with this store to recompute them",
+            path, choice.only_older));
+    for (const auto& unit : order) {
+        const auto& stored = *chosen.at(unit);
+        const auto& rec = stored.rec;
+        if (stored.svals) data.spectra.push_back({rec.model, rec.tensor, *stored.svals, rec.values});
+        if (stored.deltas)
+            data.deltas.push_back({rec.model, rec.base, rec.tensor, rec.role, rec.layer, *stored.deltas});
         if (!with_records) continue;
         data.add_model(rec.model);
         (rec.base.empty() ? data.metrics : data.compare).push_back(rec);

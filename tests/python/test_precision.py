@@ -5,6 +5,8 @@
 unguarded f32 product would miss that (a tall matrix with one weak direction).
 """
 import csv
+import shutil
+import sqlite3
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -124,3 +126,43 @@ def test_the_report_header_says_the_precision(tmp_path):
                     ("f64", f"Precision: f64 (all {len(mats)} rows)")):
         run(["report", tmp_path / d, "--out", tmp_path / f"{d}.html"])
         assert want in (tmp_path / f"{d}.html").read_text(), d
+
+
+def test_a_report_from_a_store_never_mixes_configurations(tmp_path):
+    """A store keeps a matrix's results under every configuration it was computed in (both tiers, other
+    options, an older version's key). A report from the store alone takes each matrix's results from one
+    configuration (this version's, then the one most matrices share, then f64) and says that it chose."""
+    ckpt, mats = checkpoint(tmp_path)
+    store = tmp_path / "s.sqlite"
+    f32 = analyze(ckpt, tmp_path / "f32", "--precision", "f32")
+    fell_back = sum(r["precision"] == "f64" for r in f32.values())
+    assert 0 < fell_back < len(mats) and f32["model.layers.0.tall.weight"]["precision"] == "f32"
+    f32_header = f"Precision: f32 for {len(mats) - fell_back} rows, f64 for {fell_back}"
+
+    def report(name, source=store):
+        out = tmp_path / f"{name}.html"
+        run(["report", source, "--out", out, "--quiet"])
+        return out.read_text()
+
+    # One matrix also in f64: the f32 configuration covers more matrices, so every matrix shows it (mixed,
+    # the tall matrix would have shown its f64 row's precision beside f32 values).
+    analyze(ckpt, tmp_path / "f64_tall", "--match", "tall")
+    html = report("more_f32")
+    assert f32_header in html and "1 of its 5 units" in html and "never a mix" in html
+    # Every matrix in both tiers: a tie, which the f64 tier wins, for every matrix alike.
+    analyze(ckpt, tmp_path / "f64")
+    html = report("tie")
+    assert f"Precision: f64 (all {len(mats)} rows)" in html and "5 of its 5 units" in html
+    # The f64 results relabelled as an older version's: this version's f32 results win everywhere.
+    older = tmp_path / "older.sqlite"
+    shutil.copy(store, older)
+    with sqlite3.connect(older) as db:
+        db.execute("UPDATE results SET config = replace(config, 'v3;', 'v2;') WHERE config LIKE 'v3;precision=f64;%'")
+    html = report("older", older)
+    assert f32_header in html and "older diffract version" not in html
+    # Nothing but older results: shown, and said to be older.
+    with sqlite3.connect(older) as db:
+        db.execute("DELETE FROM results WHERE config LIKE 'v3;%'")
+    html = report("only_older", older)
+    assert f"Precision: f64 (all {len(mats)} rows)" in html
+    assert "5 units have only an older diffract version&#39;s results" in html

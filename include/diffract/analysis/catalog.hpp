@@ -47,6 +47,10 @@ enum class Precision { f32, f64 };
 inline constexpr int kDefaultMinFitSize = 50;
 inline constexpr int kDefaultPValueDraws = 100;
 
+// The version that leads every analyze store key (KernelConfig::key): bumped when a kernel's results
+// change, so results of an older version are never reused.
+inline constexpr std::string_view kKernelConfigVersion = "v3";
+
 struct KernelConfig {
     Precision precision = Precision::f64;
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "diffract/analysis/catalog.hpp"
@@ -59,6 +60,12 @@ void add_delta_fields(const Matrix<T>& delta, double base_frob_norm, linalg::Bac
 template <typename T>
 FieldValues compare_matrices(const Matrix<T>& base, const Matrix<T>& model, int top_k,
                              linalg::Backend& backend, linalg::SvdRoute route = linalg::SvdRoute::auto_route);
+
+// The version that leads every compare store key (CompareSettings::config_key), as kKernelConfigVersion.
+inline constexpr std::string_view kCompareConfigVersion = "compare-v2";
+// Whether a stored result's configuration is one this version computes (analyze's or compare's, a custom
+// field's included): a store keeps an older version's results, which nothing reuses.
+bool current_config(std::string_view config);
 
 // What a comparison computes, besides its inputs: part of every stored result's key (config_key).
 struct CompareSettings {
