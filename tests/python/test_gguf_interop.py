@@ -5,7 +5,6 @@ that, build/tests.
 """
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,17 +14,14 @@ import pytest
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import tool  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def gguf_dump():
-    tools = os.environ.get("DIFFRACT_TOOLS_DIR")
-    exe = Path(tools or REPO / "build" / "tests") / "gguf_dump"
-    if not exe.exists():
-        if tools:
-            pytest.fail(f"gguf_dump not found in DIFFRACT_TOOLS_DIR={tools}")
-        pytest.skip(f"gguf_dump not built ({exe}); set DIFFRACT_TOOLS_DIR")
+    exe = Path(tool("gguf_dump"))
+    # A missing tool fails, never skips: the default build makes it.
+    assert exe.exists(), f"gguf_dump not built ({exe}): cmake --build build, or set DIFFRACT_TOOLS_DIR"
     return exe
 
 
