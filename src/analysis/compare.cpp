@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -257,9 +259,10 @@ std::string CompareSettings::config_key() const {
     const char* route_name =
         route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
-    // "f32p": f32 results record the precision that served them (kPrecisionField).
+    // "f32p": f32 results record the precision that served them (kPrecisionField). "f32c": the Gram
+    // route's products in f32 where the guard keeps them (compare_streamed).
     return fmt::format("{};precision={};top_k={};route={}{}", kCompareConfigVersion,
-                       precision == Precision::f32 ? "f32p" : "f64", top_k, route_name,
+                       precision == Precision::f32 ? "f32c" : "f64", top_k, route_name,
                        delta_only ? ";fields=delta" : "");
 }
 
@@ -417,20 +420,45 @@ void refine_long_overlap(std::vector<double>& overlap, const GramFactors& b, con
 // (refine_small_end); only where that cannot be done does the unit fall back to compare_whole
 // (route auto). The k × k buffers are released as soon as they are used: at most six are held at
 // once (compare_streamed_bytes).
+//
+// --precision f32 (T = float): where the backend has f32 products (Backend::f32_gram_products: the CPU, for a
+// unit at least kF32GramMinAspect times longer than short), BᵀB, MᵀM and BᵀM are formed in f32 from f32
+// slabs and decomposed in f64, and kept when both spectra pass the f32 guard (linalg::f32_gram_kept); else
+// the unit is streamed again in f64 (`try_f32` false). Measured within the f32 tier's contract on every
+// field, agreements included (bench/f32_gram_routes.py). A base factorised from f32 products serves later
+// models only through f32 products, so a row is computed in one precision, which it records.
 template <typename T>
 FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, const TensorInfo& mt,
-                             BaseFactorization& cache, linalg::Backend& backend) {
+                             BaseFactorization& cache, linalg::Backend& backend, bool try_f32 = true) {
     const bool forced = c.route == linalg::SvdRoute::gram;
     // The base's small end could not be refined with an earlier model: nothing to stream.
     if (cache.gram && !cache.gram->trusted)
         return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
     const Orientation ori = orientation(unit.block);
     const std::int64_t k = ori.k;
-    linalg::GramPair pair(k, !cache.gram, &backend);
+    std::unique_ptr<linalg::GramProducts> f32_products;
+    if (std::is_same_v<T, float> && try_f32 && (!cache.gram || cache.gram->f32))
+        f32_products = backend.f32_gram_products(k, ori.length, !cache.gram);
+    auto pair = f32_products ? linalg::GramPair(k, !cache.gram, std::move(f32_products))
+                             : linalg::GramPair(k, !cache.gram, &backend);
+    if (!pair.f32() && cache.gram && cache.gram->f32) {  // an f64 unit never uses f32 base factors
+        cache.gram.reset();
+        return compare_streamed<T>(c, unit, mt, cache, backend, false);
+    }
+    // An f32 spectrum under the guard: this unit again from f64 slabs, the base too.
+    const auto again_in_f64 = [&] {
+        if (cache.gram && cache.gram->f32) cache.gram.reset();
+        return compare_streamed<T>(c, unit, mt, cache, backend, false);
+    };
     const std::int64_t step = slab_length(k, c.slab_values);
     for (std::int64_t start = 0; start < ori.length; start += step) {
         const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
-        pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab), ori.short_side_rows);
+        if (pair.f32())
+            pair.add(read_matrix<float>(*unit.tensor, slab), read_matrix<float>(mt, slab),
+                     ori.short_side_rows);
+        else
+            pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab),
+                     ori.short_side_rows);
         // Unmap what was read (it stays in the page cache): resident memory stays at the k × k products.
         unit.tensor->file->dont_need(unit.tensor->offset, unit.tensor->nbytes);
         mt.file->dont_need(mt.offset, mt.nbytes);
@@ -443,6 +471,8 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
     const auto read_model = [&unit, &mt] { return read_matrix<double>(mt, unit.block); };
     if (!cache.gram) {
         cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced, backend);
+        cache.gram->f32 = pair.f32();
+        if (pair.f32() && !linalg::f32_gram_kept(cache.gram->lambda)) return again_in_f64();
         if (!cache.gram->trusted && !refine_small_end(*cache.gram, read_base(), ori.short_side_rows, backend))
             return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
     }
@@ -450,6 +480,8 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
     std::optional<GramFactors> own;
     if (!pair.identical()) {
         own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced, backend);
+        own->f32 = pair.f32();
+        if (pair.f32() && !linalg::f32_gram_kept(own->lambda)) return again_in_f64();
         if (!own->trusted && !refine_small_end(*own, read_model(), ori.short_side_rows, backend))
             return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
     }
@@ -487,6 +519,7 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.top_k);
     add_delta_values(std::sqrt(pair.delta_sq_norm()), delta_s, std::sqrt(b.sq_norm), fv);
+    fv.scalars[kPrecisionField] = pair.f32() ? 32 : 64;
     return fv;
 }
 
@@ -563,9 +596,10 @@ FieldValues compare_unit(const CompareSettings& c, const MatrixUnit& unit, const
                   ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
                   : compare_streamed<T>(c, unit, mt, cache, backend);
     fv.scalars.try_emplace(kWholeRouteField, 0.0);
-    // Only the whole-matrix route (gesdd, and --delta-only's differences) computes in the entries' own
-    // precision; the Gram routes accumulate and decompose in f64 whatever it is.
-    fv.scalars[kPrecisionField] = std::is_same_v<T, float> && fv.scalars[kWholeRouteField] != 0 ? 32 : 64;
+    // The whole-matrix route (gesdd, and --delta-only's differences) computes in the entries' own
+    // precision; the Gram route says which products it kept (compare_streamed), and decomposes in f64.
+    fv.scalars.try_emplace(kPrecisionField,
+                           std::is_same_v<T, float> && fv.scalars[kWholeRouteField] != 0 ? 32 : 64);
     return fv;
 }
 

@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/linalg/gram_pair.hpp"
 
 namespace diffract::linalg {
+
+std::unique_ptr<GramProducts> Backend::f32_gram_products(std::int64_t, std::int64_t, bool) { return nullptr; }
 
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend();  // linalg/cuda, or the no_cuda stub

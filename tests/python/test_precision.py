@@ -95,8 +95,10 @@ def test_every_row_says_which_precision_computed_it(tmp_path):
 
 
 def test_compare_rows_say_which_precision_computed_them(tmp_path):
-    """compare's Gram routes accumulate and decompose in f64 whatever the entries are, so their rows say
-    f64 under --precision f32 too; the whole-matrix route (sgesdd) says f32."""
+    """Under --precision f32 compare's Gram route forms the products in f32 where the f32 guard keeps them
+    (tall or wide matrices whose base and model spectra have lambda_min/lambda_max >= 1e-3) and in f64
+    elsewhere, and decomposes in f64; each row says which. The whole-matrix route (sgesdd) says f32. A
+    row computed in f64 is the f64 tier's row, an f32 one agrees with it to the f32 contract."""
     base, model = tmp_path / "base", tmp_path / "model"
     mats = matrices()
     rng = np.random.default_rng(3)
@@ -105,15 +107,31 @@ def test_compare_rows_say_which_precision_computed_them(tmp_path):
         d.mkdir()
         save_file(m, str(d / "model.safetensors"))
 
-    def precisions(out, *flags):
+    def compare(out, *flags):
         run(["compare", "--base", base, model, "--out", out, "--store", tmp_path / "s.sqlite", "--quiet",
              "--no-heads", "--threads", "1", *flags])
-        return {r["precision"] for r in csv.DictReader(open(out / "compare.csv"))}
+        return {r["tensor"].split(".")[-2]: r for r in csv.DictReader(open(out / "compare.csv"))}
 
-    assert precisions(tmp_path / "c64") == {"f64"}
-    assert precisions(tmp_path / "c32", "--precision", "f32") == {"f64"}
-    assert precisions(tmp_path / "c32g", "--precision", "f32", "--svd-route", "gesdd") == {"f32"}
-    assert precisions(tmp_path / "c32g_again", "--precision", "f32", "--svd-route", "gesdd") == {"f32"}
+    f64 = compare(tmp_path / "c64")
+    assert {r["precision"] for r in f64.values()} == {"f64"}
+    f32 = compare(tmp_path / "c32", "--precision", "f32")
+    # tall and wide pass the guard; the weak direction (1e-7) and the square matrix do not.
+    assert {n: r["precision"] for n, r in f32.items()} == {
+        "tall": "f32", "wide": "f32", "weak": "f64", "square": "f64", "spiked": "f32"}
+    for name, row in f32.items():
+        for field in ("avg_l_agreement", "avg_r_agreement", "rel_sval_change", "delta_l2_norm", "pl_ks"):
+            a, b = float(row[field]), float(f64[name][field])
+            if row["precision"] == "f64":
+                assert a == b, (name, field)
+            else:
+                assert abs(a - b) <= 1e-4 * abs(b), (name, field, a, b)
+        # The delta's product is f64 in both tiers: its fields agree to f64 rounding.
+        assert abs(float(row["delta_l2_norm"]) - float(f64[name]["delta_l2_norm"])) <= 1e-12 * float(
+            f64[name]["delta_l2_norm"])
+    again = compare(tmp_path / "c32_again", "--precision", "f32")  # every result from the store
+    assert {n: r["precision"] for n, r in again.items()} == {n: r["precision"] for n, r in f32.items()}
+    sgesdd = compare(tmp_path / "c32g", "--precision", "f32", "--svd-route", "gesdd")
+    assert {r["precision"] for r in sgesdd.values()} == {"f32"}
 
 
 def test_the_report_header_says_the_precision(tmp_path):

@@ -82,6 +82,56 @@ TEST(GramPair, SlabsSumToTheWholeProductsInBothLayouts) {
     }
 }
 
+// --precision f32: the base's, model's and cross products from f32 slabs agree with the f64 products of
+// the same (f32-exact) entries to f32 rounding, the delta's product and the norms are the f64 ones.
+TEST(GramPair, F32ProductsAgreeToF32RoundingAndTheDeltaStaysF64) {
+    auto to_f32 = [](const Matrix<double>& m) {
+        Matrix<float> f(m.rows, m.cols);
+        for (std::size_t i = 0; i < m.data.size(); ++i) f.data[i] = static_cast<float>(m.data[i]);
+        return f;
+    };
+    auto widened = [](const Matrix<float>& f) {
+        Matrix<double> m(f.rows, f.cols);
+        for (std::size_t i = 0; i < f.data.size(); ++i) m.data[i] = f.data[i];
+        return m;
+    };
+    const auto b32 = to_f32(random_matrix(300, 20, 5)), m32 = to_f32(random_matrix(300, 20, 6));
+    const auto b = widened(b32), m = widened(m32);  // the f32 entries, exactly
+    auto cpu = linalg::make_backend("cpu");
+    ASSERT_EQ(cpu->f32_gram_products(20, 60, true), nullptr);  // under kF32GramMinAspect: not tried
+    linalg::GramPair f32(20, true, cpu->f32_gram_products(20, 300, true)), f64(20);
+    ASSERT_TRUE(f32.f32());
+    EXPECT_THROW(f32.add(b, m, false), std::logic_error);  // f64 slabs to f32 products
+    EXPECT_THROW(f64.add(b32, m32, false), std::logic_error);
+    for (std::int64_t start = 0; start < 300; start += 128) {
+        const auto len = std::min<std::int64_t>(128, 300 - start);
+        const auto bs = rows_of(b, start, len), ms = rows_of(m, start, len);
+        f32.add(to_f32(bs), to_f32(ms), false);
+        f64.add(bs, ms, false);
+    }
+    EXPECT_EQ(f32.base_sq_norm(), f64.base_sq_norm());
+    EXPECT_EQ(f32.delta_sq_norm(), f64.delta_sq_norm());
+    // An f32 dot product of 300 terms errs by at most ~300 ε32 |x||y| (Cauchy-Schwarz bounds Σ|x_r y_r|).
+    const double tolerance = 300 * 6e-8;
+    const auto diagonal = [](std::vector<double>& g, std::int64_t i) {
+        return g[static_cast<std::size_t>(i * 21)];
+    };
+    for (std::int64_t i = 0; i < 20; ++i)
+        for (std::int64_t j = 0; j < 20; ++j) {
+            const auto at = static_cast<std::size_t>(i + j * 20);
+            EXPECT_NEAR(f32.cross()[at], f64.cross()[at],
+                        tolerance * std::sqrt(diagonal(f64.base_gram(), i) * diagonal(f64.model_gram(), j)));
+            if (j > i) continue;
+            EXPECT_NEAR(f32.base_gram()[at], f64.base_gram()[at],
+                        tolerance * std::sqrt(diagonal(f64.base_gram(), i) * diagonal(f64.base_gram(), j)));
+            EXPECT_NEAR(f32.model_gram()[at], f64.model_gram()[at],
+                        tolerance * std::sqrt(diagonal(f64.model_gram(), i) * diagonal(f64.model_gram(), j)));
+            EXPECT_EQ(f32.delta_gram()[at], f64.delta_gram()[at]);
+        }
+    // Not f64 products under another name: some entry differs by f32 rounding.
+    EXPECT_NE(f32.base_gram(), f64.base_gram());
+}
+
 TEST(GramPair, SymmetricEigenOfAKnownMatrix) {
     // [[2, 1], [1, 2]]: eigenvalues 1 and 3, vectors (1, −1)/√2 and (1, 1)/√2.
     std::vector<double> a = {2, 1, 1, 2};

@@ -93,6 +93,7 @@ struct GramFactors {
     // u = Y v / σ kept (column-major length × refined), which the long-side overlaps use directly.
     std::size_t refined = 0;
     std::vector<double> long_vectors;
+    bool f32 = false;  // from f32 products (--precision f32, linalg::f32_gram_kept)
 };
 struct BaseFactorization {
     std::optional<GramFactors> gram;  // the Gram route

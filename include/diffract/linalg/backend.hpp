@@ -46,6 +46,24 @@ inline bool null_in_f32(std::int64_t rows, std::int64_t cols) {
     return lo > 0 && static_cast<double>(hi) >= kNullF32MinAspect * static_cast<double>(lo);
 }
 
+// --precision f32 on the CPU: Gram products in f32 (ssyrk, sgemm), kept when λ_min / λ_max ≥ kF32GramGuard,
+// else recomputed in f64. The f32 product's error on λ is ≲ 0.1 ε32 λ_max measured (docs/performance.md),
+// so at 1e-3 it moves σ_min by ≲ 3e-6 relative, inside the --precision f32 contract (docs/metrics.md).
+// 1e-2 sent the spiked MLP matrices of a 1B-shaped model (λ_min/λ_max ≈ 4e-3) to f64.
+inline constexpr double kF32GramGuard = 1e-3;
+// Tried only on matrices at least this much longer than short: the λ_min/λ_max of a Gaussian block is
+// ((1 - 1/√Q)/(1 + 1/√Q))² (Marchenko-Pastur), 0.11 at Q = 4 but ~0 for square matrices, where trying
+// would cost a product and a decomposition for nothing.
+inline constexpr double kF32GramMinAspect = 4.0;
+inline bool f32_gram_tried(std::int64_t short_side, std::int64_t long_side) {
+    return short_side > 0 &&
+           static_cast<double>(long_side) >= kF32GramMinAspect * static_cast<double>(short_side);
+}
+// Whether an f32 Gram product's spectrum λ (ascending) is kept (kF32GramGuard).
+inline bool f32_gram_kept(const std::vector<double>& lambda) {
+    return !lambda.empty() && lambda.back() > 0.0 && lambda.front() >= kF32GramGuard * lambda.back();
+}
+
 struct Svd {
     std::vector<double> s;  // ascending
     Matrix<double> u;       // m × k, column c pairs with s[c]
@@ -120,6 +138,11 @@ public:
                                          std::span<const double> b, bool transpose_b, std::int64_t m,
                                          std::int64_t n, std::int64_t inner) = 0;
     virtual std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) = 0;
+    // The same products from f32 slabs under --precision f32 (GramProducts' f32 add): BᵀB, MᵀM and BᵀM
+    // in f32, DᵀD in f64. Null where this backend has none (the caller then streams f64 slabs), or when
+    // the unit's long side is under kF32GramMinAspect times its short side k.
+    virtual std::unique_ptr<GramProducts> f32_gram_products(std::int64_t k, std::int64_t length,
+                                                            bool with_base);
     // The device's measured f32 matrix-multiply rate (GFLOP/s, best of 3 n×n products): the peak that
     // benchmarks report their rates against.
     virtual double measure_matmul_gflops(int n) = 0;

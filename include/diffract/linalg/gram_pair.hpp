@@ -37,6 +37,10 @@ public:
     // k × len. `first` overwrites instead of adding. The slabs may be reused as soon as it returns.
     virtual void add(const double* base, const double* model, const double* delta, std::int64_t len,
                      bool short_side_rows, bool first) = 0;
+    // The same from f32 slabs (Backend::f32_gram_products' implementations): X_bᵀX_b, X_mᵀX_m and X_bᵀX_m
+    // in f32, X_dᵀX_d in f64 from the exact f64 differences. The others throw std::logic_error.
+    virtual void add_f32(const float* base, const float* model, const double* delta, std::int64_t len,
+                         bool short_side_rows, bool first);
     // Moves the column-major k × k products out (bb stays empty without with_base).
     virtual void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
                          std::vector<double>& dd) = 0;
@@ -44,6 +48,8 @@ public:
 
 // The host BLAS implementation (what the CPU backend returns).
 std::unique_ptr<GramProducts> cpu_gram_products(std::int64_t k, bool with_base);
+// Its f32 counterpart (--precision f32): f32 products widened to f64 when read.
+std::unique_ptr<GramProducts> cpu_f32_gram_products(std::int64_t k, bool with_base);
 
 // The vectors are trusted when λ_min / λ_max ≥ this. Measured against numpy's f64 SVD (512² and
 // 1024² matrices with geometric spectra, a model = base + low-rank and noise updates): at a ratio of
@@ -56,10 +62,14 @@ class GramPair {
 public:
     // The products run where `backend` puts them (host BLAS when null).
     explicit GramPair(std::int64_t k, bool with_base = true, Backend* backend = nullptr);
+    // With f32 products (Backend::f32_gram_products): slabs are then added as f32.
+    GramPair(std::int64_t k, bool with_base, std::unique_ptr<GramProducts> f32_products);
+    bool f32() const { return f32_; }
     std::int64_t k() const { return k_; }
     // One slab of both matrices: `len` rows of the long side, each of k values. `short_side_rows`:
     // the slab is stored k × len (row-major), i.e. the long side is the matrices' columns.
     void add(const Matrix<double>& base_slab, const Matrix<double>& model_slab, bool short_side_rows);
+    void add(const Matrix<float>& base_slab, const Matrix<float>& model_slab, bool short_side_rows);
     bool identical() const { return identical_; }  // every slab so far equal
     double base_sq_norm() const { return b2_; }
     double model_sq_norm() const { return m2_; }
@@ -77,9 +87,11 @@ private:
         std::vector<double> bb, mm, bm, dd;
     };
     Products& collected();
+    template <typename T>
+    void add_slabs(const Matrix<T>& b, const Matrix<T>& m, bool short_side_rows);
 
     std::int64_t k_;
-    bool with_base_, first_ = true, identical_ = true;
+    bool with_base_, f32_ = false, first_ = true, identical_ = true;
     double b2_ = 0, m2_ = 0, d2_ = 0;
     std::vector<double> delta_;
     std::unique_ptr<GramProducts> products_;

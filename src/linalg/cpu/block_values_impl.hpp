@@ -17,15 +17,7 @@ namespace diffract::linalg::cpu {
 std::vector<Spectrum> block_spectra(Backend& self, const TensorInfo& t, std::span<const MatrixBlock> blocks,
                                     bool f64, SvdRoute route);
 
-// --precision f32 on the CPU: the Gram product in f32 (ssyrk), kept when λ_min / λ_max ≥ kF32GramGuard,
-// else recomputed in f64. The f32 product's error on λ is ≲ 0.1 ε32 λ_max measured (docs/performance.md),
-// so at 1e-3 it moves σ_min by ≲ 3e-6 relative, inside the --precision f32 contract of 1e-4
-// (docs/metrics.md). 1e-2 sent the spiked MLP matrices of a 1B-shaped model (λ_min/λ_max ≈ 4e-3) to f64.
-inline constexpr double kF32GramGuard = 1e-3;
-// Tried only on matrices at least this much taller than wide: the λ_min/λ_max of a Gaussian block is
-// ((1 - 1/√Q)/(1 + 1/√Q))² (Marchenko-Pastur), 0.11 at Q = 4 but ~0 for square matrices, where trying
-// would cost a product and a decomposition for nothing.
-inline constexpr double kF32GramMinAspect = 4.0;
+// kF32GramGuard, kF32GramMinAspect: backend.hpp (compare's f32 products use them too).
 
 // (svd_cpu.cpp): σ from the f32 Gram product of the column-major order × depth matrix A
 // (trans: Aᵀ, depth × order) at leading dimension lda, widened and decomposed in f64. The product's

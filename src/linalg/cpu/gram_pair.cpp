@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -48,10 +49,63 @@ private:
     std::vector<double> bb_, mm_, bm_, dd_;
 };
 
+// f32 products of the base, the model and their cross product (sgemm at twice dgemm's rate); the
+// delta's from its exact f64 differences, so the delta fields are those of the f64 route.
+class CpuF32GramProducts final : public GramProducts {
+public:
+    CpuF32GramProducts(std::int64_t k, bool with_base)
+        : k_(lapack::checked_int(k, "dimension")), with_base_(with_base) {
+        const auto n = static_cast<std::size_t>(k * k);
+        if (with_base_) bb_.assign(n, 0.0f);
+        mm_.assign(n, 0.0f), bm_.assign(n, 0.0f), dd_.assign(n, 0.0);
+    }
+    void add(const double*, const double*, const double*, std::int64_t, bool, bool) override {
+        throw std::logic_error("f32 Gram products take f32 slabs");
+    }
+    void add_f32(const float* b, const float* m, const double* d, std::int64_t len64, bool short_side_rows,
+                 bool first) override {
+        const int k = k_, len = lapack::checked_int(len64, "dimension");
+        const char* trans = short_side_rows ? "T" : "N";  // as CpuGramProducts::add
+        const int ld = short_side_rows ? len : k;
+        const float one = 1.0f, beta = first ? 0.0f : 1.0f;
+        const double one64 = 1.0, beta64 = first ? 0.0 : 1.0;
+        if (with_base_) ssyrk_("L", trans, &k, &len, &one, b, &ld, &beta, bb_.data(), &k);
+        ssyrk_("L", trans, &k, &len, &one, m, &ld, &beta, mm_.data(), &k);
+        dsyrk_("L", trans, &k, &len, &one64, d, &ld, &beta64, dd_.data(), &k);
+        if (short_side_rows)
+            sgemm_("T", "N", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+        else
+            sgemm_("N", "T", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+    }
+    void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
+                 std::vector<double>& dd) override {
+        const auto widened = [](std::vector<float>& f) {
+            std::vector<double> out(f.begin(), f.end());
+            std::vector<float>().swap(f);
+            return out;
+        };
+        bb = widened(bb_), mm = widened(mm_), bm = widened(bm_), dd = std::move(dd_);
+    }
+
+private:
+    int k_;
+    bool with_base_;
+    std::vector<float> bb_, mm_, bm_;
+    std::vector<double> dd_;
+};
+
 }  // namespace
+
+void GramProducts::add_f32(const float*, const float*, const double*, std::int64_t, bool, bool) {
+    throw std::logic_error("these Gram products take f64 slabs");
+}
 
 std::unique_ptr<GramProducts> cpu_gram_products(std::int64_t k, bool with_base) {
     return std::make_unique<CpuGramProducts>(k, with_base);
+}
+
+std::unique_ptr<GramProducts> cpu_f32_gram_products(std::int64_t k, bool with_base) {
+    return std::make_unique<CpuF32GramProducts>(k, with_base);
 }
 
 GramPair::GramPair(std::int64_t k, bool with_base, Backend* backend)
@@ -59,7 +113,24 @@ GramPair::GramPair(std::int64_t k, bool with_base, Backend* backend)
       with_base_(with_base),
       products_(backend ? backend->gram_products(k, with_base) : cpu_gram_products(k, with_base)) {}
 
+GramPair::GramPair(std::int64_t k, bool with_base, std::unique_ptr<GramProducts> f32_products)
+    : k_(k), with_base_(with_base), f32_(true), products_(std::move(f32_products)) {
+    if (!products_) throw std::invalid_argument("GramPair: no f32 products");
+}
+
 void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_side_rows) {
+    if (f32_) throw std::logic_error("GramPair::add: f64 slabs to f32 products");
+    add_slabs(b, m, short_side_rows);
+}
+
+void GramPair::add(const Matrix<float>& b, const Matrix<float>& m, bool short_side_rows) {
+    if (!f32_) throw std::logic_error("GramPair::add: f32 slabs to f64 products");
+    add_slabs(b, m, short_side_rows);
+}
+
+// Norms and the delta in f64 whatever T is: f32 entries widen exactly, so y − x is exact.
+template <typename T>
+void GramPair::add_slabs(const Matrix<T>& b, const Matrix<T>& m, bool short_side_rows) {
     if (results_) throw std::logic_error("GramPair::add after its products were read");
     if (b.rows != m.rows || b.cols != m.cols || (short_side_rows ? b.rows : b.cols) != k_)
         throw std::invalid_argument("GramPair::add: slab shapes differ");
@@ -72,7 +143,10 @@ void GramPair::add(const Matrix<double>& b, const Matrix<double>& m, bool short_
         delta_[i] = d;
         identical_ = identical_ && x == y;
     }
-    products_->add(b.data.data(), m.data.data(), delta_.data(), len, short_side_rows, first_);
+    if constexpr (std::is_same_v<T, float>)
+        products_->add_f32(b.data.data(), m.data.data(), delta_.data(), len, short_side_rows, first_);
+    else
+        products_->add(b.data.data(), m.data.data(), delta_.data(), len, short_side_rows, first_);
     first_ = false;
 }
 

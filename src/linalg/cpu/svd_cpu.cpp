@@ -210,6 +210,10 @@ public:
     std::unique_ptr<GramProducts> gram_products(std::int64_t k, bool with_base) override {
         return cpu_gram_products(k, with_base);
     }
+    std::unique_ptr<GramProducts> f32_gram_products(std::int64_t k, std::int64_t length,
+                                                    bool with_base) override {
+        return f32_gram_tried(k, length) ? cpu_f32_gram_products(k, with_base) : nullptr;
+    }
     Svd svd(const Matrix<float>& w) override { return gesdd(w, true); }
     Svd svd(const Matrix<double>& w) override { return gesdd(w, true); }
     std::optional<SmallComponents> small_components(const Matrix<double>& w,
@@ -237,13 +241,13 @@ namespace cpu {
 
 std::optional<std::vector<double>> guarded_f32_gram_values(bool trans, int order, int depth, const float* a,
                                                            int lda) {
-    if (static_cast<double>(depth) < kF32GramMinAspect * order) return std::nullopt;
+    if (!f32_gram_tried(order, depth)) return std::nullopt;
     const auto gf = f32_gram_product(trans, order, depth, a, lda);
     if (!gf) return std::nullopt;
     PooledVector<double> g(gf->begin(), gf->end());
     auto lambda = symmetric_eigen(g, order, false);  // ascending
     if (lambda.empty()) return lambda;
-    if (!(lambda.back() > 0.0) || lambda.front() < kF32GramGuard * lambda.back()) return std::nullopt;
+    if (!f32_gram_kept(lambda)) return std::nullopt;
     for (auto& l : lambda) l = std::sqrt(l);
     return lambda;
 }
