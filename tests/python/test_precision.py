@@ -184,3 +184,40 @@ def test_a_report_from_a_store_never_mixes_configurations(tmp_path):
     html = report("only_older", older)
     assert f"Precision: f64 (all {len(mats)} rows)" in html
     assert "5 units have only an older diffract version&#39;s results" in html
+
+
+def test_compare_f32_products_never_mix_with_another_models_f64_base(tmp_path):
+    """The base is factorised once for all models. When one model's spectrum fails the f32 guard its unit is
+    computed again in f64, the base too, and a model after it uses that f64 base: whatever the order, each
+    row is one precision, an f64 row is the f64 tier's row bit for bit, an f32 row agrees to the contract."""
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((1024, 256)) * 0.02).astype(np.float32)
+    u, _ = np.linalg.qr(rng.standard_normal((1024, 256)))
+    v, _ = np.linalg.qr(rng.standard_normal((256, 256)))
+    s = np.linspace(0.5, 1.0, 256)
+    s[0] = np.sqrt(1e-7)  # one weak direction: lambda_min / lambda_max = 1e-7, under the f32 guard
+    models = {"base": w, "near": w + 1e-3 * rng.standard_normal(w.shape).astype(np.float32),
+              "weak": ((u * s) @ v.T).astype(np.float32)}
+    for name, m in models.items():
+        (tmp_path / name).mkdir()
+        save_file({"model.layers.0.mlp.up_proj.weight": m.astype(np.float32)}, str(tmp_path / name / "model.safetensors"))
+
+    def compare(out, order, *flags):
+        run(["compare", "--base", tmp_path / "base", *[tmp_path / n for n in order], "--out", tmp_path / out,
+             "--store", tmp_path / f"{out}.sqlite", "--quiet", "--no-heads", "--threads", "1", *flags])
+        return {r["model"]: r for r in csv.DictReader(open(tmp_path / out / "compare.csv"))}
+
+    f64 = compare("f64", ["near", "weak"])
+    fields = [f for f in f64["near"] if f not in ("model", "base", "tensor", "layer", "role", "head", "rows",
+                                                  "cols", "nonfinite_count", "precision")]
+    for order in (["near", "weak"], ["weak", "near"]):
+        f32 = compare("f32_" + "_".join(order), order, "--precision", "f32")
+        assert f32["weak"]["precision"] == "f64"
+        assert f32["near"]["precision"] == ("f32" if order[0] == "near" else "f64"), order
+        for name, row in f32.items():
+            for field in fields:
+                a, b = float(row[field]), float(f64[name][field])
+                if row["precision"] == "f64":
+                    assert a == b or (np.isnan(a) and np.isnan(b)), (order, name, field)
+                else:
+                    assert abs(a - b) <= 1e-4 * abs(b) + 1e-12, (order, name, field, a, b)
