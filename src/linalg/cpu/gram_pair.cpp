@@ -14,83 +14,68 @@
 namespace diffract::linalg {
 namespace {
 
+// The products of the base, the model and their cross product in T (f64, or f32 under --precision f32:
+// sgemm at twice dgemm's rate), the delta's always in f64 from its exact differences, so the delta fields
+// are those of the f64 route in both.
+template <typename T>
 class CpuGramProducts final : public GramProducts {
 public:
     CpuGramProducts(std::int64_t k, bool with_base)
         : k_(lapack::checked_int(k, "dimension")), with_base_(with_base) {
         const auto n = static_cast<std::size_t>(k * k);
-        if (with_base_) bb_.assign(n, 0.0);
-        mm_.assign(n, 0.0), bm_.assign(n, 0.0), dd_.assign(n, 0.0);
+        if (with_base_) bb_.assign(n, T(0));
+        mm_.assign(n, T(0)), bm_.assign(n, T(0)), dd_.assign(n, 0.0);
     }
-    void add(const double* b, const double* m, const double* d, std::int64_t len64, bool short_side_rows,
+    void add(const double* b, const double* m, const double* d, std::int64_t len, bool short_side_rows,
              bool first) override {
+        if constexpr (std::is_same_v<T, double>)
+            accumulate(b, m, d, len, short_side_rows, first);
+        else
+            throw std::logic_error("f32 Gram products take f32 slabs");
+    }
+    void add_f32(const float* b, const float* m, const double* d, std::int64_t len, bool short_side_rows,
+                 bool first) override {
+        if constexpr (std::is_same_v<T, float>)
+            accumulate(b, m, d, len, short_side_rows, first);
+        else
+            GramProducts::add_f32(b, m, d, len, short_side_rows, first);  // throws
+    }
+    void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
+                 std::vector<double>& dd) override {
+        bb = widened(bb_), mm = widened(mm_), bm = widened(bm_), dd = std::move(dd_);
+    }
+
+private:
+    void accumulate(const T* b, const T* m, const double* d, std::int64_t len64, bool short_side_rows,
+                    bool first) {
         const int k = k_, len = lapack::checked_int(len64, "dimension");
         // Row-major len × k is, column-major, Xᵀ with ld k (syrk 'N'); row-major k × len is X with
         // ld len (syrk 'T'). Either way the products are XᵀX and X_bᵀ X_m.
         const char* trans = short_side_rows ? "T" : "N";
         const int ld = short_side_rows ? len : k;
-        const double one = 1.0, beta = first ? 0.0 : 1.0;
-        if (with_base_) dsyrk_("L", trans, &k, &len, &one, b, &ld, &beta, bb_.data(), &k);
-        dsyrk_("L", trans, &k, &len, &one, m, &ld, &beta, mm_.data(), &k);
-        dsyrk_("L", trans, &k, &len, &one, d, &ld, &beta, dd_.data(), &k);
+        const T one = 1, beta = first ? 0 : 1;
+        const double one64 = 1, beta64 = first ? 0 : 1;
+        if (with_base_) lapack::syrk("L", trans, &k, &len, &one, b, &ld, &beta, bb_.data(), &k);
+        lapack::syrk("L", trans, &k, &len, &one, m, &ld, &beta, mm_.data(), &k);
+        lapack::syrk("L", trans, &k, &len, &one64, d, &ld, &beta64, dd_.data(), &k);
         if (short_side_rows)
-            dgemm_("T", "N", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+            lapack::gemm("T", "N", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
         else
-            dgemm_("N", "T", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
+            lapack::gemm("N", "T", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
     }
-    void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
-                 std::vector<double>& dd) override {
-        bb = std::move(bb_), mm = std::move(mm_), bm = std::move(bm_), dd = std::move(dd_);
-    }
-
-private:
-    int k_;
-    bool with_base_;
-    std::vector<double> bb_, mm_, bm_, dd_;
-};
-
-// f32 products of the base, the model and their cross product (sgemm at twice dgemm's rate); the
-// delta's from its exact f64 differences, so the delta fields are those of the f64 route.
-class CpuF32GramProducts final : public GramProducts {
-public:
-    CpuF32GramProducts(std::int64_t k, bool with_base)
-        : k_(lapack::checked_int(k, "dimension")), with_base_(with_base) {
-        const auto n = static_cast<std::size_t>(k * k);
-        if (with_base_) bb_.assign(n, 0.0f);
-        mm_.assign(n, 0.0f), bm_.assign(n, 0.0f), dd_.assign(n, 0.0);
-    }
-    void add(const double*, const double*, const double*, std::int64_t, bool, bool) override {
-        throw std::logic_error("f32 Gram products take f32 slabs");
-    }
-    void add_f32(const float* b, const float* m, const double* d, std::int64_t len64, bool short_side_rows,
-                 bool first) override {
-        const int k = k_, len = lapack::checked_int(len64, "dimension");
-        const char* trans = short_side_rows ? "T" : "N";  // as CpuGramProducts::add
-        const int ld = short_side_rows ? len : k;
-        const float one = 1.0f, beta = first ? 0.0f : 1.0f;
-        const double one64 = 1.0, beta64 = first ? 0.0 : 1.0;
-        if (with_base_) ssyrk_("L", trans, &k, &len, &one, b, &ld, &beta, bb_.data(), &k);
-        ssyrk_("L", trans, &k, &len, &one, m, &ld, &beta, mm_.data(), &k);
-        dsyrk_("L", trans, &k, &len, &one64, d, &ld, &beta64, dd_.data(), &k);
-        if (short_side_rows)
-            sgemm_("T", "N", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
-        else
-            sgemm_("N", "T", &k, &k, &len, &one, b, &ld, m, &ld, &beta, bm_.data(), &k);
-    }
-    void results(std::vector<double>& bb, std::vector<double>& mm, std::vector<double>& bm,
-                 std::vector<double>& dd) override {
-        const auto widened = [](std::vector<float>& f) {
-            std::vector<double> out(f.begin(), f.end());
-            std::vector<float>().swap(f);
+    static std::vector<double> widened(std::vector<T>& products) {
+        if constexpr (std::is_same_v<T, double>) {
+            return std::move(products);
+        } else {
+            std::vector<double> out(products.begin(), products.end());
+            std::vector<T>().swap(products);
             return out;
-        };
-        bb = widened(bb_), mm = widened(mm_), bm = widened(bm_), dd = std::move(dd_);
+        }
     }
 
-private:
     int k_;
     bool with_base_;
-    std::vector<float> bb_, mm_, bm_;
+    std::vector<T> bb_, mm_, bm_;
     std::vector<double> dd_;
 };
 
@@ -101,11 +86,11 @@ void GramProducts::add_f32(const float*, const float*, const double*, std::int64
 }
 
 std::unique_ptr<GramProducts> cpu_gram_products(std::int64_t k, bool with_base) {
-    return std::make_unique<CpuGramProducts>(k, with_base);
+    return std::make_unique<CpuGramProducts<double>>(k, with_base);
 }
 
 std::unique_ptr<GramProducts> cpu_f32_gram_products(std::int64_t k, bool with_base) {
-    return std::make_unique<CpuF32GramProducts>(k, with_base);
+    return std::make_unique<CpuGramProducts<float>>(k, with_base);
 }
 
 GramPair::GramPair(std::int64_t k, bool with_base, Backend* backend)

@@ -65,4 +65,23 @@ inline void gesdd(const char* jobz, const int* m, const int* n, double* a, const
     dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info);
 }
 
+inline void syrk(const char* uplo, const char* trans, const int* n, const int* k, const float* alpha,
+                 const float* a, const int* lda, const float* beta, float* c, const int* ldc) {
+    ssyrk_(uplo, trans, n, k, alpha, a, lda, beta, c, ldc);
+}
+inline void syrk(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha,
+                 const double* a, const int* lda, const double* beta, double* c, const int* ldc) {
+    dsyrk_(uplo, trans, n, k, alpha, a, lda, beta, c, ldc);
+}
+inline void gemm(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                 const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                 const float* beta, float* c, const int* ldc) {
+    sgemm_(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void gemm(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                 const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+                 const double* beta, double* c, const int* ldc) {
+    dgemm_(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace diffract::linalg::lapack
