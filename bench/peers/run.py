@@ -123,18 +123,22 @@ def timed(cmd, threads, log):
 
 
 def tool_commands(a, ckpt, fields, work, threads, core_py, ww_py):
-    par = list(fields)
+    par = ",".join(fields)
+
+    def diffract(name, *extra):
+        return [a.diffract, "analyze", ckpt, "--out", work / name, "--no-heads", "--match", a.match, "--metrics", par,
+                "--min-fit-size", "0", "--convention", "weightwatcher", "--threads", threads, "--store",
+                work / f"{name}.sqlite", "--quiet", *extra]
+
+    def core(name, dtype):
+        return [core_py, HERE / "run_diffract_core.py", ckpt, "--match", a.match, "--fields", par, "--dtype", dtype,
+                "--out", work / f"{name}.json"]
+
     return {
-        "diffract": [a.diffract, "analyze", ckpt, "--out", work / "diffract", "--no-heads", "--match", a.match,
-                     "--metrics", ",".join(par), "--min-fit-size", "0", "--convention", "weightwatcher",
-                     "--threads", threads, "--store", work / "store.sqlite", "--quiet"],
-        "diffract32": [a.diffract, "analyze", ckpt, "--out", work / "diffract32", "--no-heads", "--match", a.match,
-                       "--metrics", ",".join(par), "--min-fit-size", "0", "--convention", "weightwatcher",
-                       "--threads", threads, "--store", work / "store32.sqlite", "--quiet", "--precision", "f32"],
-        "core": [core_py, HERE / "run_diffract_core.py", ckpt, "--match", a.match, "--fields", ",".join(par),
-                 "--dtype", a.peer_dtype, "--out", work / "core.json"],
-        "core32": [core_py, HERE / "run_diffract_core.py", ckpt, "--match", a.match, "--fields", ",".join(par),
-                   "--dtype", "f32", "--out", work / "core32.json"],
+        "diffract": diffract("diffract"),
+        "diffract32": diffract("diffract32", "--precision", "f32"),
+        "core": core("core", a.peer_dtype),
+        "core32": core("core32", "f32"),
         "ww": [ww_py, HERE / "run_weightwatcher.py", ckpt, "--match", a.match, "--out", work / "ww.csv"]
         + (["--mp-fit"] if a.ww_mp_fit else []) + (["--randomize"] if a.ww_randomize else []),
     }

@@ -271,6 +271,8 @@ bool current_config(std::string_view config) {
     return version == kKernelConfigVersion || version == kCompareConfigVersion;
 }
 
+bool f64_config(std::string_view config) { return config.find(";precision=f64;") != std::string_view::npos; }
+
 namespace {
 
 // A unit's orientation for streaming: the Gram side is the shorter logical side (k); slabs run
@@ -441,15 +443,13 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
         f32_products = backend.f32_gram_products(k, ori.length, !cache.gram);
     auto pair = f32_products ? linalg::GramPair(k, !cache.gram, std::move(f32_products))
                              : linalg::GramPair(k, !cache.gram, &backend);
-    if (!pair.f32() && cache.gram && cache.gram->f32) {  // an f64 unit never uses f32 base factors
-        cache.gram.reset();
-        return compare_streamed<T>(c, unit, mt, cache, backend, false);
-    }
-    // An f32 spectrum under the guard: this unit again from f64 slabs, the base too.
+    // This unit again from f64 slabs, with an f64 base: after an f32 spectrum under the guard, and for an
+    // f64 unit whose base was factorised from f32 products.
     const auto again_in_f64 = [&] {
         if (cache.gram && cache.gram->f32) cache.gram.reset();
         return compare_streamed<T>(c, unit, mt, cache, backend, false);
     };
+    if (!pair.f32() && cache.gram && cache.gram->f32) return again_in_f64();
     const std::int64_t step = slab_length(k, c.slab_values);
     for (std::int64_t start = 0; start < ori.length; start += step) {
         const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));

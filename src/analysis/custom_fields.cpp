@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -102,8 +103,16 @@ std::vector<CustomField> custom_fields_in(const std::vector<std::string>& metric
     return out;
 }
 
+namespace {
+constexpr std::string_view kCustomSuffix = ";custom=";
+}
+
 std::string custom_field_config(const std::string& config, const CustomField& field) {
-    return fmt::format("{};custom={}@{}", config, field.name, field.version);
+    return fmt::format("{}{}{}@{}", config, kCustomSuffix, field.name, field.version);
+}
+
+std::string analysis_config_of(const std::string& config) {
+    return config.substr(0, config.find(kCustomSuffix));
 }
 
 CustomFieldComputer::CustomFieldComputer(const TensorInfo& tensor, const MatrixBlock& block,

@@ -11,6 +11,7 @@
 
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/compare.hpp"
+#include "diffract/analysis/custom_fields.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/report/data.hpp"
@@ -33,10 +34,6 @@ void set_block(Record& rec, const std::string& block) {
         rec.head.reset();
     }
 }
-
-// A run's configuration: the store key's configuration without a custom field's suffix
-// (analysis::custom_field_config), so a unit's built-in and custom fields of one run stay together.
-std::string run_config(const std::string& config) { return config.substr(0, config.find(";custom=")); }
 
 using Unit = std::tuple<std::string, std::string, std::string, std::string>;  // model, other, tensor, block
 
@@ -64,7 +61,7 @@ Choice choose_configs(const std::map<Unit, std::map<std::string, Stored>>& units
         for (const auto& [config, stored] : configs) ++share[{!std::get<1>(unit).empty(), config}];
     const auto rank = [&](bool compare, const std::string& config) {
         return std::tuple{analysis::current_config(config), share[{compare, config}],
-                          config.find("precision=f64") != std::string::npos};
+                          analysis::f64_config(config)};
     };
     Choice choice;
     for (const auto& [unit, configs] : units) {
@@ -93,7 +90,8 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
         const Unit unit{row.model, row.other, row.tensor, row.block};
         auto [configs, new_unit] = units.try_emplace(unit);
         if (new_unit) order.push_back(unit);
-        auto [it, fresh] = configs->second.try_emplace(run_config(row.config));
+        // A unit's built-in and custom fields of one run stay together under the run's configuration.
+        auto [it, fresh] = configs->second.try_emplace(analysis::analysis_config_of(row.config));
         auto& stored = it->second;
         if (fresh) {
             stored.rec.model = row.model;

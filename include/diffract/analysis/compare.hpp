@@ -66,6 +66,8 @@ inline constexpr std::string_view kCompareConfigVersion = "compare-v2";
 // Whether a stored result's configuration is one this version computes (analyze's or compare's, a custom
 // field's included): a store keeps an older version's results, which nothing reuses.
 bool current_config(std::string_view config);
+// Whether a stored configuration (analyze's or compare's) is the f64 tier's.
+bool f64_config(std::string_view config);
 
 // What a comparison computes, besides its inputs: part of every stored result's key (config_key).
 struct CompareSettings {

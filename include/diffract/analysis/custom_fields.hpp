@@ -57,6 +57,9 @@ std::vector<CustomField> custom_fields_in(const std::vector<std::string>& metric
 
 // The store configuration string of one custom field under the analysis configuration `config`.
 std::string custom_field_config(const std::string& config, const CustomField& field);
+// The analysis configuration a stored configuration belongs to: `config` itself, or the one a custom
+// field's configuration (custom_field_config) was made from.
+std::string analysis_config_of(const std::string& config);
 
 // The custom fields of one matrix (tensor block) whose built-in fields are `values` (with the
 // weights_svals vector): the ESD and the entries are formed once, on the first field that declares them.
