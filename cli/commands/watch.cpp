@@ -20,7 +20,8 @@ int run_watch(watch::WatchOptionText text, bool no_heads, int quiet) {
     if (quiet < 2) {
         std::size_t analysed = 0, reused = 0;
         for (const auto& c : r.checkpoints)
-            analysed += c.status == "analysed", reused += c.status == "reused";
+            analysed += c.status == watch::CheckpointStatus::analysed,
+                reused += c.status == watch::CheckpointStatus::reused;
         fmt::print(stderr,
                    "watch: {} checkpoints ({} computed, {} reused from the store), {} alerts -> {}/\n",
                    analysed + reused, analysed, reused, r.alerts.size(), text.out);

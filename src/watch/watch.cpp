@@ -34,7 +34,8 @@ constexpr std::size_t kAlertsSaidPerStep = 5;
 // What the watch knows of one checkpoint (by path).
 struct Entry {
     FoundCheckpoint found;
-    std::string status, note;
+    CheckpointStatus status = CheckpointStatus::none;
+    std::string note;
     bool done = false;
     std::optional<FileSignature> failed;  // the files as they were when reading them failed
     std::optional<run::AnalyzeResult> analysis;
@@ -190,9 +191,9 @@ private:
     }
 
     // A checkpoint's status changes: the tables are written again at the end of the pass.
-    void set_status(Entry& e, std::string status, std::string note) {
+    void set_status(Entry& e, CheckpointStatus status, std::string note) {
         if (e.status == status && e.note == note) return;
-        e.status = std::move(status), e.note = std::move(note);
+        e.status = status, e.note = std::move(note);
         changed_ = true;
     }
 
@@ -229,7 +230,8 @@ private:
             if (!o_.follow) {
                 if (wait <= 0 || waited >= kOneShotSettlePeriods * std::max(o_.settle_seconds, 0.1)) {
                     for (auto& [path, e] : entries_)
-                        if (!e.done && e.status.empty()) set_status(e, "skipped", "still being written");
+                        if (!e.done && e.status == CheckpointStatus::none)
+                            set_status(e, CheckpointStatus::skipped, "still being written");
                     return;
                 }
                 sleep_for(wait);
@@ -258,7 +260,7 @@ private:
                                 c.path, c.step, it->second->path));
         }
         for (const auto& [path, e] : entries_)
-            if (e.done && e.status != "deleted" && seen.count(e.found.step) &&
+            if (e.done && e.status != CheckpointStatus::deleted && seen.count(e.found.step) &&
                 seen[e.found.step]->path != path)
                 throw InputError(fmt::format("{}: step {} is also the step of {}, analysed before",
                                              seen[e.found.step]->path, e.found.step, path));
@@ -269,11 +271,12 @@ private:
         std::set<std::string> present;
         for (const auto& c : found) present.insert(c.path);
         for (auto& [path, e] : entries_)
-            if (!present.count(path) && e.status != "deleted" && (e.done || !e.status.empty())) {
+            if (!present.count(path) && e.status != CheckpointStatus::deleted &&
+                (e.done || e.status != CheckpointStatus::none)) {
                 if (e.done)
                     say(fmt::format("watch: step {} ({}) was deleted; its rows stay", e.found.step,
                                     e.found.name));
-                set_status(e, "deleted", "");
+                set_status(e, CheckpointStatus::deleted, "");
             }
     }
 
@@ -287,17 +290,17 @@ private:
     // being written.
     double visit(const FoundCheckpoint& c, std::vector<Ready>& ready) {
         auto& e = entries_[c.path];
-        if (e.done && e.found.signature == c.signature && e.status != "deleted") return 0;
-        if (e.done && e.status != "deleted")
+        if (e.done && e.found.signature == c.signature && e.status != CheckpointStatus::deleted) return 0;
+        if (e.done && e.status != CheckpointStatus::deleted)
             say(fmt::format("watch: step {} ({}) was rewritten; reading it again", c.step, c.name));
         e.found = c;
         if (!c.not_ready.empty()) {
-            set_status(e, "skipped", c.not_ready);
+            set_status(e, CheckpointStatus::skipped, c.not_ready);
             return 0;
         }
         const double age = seconds_since_change(c.signature);
         if (age < o_.settle_seconds) {
-            set_status(e, "skipped", "being written");
+            set_status(e, CheckpointStatus::skipped, "being written");
             return o_.settle_seconds - age;
         }
         if (e.failed && *e.failed == c.signature) return 0;  // unreadable as it stands: wait for a change
@@ -305,7 +308,7 @@ private:
             ready.push_back({&e, open_found(c, o_.base)});
         } catch (const InputError& err) {
             e.failed = c.signature;
-            set_status(e, "skipped", one_line(err.what()));
+            set_status(e, CheckpointStatus::skipped, one_line(err.what()));
             say(fmt::format("watch: step {} ({}) skipped: {}; it is read again once its files change", c.step,
                             c.name, e.note));
             return 0;
@@ -341,7 +344,7 @@ private:
         e.done = true;
         const std::size_t computed = e.analysis->computed + (e.comparison ? e.comparison->computed : 0);
         const std::size_t reused = e.analysis->reused + (e.comparison ? e.comparison->reused : 0);
-        e.status = computed == 0 ? "reused" : "analysed";
+        e.status = computed == 0 ? CheckpointStatus::reused : CheckpointStatus::analysed;
         e.note.clear();
         for (const auto* warnings : {&e.analysis->warnings, e.comparison ? &e.comparison->warnings : nullptr})
             if (warnings)
@@ -360,7 +363,7 @@ private:
     void rebuild() {
         std::vector<const Entry*> order;
         for (const auto& [path, e] : entries_)
-            if (e.done || !e.status.empty()) order.push_back(&e);
+            if (e.done || e.status != CheckpointStatus::none) order.push_back(&e);
         std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
             return a->found.step != b->found.step ? a->found.step < b->found.step
                                                   : a->found.name < b->found.name;
@@ -493,13 +496,30 @@ WatchOptions parse_watch_options(const WatchOptionText& text) {
     return o;
 }
 
+std::string_view checkpoint_status_name(CheckpointStatus status) {
+    switch (status) {
+        case CheckpointStatus::none:
+            return "";
+        case CheckpointStatus::analysed:
+            return "analysed";
+        case CheckpointStatus::reused:
+            return "reused";
+        case CheckpointStatus::skipped:
+            return "skipped";
+        case CheckpointStatus::deleted:
+            return "deleted";
+    }
+    return "";
+}
+
 Table checkpoints_table(const std::vector<WatchedCheckpoint>& checkpoints) {
     return make_table<WatchedCheckpoint>(
         {{"step", [](const WatchedCheckpoint& c) -> Cell { return c.step; }},
          {"name", [](const WatchedCheckpoint& c) -> Cell { return c.name; }},
          {"path", [](const WatchedCheckpoint& c) -> Cell { return c.path; }},
          {"adapter", [](const WatchedCheckpoint& c) -> Cell { return std::int64_t{c.adapter ? 1 : 0}; }},
-         {"status", [](const WatchedCheckpoint& c) -> Cell { return c.status; }},
+         {"status",
+          [](const WatchedCheckpoint& c) -> Cell { return std::string(checkpoint_status_name(c.status)); }},
          {"note", [](const WatchedCheckpoint& c) -> Cell { return c.note; }},
          {"computed",
           [](const WatchedCheckpoint& c) -> Cell { return static_cast<std::uint64_t>(c.computed); }},

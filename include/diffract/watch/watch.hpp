@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "diffract/analysis/catalog.hpp"
@@ -43,13 +44,18 @@ struct WatchOptions {
     std::function<void(const std::string&)> notice;
 };
 
+// What became of a checkpoint: `none` until the watch first decides (a checkpoint still `none` is not
+// listed); named in checkpoints.csv by checkpoint_status_name.
+enum class CheckpointStatus { none, analysed, reused, skipped, deleted };
+std::string_view checkpoint_status_name(CheckpointStatus status);
+
 // checkpoints.csv: every checkpoint found, and what became of it.
 struct WatchedCheckpoint {
     std::int64_t step = 0;
     std::string name, path;
     bool adapter = false;
-    std::string status;  // analysed | reused | skipped | deleted
-    std::string note;    // why it was skipped
+    CheckpointStatus status = CheckpointStatus::none;
+    std::string note;  // why it was skipped
     std::size_t computed = 0, reused = 0;
 };
 
