@@ -12,6 +12,7 @@
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/low_rank.hpp"
+#include "diffract/core/mapped_file.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 
 namespace diffract::analysis {
@@ -460,8 +461,8 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
             pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab),
                      ori.short_side_rows);
         // Unmap what was read (it stays in the page cache): resident memory stays at the k × k products.
-        unit.tensor->file->dont_need(unit.tensor->offset, unit.tensor->nbytes);
-        mt.file->dont_need(mt.offset, mt.nbytes);
+        unit.tensor->release_pages();
+        mt.release_pages();
     }
     // The delta's values first, so that its product is gone before the decompositions with vectors.
     const auto delta_s = sqrt_clamped(backend.symmetric_eigen(pair.delta_gram(), k, false));
@@ -608,18 +609,15 @@ template FieldValues compare_unit<float>(const CompareSettings&, const MatrixUni
 template FieldValues compare_unit<double>(const CompareSettings&, const MatrixUnit&, const TensorInfo&,
                                           BaseFactorization&, linalg::Backend&);
 
+namespace {
+
+// A unit whose blocks hold NaN/Inf entries: never factorised, every field NaN.
 FieldValues nonfinite_compare_values() {
     FieldValues fv;
     for (const auto& f : compare_fields()) fv.scalars[f] = kNaN;
     for (const auto& f : compare_vector_fields()) fv.vectors[f] = {};
     fv.scalars[kWholeRouteField] = 0.0;
     return fv;
-}
-
-void set_nonfinite_counts(const NonfinitePair& n, FieldValues& fv) {
-    fv.scalars[kNonfiniteCountField] = static_cast<double>(n.either);
-    fv.scalars[kNonfiniteBaseField] = static_cast<double>(n.first);
-    fv.scalars[kNonfiniteModelField] = static_cast<double>(n.second);
 }
 
 // The two matrices, the base's factorization, and one model SVD in flight (LAPACK's copies and
@@ -641,6 +639,62 @@ std::uint64_t compare_streamed_bytes(const MatrixBlock& b, bool refining) {
     const auto k = static_cast<std::uint64_t>(o.k), n = static_cast<std::uint64_t>(o.length);
     const auto slab = static_cast<std::uint64_t>(std::min(slab_length(o.k), o.length));
     return 8 * (6 * k * k + 3 * slab * k + (refining ? 2 * k * n : 0));
+}
+
+}  // namespace
+
+std::uint64_t tensor_job_bytes(const TensorJob& job, const CompareSettings& settings, std::uint64_t budget) {
+    const bool f64 = settings.precision == Precision::f64;
+    std::uint64_t most = 0;
+    for (const auto& u : job.units) {
+        std::uint64_t b = 0;
+        if (settings.route == linalg::SvdRoute::gesdd || settings.delta_only) {
+            b = compare_whole_bytes(u.block, f64);
+        } else {
+            b = compare_streamed_bytes(u.block, true);
+            if (b > budget) b = compare_streamed_bytes(u.block, false);
+        }
+        most = std::max(most, b);
+    }
+    return most;
+}
+
+void compare_tensor_job(const CompareSettings& s, const TensorJob& job, const WantedUnit& wanted,
+                        const DoneUnit& done, linalg::Backend& backend) {
+    const bool f64 = s.precision == Precision::f64;
+    const auto& base = *job.tensor;
+    std::vector<BaseFactorization> cache(job.units.size());
+    std::optional<bool> base_clean;
+    for (std::size_t m = 0; m < job.in_model.size(); ++m) {
+        bool any = false;
+        std::optional<bool> model_clean;
+        for (std::size_t u = 0; u < job.units.size(); ++u) {
+            if (!wanted(m, u)) continue;
+            any = true;
+            const auto& unit = job.units[u];
+            const auto& mt = *job.in_model[m];
+            if (!base_clean) base_clean = count_nonfinite(base, f64) == 0;
+            // A factored delta's merged tensor is never formed: its base and factors are checked.
+            if (!model_clean)
+                model_clean = factored_delta(s, base, mt)
+                                  ? *base_clean && count_nonfinite(mt.low_rank->a, f64) == 0 &&
+                                        count_nonfinite(mt.low_rank->b, f64) == 0
+                                  : count_nonfinite(mt, f64) == 0;
+            const auto bad = *base_clean && *model_clean ? NonfinitePair{}
+                                                         : count_nonfinite_pair(base, mt, unit.block, f64);
+            auto fv = bad.either > 0 ? nonfinite_compare_values()
+                      : f64          ? compare_unit<double>(s, unit, mt, cache[u], backend)
+                                     : compare_unit<float>(s, unit, mt, cache[u], backend);
+            fv.scalars[kNonfiniteCountField] = static_cast<double>(bad.either);
+            fv.scalars[kNonfiniteBaseField] = static_cast<double>(bad.first);
+            fv.scalars[kNonfiniteModelField] = static_cast<double>(bad.second);
+            fv.scalars.try_emplace(kPrecisionField, f64 ? 64 : 32);  // a unit never factorised: its entries'
+            done(m, u, std::move(fv));
+        }
+        // This model's pages are no longer needed by this thread: keep resident memory small.
+        if (any) job.in_model[m]->release_pages();
+    }
+    base.release_pages();
 }
 
 }  // namespace diffract::analysis

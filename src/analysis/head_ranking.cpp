@@ -345,4 +345,58 @@ std::vector<HeadStats> head_stats_of(const std::vector<HeadBlock>& blocks, const
     return out;
 }
 
+namespace {
+
+// The noise floor's verdict for one model (robust_z): when no head stands out, its ranking orders
+// noise, and the user is told so beside the tables.
+void note_uniform_update(const std::string& model, const NoiseFloor& floor,
+                         std::vector<std::string>& findings) {
+    if (floor.z.empty() ||
+        std::any_of(floor.stands_out.begin(), floor.stands_out.end(), [](char c) { return c; }))
+        return;
+    double largest = -std::numeric_limits<double>::infinity();
+    for (double v : floor.z)
+        if (!std::isnan(v)) largest = std::max(largest, v);
+    findings.push_back(fmt::format(
+        "{}: no head's update stands out from the others' (largest robust z {:.2f}; none above {} at {}x the "
+        "median relative update or more, none >= {}x the median: as uniform noise or a quantisation error "
+        "is): its importance ranking orders noise (docs/compare.md)",
+        model, largest, kStandsOutZ, kStandsOutMinRatio, kStandsOutRatio));
+}
+
+}  // namespace
+
+std::vector<HeadRow> rank_model_heads(const std::vector<ModelHeadBlocks>& models, int reference,
+                                      const model::HeadGeometry& g, const HeadRankOptions& options,
+                                      std::vector<std::string>& findings) {
+    std::vector<HeadStats> ref_stats;
+    if (reference >= 0) ref_stats = head_stats_of(models[static_cast<std::size_t>(reference)].blocks, g);
+    std::map<std::pair<int, int>, const HeadStats*> ref_of;
+    for (const auto& r : ref_stats) ref_of[{r.layer, r.head}] = &r;
+    std::vector<HeadRow> rows;
+    for (std::size_t m = 0; m < models.size(); ++m) {
+        if (static_cast<int>(m) == reference) continue;
+        const auto dom = head_stats_of(models[m].blocks, g);
+        std::vector<double> relative;
+        for (const auto& s : dom) relative.push_back(s.relative_update());
+        const auto floor = noise_floor(relative);
+        note_uniform_update(models[m].model, floor, findings);
+        const auto ranked = rank_heads(dom, reference >= 0 ? &ref_stats : nullptr, options);
+        for (std::size_t i = 0; i < dom.size(); ++i) {
+            HeadRow row;
+            row.model = models[m].model;
+            row.reference = reference >= 0 ? models[static_cast<std::size_t>(reference)].model : "";
+            row.layer = dom[i].layer, row.head = dom[i].head;
+            row.kv_head = g.kv_head_of(dom[i].head), row.kv_group_size = g.group_size();
+            row.domain = dom[i];
+            if (auto it = ref_of.find({dom[i].layer, dom[i].head}); it != ref_of.end()) row.ref = *it->second;
+            row.ranked = ranked[i];
+            row.update_z = floor.z[i];
+            row.stands_out = floor.stands_out[i] != 0;
+            rows.push_back(row);
+        }
+    }
+    return rows;
+}
+
 }  // namespace diffract::analysis

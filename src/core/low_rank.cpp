@@ -19,7 +19,7 @@ Matrix<double> low_rank_rows(const LowRankUpdate& u, std::int64_t row0, std::int
     const std::int64_t cols = stored_cols(u.base);
     auto out = read_matrix<double>(u.base, {row0, rows, 0, cols, false});
     // The base's pages are not needed again by this call: keep resident memory at the rows computed.
-    u.base.file->dont_need(u.base.offset, u.base.nbytes);
+    u.base.release_pages();
     const auto f = read_low_rank_block(u, {row0, rows, 0, cols, false});
     for (std::int64_t i = 0; i < rows; ++i) {  // out[i, :] += Σ_k l[i, k] r[k, :]
         double* o = out.data.data() + i * cols;

@@ -23,11 +23,11 @@ public:
     explicit PagesBehind(const TensorInfo& t) : t_(t) {}
     PagesBehind(const PagesBehind&) = delete;
     PagesBehind& operator=(const PagesBehind&) = delete;
-    ~PagesBehind() { t_.file->dont_need(t_.offset, t_.nbytes); }
+    ~PagesBehind() { t_.release_pages(); }
     void read(const MatrixBlock& slab) {
         pending_ += static_cast<std::size_t>(slab.rows) * row_bytes();
         if (pending_ < kReleaseBehindBytes) return;
-        t_.file->dont_need(t_.offset, t_.nbytes);
+        t_.release_pages();
         pending_ = 0;
     }
 
@@ -113,6 +113,25 @@ const TensorScope* TensorScope::current() { return current_scope; }
 void throw_numeric_error(std::string_view what) {
     if (!current_scope) throw std::runtime_error(std::string(what));
     throw_input_error(current_scope->path(), current_scope->tensor(), what);
+}
+
+void NonfiniteReport::add(const TensorInfo& tensor, const MatrixBlock& block, bool head, std::int64_t count) {
+    const auto [it, fresh] = index_.try_emplace(&tensor, entries_.size());
+    if (fresh) entries_.push_back({&tensor, {}, {}});
+    auto& e = entries_[it->second];
+    (head ? e.heads : e.whole)[{block.row0, block.rows, block.col0, block.cols}] = count;
+}
+
+std::vector<std::string> NonfiniteReport::warnings() const {
+    std::vector<std::string> out;
+    for (const auto& e : entries_) {
+        std::int64_t whole = 0, heads = 0;
+        for (const auto& [block, n] : e.whole) whole += n;
+        for (const auto& [block, n] : e.heads) heads += n;
+        const std::int64_t n = e.whole.empty() ? heads : whole;
+        if (n > 0) out.push_back(nonfinite_warning(e.tensor->path(), e.tensor->name, n));
+    }
+    return out;
 }
 
 }  // namespace diffract

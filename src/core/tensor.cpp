@@ -1,5 +1,7 @@
 #include "diffract/core/tensor.hpp"
 
+#include "diffract/core/mapped_file.hpp"
+
 namespace diffract {
 
 std::int64_t TensorInfo::numel() const {
@@ -18,6 +20,10 @@ std::int64_t TensorInfo::stored_row(std::int64_t r) const {
 const std::string& TensorInfo::path() const {
     static const std::string none;
     return file ? file->path() : none;
+}
+
+void TensorInfo::release_pages() const {
+    if (file) file->dont_need(offset, nbytes);
 }
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {

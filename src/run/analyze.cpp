@@ -20,7 +20,6 @@
 #include "diffract/run/job.hpp"
 #include "diffract/run/result_directory.hpp"
 #include "diffract/run/tables.hpp"
-#include "nonfinite_report_impl.hpp"
 
 namespace diffract::run {
 
@@ -165,25 +164,14 @@ std::vector<PlannedUnit> plan_units(const AnalyzeOptions& o) {
     return units;
 }
 
-// Results are keyed by the content of the tensors they are computed from (rank 0 hashes them); a
-// custom field's slot by its unit's key under the field's own configuration.
-std::function<store::ResultKey(std::size_t)> slot_keys(const AnalyzeOptions& o,
-                                                       const std::vector<PlannedUnit>& units,
-                                                       const Slots& slots, const FieldPlan& fields,
-                                                       Job& job) {
-    auto content = std::make_shared<ContentIds>();
-    for (std::size_t m = 0; m < o.models.size(); ++m) {
-        std::vector<const TensorInfo*> tensors;
-        for (const auto& u : units)
-            if (u.model == m) tensors.push_back(u.unit.tensor);
-        content->merge(job.identify(o.models[m], tensors));
-    }
-    return [&units, &fields, slots, content, config = o.kernel.key()](std::size_t slot) {
-        const auto& unit = units[slots.unit_of(slot)].unit;
-        store::ResultKey key{content->at(unit.tensor), "", unit.store_block(), config};
-        if (const auto c = slots.custom_of(slot)) key.config = custom_field_config(config, fields.custom[*c]);
-        return key;
-    };
+// What slot i is computed from (the Job keys results by the content of its tensors): its unit's
+// tensor and block, under the kernel's configuration; a custom field's slot under the field's own.
+SlotSource slot_source(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units, const Slots& slots,
+                       const FieldPlan& fields, std::size_t slot) {
+    const auto& u = units[slots.unit_of(slot)];
+    SlotSource s{&o.models[u.model], u.unit.tensor, nullptr, u.unit.store_block(), o.kernel.key()};
+    if (const auto c = slots.custom_of(slot)) s.config = custom_field_config(s.config, fields.custom[*c]);
+    return s;
 }
 
 // The custom fields of one unit among a task's slots, from the unit's built-in `values` (which hold its
@@ -210,8 +198,7 @@ void custom_task_fields(const FieldPlan& fields, const Slots& slots, const Plann
 // only its singular values again.
 void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units, const FieldPlan& fields,
                   const Slots& slots, const Task& task, bool precompute, std::size_t draws,
-                  const Job::Done& done, const Job::Advance& advance) {
-    thread_local auto backend = linalg::make_backend(o.run.device);
+                  const Job::Done& done, const Job::Advance& advance, linalg::Backend& backend) {
     const bool f64 = o.kernel.precision == Precision::f64;
     const auto ids = task_units(slots, task);
     const auto& tensor = *units[ids.front()].unit.tensor;
@@ -228,9 +215,9 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         const TensorScope scope(tensor.path(), tensor.name);
         std::vector<linalg::Spectrum> s;
         if (!blocks.empty() && f64)
-            for (auto& v : backend->block_singular_values(tensor, blocks, true, o.kernel.route))
+            for (auto& v : backend.block_singular_values(tensor, blocks, true, o.kernel.route))
                 s.push_back({std::move(v), false});
-        if (!blocks.empty() && !f64) s = backend->f32_block_spectra(tensor, blocks, o.kernel.route);
+        if (!blocks.empty() && !f64) s = backend.f32_block_spectra(tensor, blocks, o.kernel.route);
         for (std::size_t b = 0; b < batched.size(); ++b) svals[batched[b]] = std::move(s[b]);
     }
     for (std::size_t k = 0; k < ids.size(); ++k) {
@@ -246,9 +233,9 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         };
         const auto& wanted = builtin ? fields.compute : kStoredVectors;
         auto values = f64 ? compute_unit_fields<double>(unit, std::move(svals[k]), nonfinite[k], wanted,
-                                                        o.kernel, *backend, on_draw)
+                                                        o.kernel, backend, on_draw)
                           : compute_unit_fields<float>(unit, std::move(svals[k]), nonfinite[k], wanted,
-                                                       o.kernel, *backend, on_draw);
+                                                       o.kernel, backend, on_draw);
         custom_task_fields(fields, slots, units[i], custom_slots, values, done, advance);
         if (builtin) {
             done(i, std::move(values));
@@ -256,7 +243,7 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         }
     }
     // The tensor's pages are no longer needed by this thread: keep resident memory small.
-    tensor.file->dont_need(tensor.offset, tensor.nbytes);
+    tensor.release_pages();
 }
 
 // The rows (a field no kernel produced is a defect, never a NaN), the WeightWatcher rows, the
@@ -321,12 +308,11 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     result.fields = fields.columns;
     std::vector<const formats::Checkpoint*> inputs;
     for (const auto& m : o.models) inputs.push_back(&m);
-    check_model_names(inputs);
-    Job job("analyze", o.run, inputs);
+    Job job("analyze", o.run, nullptr, inputs);
     const auto units = plan_units(o);
     const Slots slots{units.size(), fields.custom.size()};
     job.look_up(
-        std::vector<char>(slots.count(), 1), slot_keys(o, units, slots, fields, job),
+        slots.count(), [&](std::size_t slot) { return slot_source(o, units, slots, fields, slot); },
         [&](std::size_t slot) -> const std::vector<std::string>& {
             const auto c = slots.custom_of(slot);
             return c ? fields.custom_stored[*c] : fields.stored_check;
@@ -352,10 +338,11 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     const bool custom_weights = std::any_of(fields.custom.begin(), fields.custom.end(), [](const auto& f) {
         return std::find(f.needs.begin(), f.needs.end(), "weights") != f.needs.end();
     });
-    job.run(make_tasks(units, slots, job, by_tensor, f64, draws, custom_weights),
-            [&](const Task& task, const Job::Done& done, const Job::Advance& advance) {
-                analyze_task(o, units, fields, slots, task, precompute, draws, done, advance);
-            });
+    job.run(
+        make_tasks(units, slots, job, by_tensor, f64, draws, custom_weights),
+        [&](const Task& task, const Job::Done& done, const Job::Advance& advance, linalg::Backend& backend) {
+            analyze_task(o, units, fields, slots, task, precompute, draws, done, advance, backend);
+        });
     result.computed = job.is_root() ? pending_units : job.computed();
     if (!job.is_root()) return result;
     auto& slot_values = job.values();

@@ -137,6 +137,18 @@ bool ComparePlan::compared(std::size_t slot) const {
     return tj.in_model[w.model] && (!tj.units[w.unit].head || tj.heads_ok[w.model]);
 }
 
+SlotSource ComparePlan::source(std::size_t slot) const {
+    if (!compared(slot)) return {};
+    const auto w = where(slot);
+    const auto& tj = jobs[w.job];
+    const auto& mt = *tj.in_model[w.model];
+    // A factored delta is the adapter's exact update, not the rounded merged bytes' difference: it is
+    // stored under its own configuration.
+    const bool factored = analysis::factored_delta(settings, *tj.tensor, mt);
+    return {models[w.model], &mt, tj.tensor, tj.units[w.unit].store_block(),
+            factored ? config_key + ";factored" : config_key};
+}
+
 void ComparePlan::index_slots() {
     first_slot_.assign(jobs.size() + 1, 0);
     for (std::size_t j = 0; j < jobs.size(); ++j)
@@ -152,7 +164,6 @@ ComparePlan plan_compare(const CompareOptions& o, std::vector<SkippedItem>& skip
     plan.base = &o.base;
     plan.settings = o;
     plan.config_key = o.config_key();
-    plan.device = o.run.device;
     plan.budget = o.run.resolved_max_memory();
     if (o.heads && o.base.schema.heads) plan.ranking = o.ranking;
     for (const auto& m : o.models) plan.models.push_back(&m);
@@ -162,7 +173,6 @@ ComparePlan plan_compare(const CompareOptions& o, std::vector<SkippedItem>& skip
     }
     if (plan.models.empty())
         throw InputError("compare: give at least one model (or --reference) to compare with the base");
-    check_model_names(plan.models, &o.base);
 
     // The base's units, grouped by tensor (plan_matrices lists a tensor's units together).
     for (auto& u : analysis::plan_matrices(o.base, o.run.selection, o.heads)) {

@@ -10,18 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/run/compare.hpp"
+#include "diffract/run/job.hpp"
 
 namespace diffract::run {
 
-// One tensor of the base with its units, and where it is in each model.
-struct TensorJob {
-    const TensorInfo* tensor = nullptr;
-    std::vector<analysis::MatrixUnit> units;
-    std::vector<const TensorInfo*> in_model;  // per model; null: skipped
-    std::vector<char> heads_ok;               // per model: head blocks compared
-};
+using analysis::TensorJob;
 
 // What the later stages need, and nothing of the options beyond it: the keys, the tasks, the
 // computation, the rows and the head ranking read the plan alone.
@@ -34,7 +30,6 @@ struct ComparePlan {
 
     analysis::CompareSettings settings;  // how a unit is computed (precision, route, delta_only, ...)
     std::string config_key;              // the store's configuration string of `settings`
-    std::string device;                  // the backend each worker makes
     std::uint64_t budget = 0;            // the run's memory budget, bytes
     // The per-head ranking, when asked for and the base's heads are known.
     std::optional<analysis::HeadRankOptions> ranking;
@@ -50,6 +45,8 @@ struct ComparePlan {
     std::size_t end_slot(std::size_t job) const { return first_slot_[job + 1]; }
     // Whether a slot is compared: its model holds the tensor and, for a head block, the heads.
     bool compared(std::size_t slot) const;
+    // What a compared slot is computed from (the Job keys it by that); an empty source for another.
+    SlotSource source(std::size_t slot) const;
 
     void index_slots();  // after `jobs` is final
 

@@ -49,13 +49,46 @@ void fault_stop_in_identify() {
     if (stop) std::raise(SIGSTOP);
 }
 
+// One name per checkpoint: every result row and the store's names are keyed by model name. Then, on
+// rank 0 (which writes), no output over an input: `run.out` is not, does not contain and does not lie
+// inside an input or the store, and the store is not inside an input.
+void check_inputs_and_output(const RunOptions& run, const formats::Checkpoint* base,
+                             const std::vector<const formats::Checkpoint*>& models, bool root) {
+    for (std::size_t i = 0; i < models.size(); ++i) {
+        for (std::size_t j = 0; j < i; ++j)
+            if (models[j]->name == models[i]->name)
+                throw_input_error(
+                    models[i]->path, "",
+                    fmt::format("the name '{}' is already given to {}: one name per model (name "
+                                "them apart with NAME=PATH)",
+                                models[i]->name, models[j]->path));
+        if (base && base->name == models[i]->name &&
+            physical_path(base->path) != physical_path(models[i]->path))
+            throw_input_error(models[i]->path, "",
+                              fmt::format("the name '{}' is the base's ({}): one name per checkpoint (name "
+                                          "them apart with NAME=PATH)",
+                                          models[i]->name, base->path));
+    }
+    if (!root || run.out.empty()) return;
+    std::vector<const formats::Checkpoint*> inputs;
+    if (base) inputs.push_back(base);
+    for (const auto* m : models) inputs.push_back(m);
+    const auto inputs_read = formats::input_paths(inputs);
+    std::vector<std::string> protected_paths{run.resolved_store()};
+    protected_paths.insert(protected_paths.end(), inputs_read.begin(), inputs_read.end());
+    check_output_path(run.out, protected_paths);
+    // The store is an output too: never inside (or over) an input.
+    check_output_path(run.resolved_store(), inputs_read, "--store");
+}
+
 }  // namespace
 
-Job::Job(std::string label, const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs)
-    : label_(std::move(label)), run_(run) {
+Job::Job(std::string label, const RunOptions& run, const formats::Checkpoint* base,
+         const std::vector<const formats::Checkpoint*>& models)
+    : label_(std::move(label)), run_(run), base_(base), models_(models) {
     check_launch();
+    check_inputs_and_output(run, base, models, is_root());
     if (!is_root()) return;
-    check_run_output(run, inputs);
     store_.emplace(run.resolved_store());
     // Nor over or inside any input an earlier run recorded in this store.
     if (!run.out.empty()) check_output_path(run.out, recorded_inputs(*store_));
@@ -63,18 +96,39 @@ Job::Job(std::string label, const RunOptions& run, const std::vector<const forma
 
 bool Job::is_root() const { return distributed().is_root(); }
 
-ContentIds Job::identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors) {
+void Job::identify(const formats::Checkpoint& ck, const std::vector<const TensorInfo*>& tensors) {
     fault_stop_in_identify();
     ContentIds ids;
     if (store_) ids = identify_model(*store_, ck, tensors, run_.resolved_threads(), run_.progress);
     for (const auto& [t, id] : ids) ids_[t] = id;
-    if (distributed().size == 1) return ids;
+    if (distributed().size == 1) return;
     // Every rank learns rank 0's ids of the same tensors: what its own copy of the inputs must hash to
     // before it computes anything (verify_inputs).
     std::string bytes = is_root() ? encode_ids(tensors, ids) : std::string();
     broadcast_bytes(bytes);
     if (!is_root()) take_root_ids(ck, tensors, bytes);
-    return ids;
+}
+
+// Every tensor the job's slots read, each once in slot order, identified input by input: the base, then
+// every model, even one with nothing to identify (each is a broadcast the ranks take in step).
+void Job::identify_sources(const std::vector<SlotSource>& sources) {
+    std::vector<const TensorInfo*> of_base;
+    std::vector<std::vector<const TensorInfo*>> of_model(models_.size());
+    std::set<const TensorInfo*> seen;
+    const auto add = [&seen](std::vector<const TensorInfo*>& list, const TensorInfo* t) {
+        if (t && seen.insert(t).second) list.push_back(t);
+    };
+    for (const auto& s : sources) {
+        if (!s.tensor) continue;
+        add(of_base, s.base_tensor);
+        const auto m = std::find(models_.begin(), models_.end(), s.model) - models_.begin();
+        add(of_model.at(static_cast<std::size_t>(m)), s.tensor);
+    }
+    if (base_) identify(*base_, of_base);
+    for (std::size_t m = 0; m < models_.size(); ++m) {
+        identify(*models_[m], of_model[m]);
+        if (base_ && store_) store_->record_pair(models_[m]->name, base_->name);
+    }
 }
 
 std::string Job::encode_ids(const std::vector<const TensorInfo*>& tensors, const ContentIds& ids) {
@@ -172,24 +226,31 @@ void Job::agree_on_mismatch() {
                      "nothing was computed or stored");
 }
 
-void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
-                  const std::vector<std::string>& stored_fields, std::vector<std::string> vector_fields) {
+void Job::look_up(std::size_t slots, const Source& source, const std::vector<std::string>& stored_fields,
+                  std::vector<std::string> vector_fields) {
     look_up(
-        active, std::move(key), [&](std::size_t) -> const std::vector<std::string>& { return stored_fields; },
+        slots, source, [&](std::size_t) -> const std::vector<std::string>& { return stored_fields; },
         std::move(vector_fields));
 }
 
-void Job::look_up(const std::vector<char>& active, std::function<store::ResultKey(std::size_t)> key,
-                  const StoredFields& stored_fields, std::vector<std::string> vector_fields) {
-    key_ = std::move(key);
+void Job::look_up(std::size_t slots, const Source& source, const StoredFields& stored_fields,
+                  std::vector<std::string> vector_fields) {
+    std::vector<SlotSource> sources;
+    sources.reserve(slots);
+    for (std::size_t i = 0; i < slots; ++i) sources.push_back(source(i));
+    identify_sources(sources);
     vector_fields_ = std::move(vector_fields);
-    state_.assign(active.size(), kInactive);
-    values_.assign(active.size(), std::nullopt);
-    for (std::size_t i = 0; i < active.size(); ++i) {
-        if (!active[i]) continue;
+    state_.assign(slots, kInactive);
+    values_.assign(slots, std::nullopt);
+    keys_.assign(store_ ? slots : 0, {});
+    for (std::size_t i = 0; i < slots; ++i) {
+        const auto& s = sources[i];
+        if (!s.tensor) continue;
         state_[i] = kPending;
         if (!store_) continue;
-        if (auto hit = store_->get(key_(i), stored_fields(i))) {
+        keys_[i] = {ids_.at(s.tensor), s.base_tensor ? ids_.at(s.base_tensor) : std::string(), s.block,
+                    s.config};
+        if (auto hit = store_->get(keys_[i], stored_fields(i))) {
             values_[i] = std::move(*hit);
             state_[i] = kReused;
             ++reused_;
@@ -198,8 +259,15 @@ void Job::look_up(const std::vector<char>& active, std::function<store::ResultKe
     broadcast_bytes(state_);
 }
 
+linalg::Backend& Job::thread_backend() {
+    const std::lock_guard lock(backends_mu_);
+    auto& backend = backends_[std::this_thread::get_id()];
+    if (!backend) backend = linalg::make_backend(run_.device);
+    return *backend;
+}
+
 void Job::store_result(std::size_t slot, FieldValues values) {
-    if (store_) store_->put(key_(slot), values, vector_fields_);
+    if (store_) store_->put(keys_[slot], values, vector_fields_);
     std::lock_guard lock(mu_);
     values_[slot] = std::move(values);
     ++computed_;
@@ -252,7 +320,7 @@ void Job::run(const std::vector<Task>& tasks, const Compute& compute) {
                 advanced += n;
                 progress.advance(n);
             };
-            compute(tasks[mine[t]], done, advance);
+            compute(tasks[mine[t]], done, advance, thread_backend());
             check_mapped_inputs_intact();
             for (const auto* read : tasks[mine[t]].reads)
                 if (const auto id = ids_.find(read); id != ids_.end()) check_unchanged(*read, id->second);

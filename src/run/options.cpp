@@ -39,35 +39,6 @@ std::string resolved_store_path(const std::string& given) { return store::store_
 
 std::string RunOptions::resolved_store() const { return resolved_store_path(store_path); }
 
-void check_run_output(const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs) {
-    if (run.out.empty()) return;
-    const auto inputs_read = formats::input_paths(inputs);
-    std::vector<std::string> protected_paths{run.resolved_store()};
-    protected_paths.insert(protected_paths.end(), inputs_read.begin(), inputs_read.end());
-    check_output_path(run.out, protected_paths);
-    // The store is an output too: never inside (or over) an input.
-    check_output_path(run.resolved_store(), inputs_read, "--store");
-}
-
-void check_model_names(const std::vector<const formats::Checkpoint*>& models,
-                       const formats::Checkpoint* base) {
-    for (std::size_t i = 0; i < models.size(); ++i) {
-        for (std::size_t j = 0; j < i; ++j)
-            if (models[j]->name == models[i]->name)
-                throw_input_error(
-                    models[i]->path, "",
-                    fmt::format("the name '{}' is already given to {}: one name per model (name "
-                                "them apart with NAME=PATH)",
-                                models[i]->name, models[j]->path));
-        if (base && base->name == models[i]->name &&
-            physical_path(base->path) != physical_path(models[i]->path))
-            throw_input_error(models[i]->path, "",
-                              fmt::format("the name '{}' is the base's ({}): one name per checkpoint (name "
-                                          "them apart with NAME=PATH)",
-                                          models[i]->name, base->path));
-    }
-}
-
 RunOptions parse_run_options(const RunOptionText& t) {
     RunOptions r;
     if (t.threads < 0)

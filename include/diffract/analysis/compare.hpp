@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -119,13 +120,29 @@ FieldValues compare_unit(const CompareSettings& settings, const MatrixUnit& unit
 // this base): the delta is the update itself, computed from its factors (stored under its own key).
 bool factored_delta(const CompareSettings& settings, const TensorInfo& base, const TensorInfo& model);
 
-// A unit whose blocks hold NaN/Inf entries: never factorised, every field NaN; and its counts.
-FieldValues nonfinite_compare_values();
-void set_nonfinite_counts(const NonfinitePair& counts, FieldValues& values);
+// One tensor of the base with its units, and its counterpart in each model: one task of compare.
+struct TensorJob {
+    const TensorInfo* tensor = nullptr;
+    std::vector<MatrixUnit> units;
+    std::vector<const TensorInfo*> in_model;  // per model; null: skipped
+    std::vector<char> heads_ok;               // per model: head blocks compared
+};
 
-// Peak working memory of one unit: on the whole-matrix route, and on the streamed Gram route (with
-// `refining`: a small end refined from the matrix read whole).
-std::uint64_t compare_whole_bytes(const MatrixBlock& block, bool f64);
-std::uint64_t compare_streamed_bytes(const MatrixBlock& block, bool refining);
+// The working memory a tensor job reserves: its largest unit's (units run one after another). On the
+// Gram routes that is the streamed size, with refining a few small components from the matrix read
+// whole when that fits `budget` at all (a 100k-row embedding is reserved without: its spectrum is well
+// within the guard in the models we measured). The whole-matrix fallback of a nearly rank-deficient
+// unit (docs/compare.md) is not reserved, so that two 7B-sized units fit a 4 GB budget side by side.
+// --delta-only and gesdd read both matrices whole.
+std::uint64_t tensor_job_bytes(const TensorJob& job, const CompareSettings& settings, std::uint64_t budget);
+
+// Computes `job`'s units against each model where `wanted(model, unit)`, handing every unit's values to
+// `done(model, unit, values)`, model by model. NaN/Inf entries are counted before anything is
+// factorised or sent to a device: each tensor once, the blocks only of a tensor that has some; a unit
+// with any gets NaN fields and its counts. Each model's pages are released once its units are done.
+using WantedUnit = std::function<bool(std::size_t model, std::size_t unit)>;
+using DoneUnit = std::function<void(std::size_t model, std::size_t unit, FieldValues values)>;
+void compare_tensor_job(const CompareSettings& settings, const TensorJob& job, const WantedUnit& wanted,
+                        const DoneUnit& done, linalg::Backend& backend);
 
 }  // namespace diffract::analysis

@@ -142,4 +142,18 @@ struct HeadRow {
     bool stands_out = false;                                     // noise_floor's verdict
 };
 
+// One model's compared head blocks, as compare computed them.
+struct ModelHeadBlocks {
+    std::string model;
+    std::vector<HeadBlock> blocks;
+};
+
+// compare's head table: every model's heads, model by model, each with its statistics (head_stats_of),
+// the reference's, its rank (rank_heads) and the noise floor's verdict (noise_floor). The model at
+// `reference` (-1: none) is ranked against and not ranked itself. `findings` gets a line for each model
+// no head of which stands out: its ranking orders noise.
+std::vector<HeadRow> rank_model_heads(const std::vector<ModelHeadBlocks>& models, int reference,
+                                      const model::HeadGeometry& geometry, const HeadRankOptions& options,
+                                      std::vector<std::string>& findings);
+
 }  // namespace diffract::analysis

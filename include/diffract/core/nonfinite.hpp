@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "diffract/core/matrix.hpp"
 
@@ -42,6 +45,26 @@ std::string nonfinite_what(std::int64_t count);
 // "diffract: warning: " prefix): "<file>: tensor '<name>': N non-finite entries (NaN/Inf); its
 // metrics are NaN".
 std::string nonfinite_warning(std::string_view path, std::string_view tensor, std::int64_t count);
+
+// The warnings of analyze and compare about matrices with non-finite entries: one line per stored
+// tensor (its file and name) whatever the number of its blocks, models or bases it appears in.
+class NonfiniteReport {
+public:
+    // A block added twice (the base of several models) counts once. `head`: a head block, counted
+    // only for a tensor without a whole matrix among its units.
+    void add(const TensorInfo& tensor, const MatrixBlock& block, bool head, std::int64_t count);
+    // nonfinite_warning lines, in the order the tensors were first added; none for clean tensors.
+    std::vector<std::string> warnings() const;
+
+private:
+    using Region = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+    struct Entry {
+        const TensorInfo* tensor = nullptr;
+        std::map<Region, std::int64_t> whole, heads;
+    };
+    std::vector<Entry> entries_;
+    std::map<const TensorInfo*, std::size_t> index_;
+};
 
 // The file and tensor this thread is computing on, for errors raised below the analyses (a LAPACK
 // or cuSOLVER failure): analyses and edits open a scope around their backend calls. Scopes nest.

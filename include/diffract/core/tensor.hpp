@@ -37,6 +37,9 @@ struct TensorInfo {
     std::span<const std::byte> bytes() const { return file->bytes().subspan(offset, nbytes); }
     // The file's path ("" for a tensor not backed by a file, as in tests and in-memory models).
     const std::string& path() const;
+    // Drops the tensor's mapped pages from memory (MappedFile::dont_need): read again from the file if
+    // needed, so a reader past a tensor keeps resident memory small. Nothing for a tensor without a file.
+    void release_pages() const;
 };
 
 // base + scale · L·R in stored coordinates (L: stored rows × r, R: r × stored columns), with L·R = B·A

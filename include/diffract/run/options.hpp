@@ -37,15 +37,6 @@ struct RunOptions {
 // The store a run uses: `given` (--store), or the default store (./.diffract/results.sqlite) when empty.
 std::string resolved_store_path(const std::string& given);
 
-// Refuses `run.out` when it is, contains or lies inside one of `inputs` or the store.
-void check_run_output(const RunOptions& run, const std::vector<const formats::Checkpoint*>& inputs);
-
-// Every result row and the store's names are keyed by model name, so one name is one checkpoint:
-// refuses two `models` under one name (the same checkpoint given twice too) and a model named like
-// `base` unless it is the base itself (a model compared with itself).
-void check_model_names(const std::vector<const formats::Checkpoint*>& models,
-                       const formats::Checkpoint* base = nullptr);
-
 // The run options as the CLI and Python spell them (--threads, --max-memory 8G, --roles a,b, ...),
 // validated into RunOptions in one place so that both front ends accept and refuse alike.
 struct RunOptionText : analysis::SelectionText {
