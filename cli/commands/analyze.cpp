@@ -18,6 +18,7 @@ struct AnalyzeArgs {
     std::string out;
     std::string metrics = "default";
     bool no_heads = false;
+    bool allow_partial = false;
     analysis::KernelOptionText kernel;
     std::string convention = "diffract";
     run::RunOptionText run;
@@ -26,6 +27,7 @@ struct AnalyzeArgs {
 int run_analyze(const AnalyzeArgs& a) {
     run::AnalyzeOptions o;
     o.run = run::parse_run_options(a.run);
+    o.run.selection.allow_partial = a.allow_partial;
     for (const auto& spec : a.models) o.models.push_back(run::open_input(spec, o.run.ship_inputs));
     o.metrics = analysis::resolve_metrics(a.metrics);
     o.heads = !a.no_heads;
@@ -58,6 +60,9 @@ void add_analyze(CLI::App& app) {
                     "default, all, or a comma-separated list of fields (see `diffract metrics`)")
         ->capture_default_str();
     sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no per-head rows)");
+    sub->add_flag("--allow-partial", a->allow_partial,
+                  "Skip matrices of a type or quantization scheme that is not decoded (counted in a warning) "
+                  "instead of failing");
     sub->add_option("--precision", a->kernel.precision, "f32 or f64 SVD")->capture_default_str();
     sub->add_option("--svd-route", a->kernel.svd_route,
                     "Singular values: auto, gesdd or gram (see docs/metrics.md)")

@@ -44,6 +44,7 @@ int run_compare(const CompareArgs& a) {
     o.delta_only = a.delta_only;
     o.heads = !a.no_heads;
     o.allow_partial = a.allow_partial;
+    o.run.selection.allow_partial = a.allow_partial;
     o.run.out = a.out;
     const auto result = run::compare(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs
@@ -99,7 +100,8 @@ void add_compare(CLI::App& app) {
         ->capture_default_str();
     sub->add_flag("--no-heads", a->no_heads, "Whole matrices only (no head blocks, no heads.csv rows)");
     sub->add_flag("--allow-partial", a->allow_partial,
-                  "Skip mismatched tensors / head geometry (listed in skipped.csv) instead of failing");
+                  "Skip mismatched tensors / head geometry (listed in skipped.csv) and matrices of a type "
+                  "that is not decoded instead of failing");
     sub->add_flag("--delta-only", a->delta_only,
                   "Only the delta fields (delta_*, rel_delta_frob_norm; the rest NaN): a LoRA adapter on "
                   "this base is computed from its factors");

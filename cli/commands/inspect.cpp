@@ -1,4 +1,5 @@
 // diffract inspect PATH [--json]: format, architecture, head geometry and every tensor.
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -45,9 +46,6 @@ void print_adapter(const nlohmann::ordered_json& a) {
 
 int run_inspect(const InspectArgs& a) {
     const auto ck = formats::open_checkpoint(a.path);
-    // Validate the head geometry against every attention projection now, so a bad config is
-    // reported here rather than half-way through an analysis.
-    for (const auto& t : ck.tensors) model::head_blocks(ck.schema, t, model::classify_tensor(t.name).role);
     for (const auto& w : ck.schema.warnings)
         std::fprintf(stderr, "diffract: warning: %s\n", one_line(ck.path + ": " + w).c_str());
     const auto d = formats::describe_checkpoint(ck);
@@ -64,13 +62,27 @@ int run_inspect(const InspectArgs& a) {
     } else {
         fmt::print("heads:        not split\n");
     }
+    if (const auto& q = d["quantization"]; !q.is_null()) {
+        std::vector<std::string> kinds;
+        for (const auto& [kind, n] : q["matrices"].items())
+            kinds.push_back(fmt::format("{} × {}", n.dump(), kind));
+        fmt::print("quantization: {}{}{}\n", q["scheme"].get<std::string>(), kinds.empty() ? "" : ": ",
+                   fmt::join(kinds, "; "));
+        if (!q["undecoded"].is_null())
+            fmt::print("              not decoded: {}\n", q["undecoded"].get<std::string>());
+    }
     if (d.contains("adapter")) print_adapter(d["adapter"]);
     fmt::print("tensors:      {} ({:.3f} M parameters)\n\n", ck.tensors.size(),
                static_cast<double>(d["parameters"].get<std::uint64_t>()) / 1e6);
-    fmt::print("{:<56} {:<8} {:<16} {:>5} {:<10} {}\n", "name", "dtype", "shape", "layer", "role", "file");
+    std::size_t dtype_width = 8;
     for (const auto& t : d["tensors"])
-        fmt::print("{:<56} {:<8} {:<16} {:>5} {:<10} {}\n", t["name"].get<std::string>(),
-                   t["dtype"].get<std::string>(), shape_string(t["shape"].get<std::vector<std::int64_t>>()),
+        dtype_width = std::max(dtype_width, t["dtype"].get<std::string>().size());
+    fmt::print("{:<56} {:<{}} {:<16} {:>5} {:<10} {}\n", "name", "dtype", dtype_width, "shape", "layer",
+               "role", "file");
+    for (const auto& t : d["tensors"])
+        fmt::print("{:<56} {:<{}} {:<16} {:>5} {:<10} {}\n", t["name"].get<std::string>(),
+                   t["dtype"].get<std::string>(), dtype_width,
+                   shape_string(t["shape"].get<std::vector<std::int64_t>>()),
                    t["layer"].is_null() ? "-" : t["layer"].dump(), t["role"].get<std::string>(),
                    t["file"].get<std::string>());
     return 0;

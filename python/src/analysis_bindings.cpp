@@ -85,6 +85,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     o.allow_partial = allow_partial;
     o.delta_only = delta_only;
     o.run = run_options(run);
+    o.run.selection.allow_partial = allow_partial;
     o.run.out = out;
     const auto r = run_interruptible([&] {
         auto result = run::compare(o);

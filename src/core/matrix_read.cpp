@@ -7,6 +7,7 @@
 #include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/quantized.hpp"
 
 namespace diffract {
 
@@ -26,8 +27,42 @@ void check_block_inside(const TensorInfo& t, const MatrixBlock& b) {
                                       b.col0, b.col0 + b.cols, shape_string(t.shape)));
 }
 
+namespace {
+
+// A quantized matrix decoded from its stored parts a few rows at a time (never its whole dense bytes).
+template <typename T>
+Matrix<T> read_quantized(const TensorInfo& t, const MatrixBlock& b) {
+    const auto& q = *t.quant;
+    Matrix<T> out(b.logical_rows(), b.logical_cols());
+    const std::int64_t step =
+        std::max<std::int64_t>(1, (std::int64_t{1} << 18) / std::max<std::int64_t>(q.cols, 1));
+    std::vector<float> rows;
+    for (std::int64_t r = 0; r < b.rows; r += step) {
+        const std::int64_t n = std::min(step, b.rows - r);
+        rows.resize(static_cast<std::size_t>(n * q.cols));
+        dequantize_rows(q, b.row0 + r, n, rows.data());
+        for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t j = 0; j < b.cols; ++j) {
+                const T v = static_cast<T>(rows[static_cast<std::size_t>(i * q.cols + b.col0 + j)]);
+                if (b.transposed)
+                    out(j, r + i) = v;
+                else
+                    out(r + i, j) = v;
+            }
+    }
+    return out;
+}
+
+}  // namespace
+
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
+    if (t.quant) {
+        check_block_inside(t, b);
+        const BusyScope reading;
+        test_fault_block_reads();
+        return read_quantized<T>(t, b);
+    }
     if (!dtype_is_float(t.dtype))
         throw_input_error(
             t.path(), t.name,

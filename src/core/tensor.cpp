@@ -1,6 +1,7 @@
 #include "diffract/core/tensor.hpp"
 
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/quantized.hpp"
 
 namespace diffract {
 
@@ -24,6 +25,12 @@ const std::string& TensorInfo::path() const {
 
 void TensorInfo::release_pages() const {
     if (file) file->dont_need(offset, nbytes);
+}
+
+std::vector<const TensorInfo*> stored_parts(const TensorInfo& t) {
+    if (t.low_rank) return {&t.low_rank->base, &t.low_rank->a, &t.low_rank->b};
+    if (t.quant) return t.quant->parts();
+    return {&t};
 }
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {

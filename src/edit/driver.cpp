@@ -14,6 +14,7 @@
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/core/plain_view.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/core/quantized.hpp"
 #include "diffract/core/split_list.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint_writer.hpp"
@@ -209,8 +210,26 @@ void refuse_empty_edit(const EditJob& job, const EditPlan& plan) {
                           }()));
 }
 
+// Edits write the primary's layout, its untouched tensors as stored: a quantized checkpoint would keep
+// codes and scales for tensors it did not touch and lose them for those it did (and its
+// quantization_config would still claim every weight), so it is refused before anything is read.
+void refuse_quantized(const formats::Checkpoint& ck, std::string_view edit) {
+    const auto scheme = !ck.quantization.empty() ? ck.quantization : ck.undecoded_quantization;
+    if (scheme.empty()) return;
+    const TensorInfo* first = nullptr;
+    for (const auto& t : ck.tensors)
+        if (t.quant && !first) first = &t;
+    throw_input_error(
+        first ? first->path() : ck.path, first ? first->name : "",
+        fmt::format("edit {} does not write quantized checkpoints (found {}{}): the stored codes "
+                    "and scales cannot be rewritten in place; compare and analyze read them",
+                    edit, scheme, first ? ", " + first->quant->description : ""));
+}
+
 EditPlan plan_edit(const EditJob& job) {
     const auto& primary = *job.primary;
+    refuse_quantized(primary, job.record.edit);
+    for (const auto* ck : job.aligned) refuse_quantized(*ck, job.record.edit);
     EditPlan plan;
     for (const auto* ck : job.aligned)
         for (const auto& t : ck->tensors)

@@ -17,6 +17,7 @@
 #include "diffract/formats/hf_cache.hpp"
 #include "diffract/formats/lora_adapter.hpp"
 #include "diffract/formats/pytorch.hpp"
+#include "diffract/formats/quantized_safetensors.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
 
@@ -305,13 +306,14 @@ Checkpoint open_checkpoint(std::string_view spec) {
             append_file(ck, std::move(tensors), seen);
         }
     }
-    ck.schema = model::schema_from_config(
-        ck.config,
+    const std::string config_label =
         ck.format == CheckpointFormat::gguf
             ? ck.path
             : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path() : fs::path(ck.path)) /
                "config.json")
-                  .string());
+                  .string();
+    read_quantized_weights(ck, config_label);
+    ck.schema = model::schema_from_config(ck.config, config_label);
     if (ck.format == CheckpointFormat::gguf)
         ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
     // The layer count, when the config gives one, bounds the tensors' layer indices (a lone shard

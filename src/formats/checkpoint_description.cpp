@@ -1,7 +1,9 @@
 #include "diffract/formats/checkpoint_description.hpp"
 
+#include <map>
 #include <set>
 
+#include "diffract/core/quantized.hpp"
 #include "diffract/formats/lora_adapter.hpp"
 
 namespace diffract::formats {
@@ -10,6 +12,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 std::string dtype_label(const Checkpoint& ck, const TensorInfo& t) {
+    if (t.quant) return t.quant->description;
     auto it = ck.unsupported_types.find(t.name);
     return it != ck.unsupported_types.end() ? it->second : std::string(dtype_name(t.dtype));
 }
@@ -51,7 +54,26 @@ Json describe_adapter(const Checkpoint& ck) {
 
 }  // namespace
 
+// The scheme of a quantized checkpoint and how many matrices of each kind it decodes; null when the
+// checkpoint is not quantized.
+Json describe_quantization(const Checkpoint& ck) {
+    if (ck.quantization.empty() && ck.undecoded_quantization.empty()) return nullptr;
+    std::map<std::string, std::size_t> kinds;
+    for (const auto& t : ck.tensors)
+        if (t.quant) ++kinds[t.quant->description];
+    Json matrices = Json::object();
+    for (const auto& [kind, n] : kinds) matrices[kind] = n;
+    return {
+        {"scheme", ck.quantization},
+        {"matrices", matrices},
+        {"undecoded", ck.undecoded_quantization.empty() ? Json(nullptr) : Json(ck.undecoded_quantization)}};
+}
+
 Json describe_checkpoint(const Checkpoint& ck) {
+    // The head geometry is checked against every attention projection here, so that a bad config is
+    // reported when a checkpoint is described (inspect, Python's describe) rather than half-way through
+    // an analysis.
+    for (const auto& t : ck.tensors) model::head_blocks(ck.schema, t, model::classify_tensor(t.name).role);
     Json out;
     out["model"] = ck.name;
     out["path"] = ck.path;
@@ -67,6 +89,7 @@ Json describe_checkpoint(const Checkpoint& ck) {
     } else {
         out["heads"] = nullptr;
     }
+    out["quantization"] = describe_quantization(ck);
     if (!ck.adapter.empty()) out["adapter"] = describe_adapter(ck);
     std::uint64_t params = 0;
     for (const auto& t : ck.tensors) params += static_cast<std::uint64_t>(t.numel());
@@ -79,6 +102,7 @@ Json describe_checkpoint(const Checkpoint& ck) {
                                   {"shape", t.shape},
                                   {"layer", r.layer ? Json(*r.layer) : Json(nullptr)},
                                   {"role", model::role_name(r.role)},
+                                  {"quantization", t.quant ? Json(t.quant->description) : Json(nullptr)},
                                   {"file", t.path()}});
     }
     return out;

@@ -152,9 +152,40 @@ bool role_is_attention(Role r) {
            r == Role::attn_qkv;
 }
 
+bool is_quantization_part(std::string_view name) {
+    static constexpr std::array<std::string_view, 24> kSuffixes{".weight_scale",
+                                                                ".weight_scale_inv",
+                                                                ".weight_zero_point",
+                                                                ".weight_global_scale",
+                                                                ".weight_g_idx",
+                                                                ".weight_shape",
+                                                                ".input_scale",
+                                                                ".input_global_scale",
+                                                                ".input_zero_point",
+                                                                ".activation_scale",
+                                                                ".output_scale",
+                                                                ".k_scale",
+                                                                ".v_scale",
+                                                                ".q_scale",
+                                                                ".kv_scale",
+                                                                ".scales",
+                                                                ".qzeros",
+                                                                ".g_idx",
+                                                                ".SCB",
+                                                                ".absmax",
+                                                                ".quant_map",
+                                                                ".nested_absmax",
+                                                                ".nested_quant_map",
+                                                                "_scales"};
+    for (auto s : kSuffixes)
+        if (name.ends_with(s)) return true;
+    return name.find(".quant_state.") != std::string_view::npos;
+}
+
 TensorRole classify_tensor(std::string_view name) {
     const auto comps = split_dots(name);
     TensorRole out;
+
     static constexpr std::array<std::string_view, 6> kContainers{"layers", "layer", "h",
                                                                  "blocks", "blk",   "block"};
     for (std::size_t i = 0; i + 1 < comps.size(); ++i) {
@@ -165,7 +196,8 @@ TensorRole classify_tensor(std::string_view name) {
             }
         }
     }
-    out.role = classify_role(comps, out.layer.has_value());
+    // A scale or zero-point tensor keeps role other: no head blocks, never pooled with the weights.
+    if (!is_quantization_part(name)) out.role = classify_role(comps, out.layer.has_value());
     return out;
 }
 

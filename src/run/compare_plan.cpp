@@ -100,7 +100,9 @@ void check_model_extras(const formats::Checkpoint& base, const formats::Checkpoi
                         const std::set<const TensorInfo*>& planned, const analysis::Selection& selection,
                         const Mismatches& mismatch) {
     for (const auto& t : ck.tensors) {
-        if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
+        if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name) ||
+            model::is_quantization_part(t.name))
+            continue;
         if (!selection.selects(t.name, model::classify_tensor(t.name))) continue;
         const auto* in_base = formats::counterpart(base, ck, t);
         if (!in_base) {
@@ -191,6 +193,7 @@ ComparePlan plan_compare(const CompareOptions& o, std::vector<SkippedItem>& skip
     for (const auto& tj : plan.jobs) planned.insert(tj.tensor);
     for (std::size_t m = 0; m < n_models; ++m) {
         const auto& ck = *plan.models[m];
+        analysis::check_decoded(ck, o.run.selection);
         const bool heads_ok = !(o.heads && o.base.schema.heads) || heads_match(o.base, ck, mismatch);
         align_model(o.base, ck, m, heads_ok, plan.jobs, mismatch);
         check_model_extras(o.base, ck, planned, o.run.selection, mismatch);

@@ -13,6 +13,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/core/quantized.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/scheduler.hpp"
 #include "diffract/store/store.hpp"
@@ -61,9 +62,29 @@ std::string merged_id(const TensorInfo& t, const std::string& base, const std::s
     return content_id(t, fmt::format("{}{:016x}{:016x}", kMergedPrefix, h.high64, h.low64));
 }
 
+// Marks the id of a matrix decoded from a quantized layout (core/quantized.hpp), and the version of
+// the decoders: a change to their arithmetic must change this.
+constexpr const char* kQuantizedPrefix = "quantized-v1:";
+
+// What the decoded values depend on: the scheme and its parameters, and each stored part's id.
+std::string quantized_id(const TensorInfo& t, const std::vector<std::string>& part_ids) {
+    const auto& q = *t.quant;
+    auto recipe = fmt::format("{}|{}|{}x{}|b{}|{}x{}|{}/{}|{:a}|z{}|r{}+{}", quant_scheme_name(q.scheme),
+                              q.description, q.rows, q.cols, q.bits, q.block_rows, q.block_cols, q.blocksize,
+                              q.nested_blocksize, q.nested_offset, q.zero_minus_one, q.row_first, q.row_step);
+    for (const auto& id : part_ids) recipe += "|" + id;
+    const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
+    return content_id(t, fmt::format("{}{:016x}{:016x}", kQuantizedPrefix, h.high64, h.low64));
+}
+
 }  // namespace
 
 std::string content_id_now(const TensorInfo& t) {
+    if (t.quant) {
+        std::vector<std::string> ids;
+        for (const auto* part : t.quant->parts()) ids.push_back(content_id_now(*part));
+        return quantized_id(t, ids);
+    }
     if (!t.low_rank) return content_id(t, hash_bytes(t));
     const auto& u = *t.low_rank;
     return merged_id(t, content_id_now(u.base), content_id_now(u.b), content_id_now(u.a));
@@ -89,14 +110,13 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
     }();
     // A LoRA-merged tensor is identified by what its bytes are computed from (see the header): its
     // base tensor and factors are hashed instead of it.
-    std::vector<const TensorInfo*> unique, merged;
+    // A quantized matrix likewise by its stored parts.
+    std::vector<const TensorInfo*> unique, merged, quantized;
     for (const auto* t : tensors) {
-        if (!t->low_rank) {
-            unique.push_back(t);
-            continue;
-        }
-        merged.push_back(t);
-        unique.insert(unique.end(), {&t->low_rank->base, &t->low_rank->a, &t->low_rank->b});
+        if (t->low_rank) merged.push_back(t);
+        if (t->quant) quantized.push_back(t);
+        const auto parts = stored_parts(*t);
+        unique.insert(unique.end(), parts.begin(), parts.end());
     }
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
@@ -129,6 +149,11 @@ ContentIds content_ids(const std::vector<const TensorInfo*>& tensors, store::Sto
     }
     for (const auto* t : merged)
         ids[t] = merged_id(*t, ids.at(&t->low_rank->base), ids.at(&t->low_rank->b), ids.at(&t->low_rank->a));
+    for (const auto* t : quantized) {
+        std::vector<std::string> part_ids;
+        for (const auto* part : t->quant->parts()) part_ids.push_back(ids.at(part));
+        ids[t] = quantized_id(*t, part_ids);
+    }
     // A file truncated while it was hashed was read as zeros (core/mapped_file.hpp): no id of it is
     // recorded.
     check_mapped_inputs_intact();

@@ -131,13 +131,6 @@ struct Range {
     std::uint64_t offset, length;
 };
 
-// The stored tensors whose bytes make up `t`: itself, or for a LoRA-merged tensor (its bytes computed on
-// demand) its base and factors.
-std::vector<const TensorInfo*> stored_parts(const TensorInfo& t) {
-    if (t.low_rank) return {&t.low_rank->base, &t.low_rank->a, &t.low_rank->b};
-    return {&t};
-}
-
 // Whether `t` is stored in `file`.
 bool stored_in(const TensorInfo& t, const std::string& file) { return t.file && t.path() == file; }
 

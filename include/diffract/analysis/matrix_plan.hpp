@@ -26,14 +26,20 @@ struct MatrixUnit {
     std::uint64_t bytes(bool f64) const;  // working memory estimate
 };
 
+// Refuses (InputError naming the file, the tensor and the type or scheme) a checkpoint whose quantization
+// scheme is not decoded, and, unless selection.allow_partial, any selected weight matrix of a type
+// that is not decoded (a GGUF type, integer codes no scheme paired).
+void check_decoded(const formats::Checkpoint& ck, const Selection& selection);
+
 // The analysable matrices of a checkpoint under a selection: every selected floating tensor with
 // two or more dimensions (N-D viewed as shape[0] × rest), then, with `heads`, its head blocks.
-// Integer, 1-D and unsupported (GGUF) tensors are skipped; when that leaves nothing and a selected
-// matrix was skipped for its type, throws InputError naming the tensor and its type.
+// Runs check_decoded first; with allow_partial, undecoded matrices are skipped, and when that leaves
+// nothing, throws InputError naming one and its type. Integer buffers and 1-D tensors are no matrices.
 std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selection& selection, bool heads);
 
-// The selected matrices plan_matrices skips for their type (a GGUF type that is not decoded, an
-// integer dtype), as one warning line (empty when none): a partial result is never silent.
+// The selected matrices plan_matrices skips for their type under allow_partial (a GGUF type that is not
+// decoded, a weight's integer codes), as one warning line with a count per type (empty when none): a
+// partial result is never silent.
 std::vector<std::string> unread_matrices(const formats::Checkpoint& ck, const Selection& selection);
 
 }  // namespace diffract::analysis

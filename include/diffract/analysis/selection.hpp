@@ -19,6 +19,9 @@ struct Selection {
     std::set<model::Role> roles;  // empty: all
     std::set<int> layers;         // empty: all (tensors without a layer are kept only when empty)
     std::optional<Pattern> match, exclude;
+    // Matrices of a type or scheme that is not decoded are skipped (and counted in a warning) instead of
+    // ending the run (--allow-partial).
+    bool allow_partial = false;
 
     bool selects(const std::string& tensor_name, const model::TensorRole& role) const;
     // A block's role (e.g. attn_q for the query slice of a fused qkv) also counts as selected.

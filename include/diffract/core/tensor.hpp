@@ -13,6 +13,7 @@
 namespace diffract {
 
 struct LowRankUpdate;
+struct QuantizedWeight;
 
 struct TensorInfo {
     std::string name;
@@ -30,6 +31,10 @@ struct TensorInfo {
     // base): the bytes are still the merged values, and analyses may use the factors instead (compare
     // computes such a delta in factored form).
     std::shared_ptr<const LowRankUpdate> low_rank;
+    // Set when the values are decoded from a quantized layout (core/quantized.hpp): the dtype is then
+    // F32 and the shape the logical matrix's; read_matrix decodes from the stored parts, and `bytes()`
+    // (a generated file) gives the dense f32 values for the few readers that need them whole.
+    std::shared_ptr<const QuantizedWeight> quant;
 
     std::int64_t numel() const;
     // The stored row holding logical row r (r itself unless rope_head_rows is set).
@@ -52,6 +57,10 @@ struct LowRankUpdate {
     double scale = 0;
     bool transposed = false;
 };
+
+// The stored tensors whose bytes make up `t`: itself, or for a tensor computed on demand its parts (a
+// LoRA-merged tensor's base and factors, a quantized matrix's codes, scales and the rest).
+std::vector<const TensorInfo*> stored_parts(const TensorInfo& t);
 
 // The shape as "[a, b, c]".
 std::string shape_string(const std::vector<std::int64_t>& shape);

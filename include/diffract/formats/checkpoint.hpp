@@ -38,6 +38,11 @@ struct Checkpoint {
     std::vector<TensorInfo> tensors;  // in file order, shard by shard
     std::map<std::string, std::string> unsupported_types;  // GGUF tensors whose type is not decoded
     model::ModelSchema schema;
+    // Quantized safetensors (formats/quantized_safetensors.hpp): the scheme as inspect names it ("" when
+    // not quantized), and, when the checkpoint's scheme is one diffract does not decode, the one line
+    // that says so (analyses refuse it; inspect shows it).
+    std::string quantization;
+    std::string undecoded_quantization;
     std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
 
     const TensorInfo* find(std::string_view tensor_name) const;

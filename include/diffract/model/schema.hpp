@@ -72,6 +72,11 @@ struct TensorRole {
 // Classifies one tensor name (HF or llama.cpp GGUF naming).
 TensorRole classify_tensor(std::string_view name);
 
+// Whether the name is one a quantization scheme gives the tensors beside a weight's codes (scales, zero
+// points, group indices, absmax, activation and KV-cache scales: formats/quantized_safetensors.hpp).
+// Such a tensor is never a matrix of any table, paired or not; its role is `other`.
+bool is_quantization_part(std::string_view name);
+
 // Every geometry value (config.json: num_attention_heads/n_head/num_heads/n_heads,
 // num_key_value_heads/n_head_kv/num_kv_heads, hidden_size/n_embd/d_model, head_dim,
 // num_hidden_layers/n_layer/num_layers/n_layers, intermediate_size/n_inner; GGUF: the same as
