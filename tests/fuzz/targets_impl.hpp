@@ -22,11 +22,14 @@
 
 #include "diffract/core/block_quant.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/matrix.hpp"
+#include "diffract/core/quantized.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/lora_adapter.hpp"
 #include "diffract/formats/pytorch.hpp"
+#include "diffract/formats/quantized_safetensors.hpp"
 #include "diffract/formats/safetensors.hpp"
 #include "diffract/formats/shard_index.hpp"
 #include "diffract/model/schema.hpp"
@@ -283,6 +286,44 @@ inline void trainer_state(Bytes bytes) {
     if (const auto step = watch::parse_trainer_state(text); step && *step < 0) std::abort();
 }
 
+// A quantized checkpoint: config.json's text, a line "\x00\n", then a safetensors file. The pairing
+// (formats/quantized_safetensors.hpp) may refuse; what it accepts decodes (within a size cap) to a
+// logical matrix of the shape it announced, every part inside the file.
+inline void quantized_pairing(Bytes bytes) {
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const auto split = text.find(std::string_view("\x00\n", 2));
+    if (split == std::string_view::npos) return;
+    auto owned = std::make_shared<std::vector<std::byte>>(
+        bytes.begin() + static_cast<std::ptrdiff_t>(split + 2), bytes.end());
+    formats::Checkpoint ck;
+    ck.path = "fuzz";
+    ck.format = formats::CheckpointFormat::safetensors;
+    try {
+        ck.config = formats::parse_config_json(bytes.first(split), "fuzz/config.json");
+        const auto file = MappedFile::from_memory("fuzz.safetensors", owned, owned->data(), owned->size());
+        const auto h = formats::parse_safetensors(file->bytes(), "fuzz.safetensors");
+        for (const auto& e : h.tensors) {
+            TensorInfo t;
+            t.name = e.name, t.dtype = e.dtype, t.shape = e.shape, t.file = file;
+            t.offset = h.data_start() + e.begin, t.nbytes = e.end - e.begin;
+            ck.tensors.push_back(std::move(t));
+        }
+        formats::read_quantized_weights(ck, "fuzz/config.json");
+    } catch (const InputError&) {
+        return;
+    }
+    for (const auto& t : ck.tensors) {
+        if (!t.quant) continue;
+        for (const auto* part : t.quant->parts())
+            expect(part->file && part->offset + part->nbytes <= owned->size(), "a part outside its file");
+        expect(t.shape.size() == 2 && t.shape[0] == t.quant->rows && t.shape[1] == t.quant->cols,
+               "a logical matrix whose shape is not its decoder's");
+        if (t.quant->rows * t.quant->cols > (1 << 20)) continue;
+        const auto m = read_matrix<float>(t, {0, t.quant->rows, 0, t.quant->cols, false});
+        expect(static_cast<std::int64_t>(m.data.size()) == t.quant->rows * t.quant->cols, "decoded size");
+    }
+}
+
 inline constexpr Target kTargets[] = {
     {"safetensors_header_fuzz", safetensors_header},
     {"shard_index_fuzz", shard_index},
@@ -294,6 +335,7 @@ inline constexpr Target kTargets[] = {
     {"lora_config_fuzz", lora_config},
     {"eval_output_fuzz", eval_output},
     {"trainer_state_fuzz", trainer_state},
+    {"quantized_pairing_fuzz", quantized_pairing},
 };
 
 }  // namespace diffract::fuzz
