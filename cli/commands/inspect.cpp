@@ -48,6 +48,7 @@ int run_inspect(const InspectArgs& a) {
     const auto ck = formats::open_checkpoint(a.path);
     for (const auto& w : ck.schema.warnings)
         std::fprintf(stderr, "diffract: warning: %s\n", one_line(ck.path + ": " + w).c_str());
+    for (const auto& w : ck.warnings) std::fprintf(stderr, "diffract: warning: %s\n", one_line(w).c_str());
     const auto d = formats::describe_checkpoint(ck);
     if (a.json) {
         std::puts(json_text(d, 2).c_str());

@@ -29,21 +29,21 @@ void check_block_inside(const TensorInfo& t, const MatrixBlock& b) {
 
 namespace {
 
-// A quantized matrix decoded from its stored parts a few rows at a time (never its whole dense bytes).
+// A quantized matrix decoded from its stored parts, the block alone, a slab of rows at a time (never
+// its whole dense bytes).
 template <typename T>
 Matrix<T> read_quantized(const TensorInfo& t, const MatrixBlock& b) {
-    const auto& q = *t.quant;
     Matrix<T> out(b.logical_rows(), b.logical_cols());
     const std::int64_t step =
-        std::max<std::int64_t>(1, (std::int64_t{1} << 18) / std::max<std::int64_t>(q.cols, 1));
-    std::vector<float> rows;
+        std::max<std::int64_t>(1, (std::int64_t{1} << 18) / std::max<std::int64_t>(b.cols, 1));
+    std::vector<float> slab;
     for (std::int64_t r = 0; r < b.rows; r += step) {
         const std::int64_t n = std::min(step, b.rows - r);
-        rows.resize(static_cast<std::size_t>(n * q.cols));
-        dequantize_rows(q, b.row0 + r, n, rows.data());
+        slab.resize(static_cast<std::size_t>(n * b.cols));
+        dequantize_block(*t.quant, b.row0 + r, n, b.col0, b.cols, slab.data());
         for (std::int64_t i = 0; i < n; ++i)
             for (std::int64_t j = 0; j < b.cols; ++j) {
-                const T v = static_cast<T>(rows[static_cast<std::size_t>(i * q.cols + b.col0 + j)]);
+                const T v = static_cast<T>(slab[static_cast<std::size_t>(i * b.cols + j)]);
                 if (b.transposed)
                     out(j, r + i) = v;
                 else

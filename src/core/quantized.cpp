@@ -35,11 +35,10 @@ std::uint32_t field(Word&& word, std::int64_t i, int bits) {
     return static_cast<std::uint32_t>(v & ((std::uint64_t{1} << bits) - 1));
 }
 
-// Every value of a small tensor (scales, zero points, indices, maps) as f32.
-std::vector<float> values_of(const TensorInfo& t) {
-    const auto n = static_cast<std::size_t>(t.numel());
+// `n` values of a tensor from element `first` as f32 (scales, zero points, indices, maps).
+std::vector<float> values_of(const TensorInfo& t, std::size_t first, std::size_t n) {
     std::vector<float> out(n);
-    const std::byte* p = t.bytes().data();
+    const std::byte* p = t.bytes().data() + first * dtype_size(t.dtype);
     switch (t.dtype) {
         case DType::I32:
             for (std::size_t i = 0; i < n; ++i)
@@ -64,73 +63,175 @@ std::vector<float> values_of(const TensorInfo& t) {
     return out;
 }
 
-// The scale of each group as the decoders multiply it: E8M0 exponents as powers of two, NVFP4's F8
-// scales over the global scale, LLM.int8's row maxima over 127, bnb's absmax through its nested
-// quantization.
-std::vector<float> scales_of(const QuantizedWeight& q) {
-    if (q.scheme == QuantScheme::mxfp4) {
-        const auto n = static_cast<std::size_t>(q.scale.numel());
-        const auto* p = reinterpret_cast<const std::uint8_t*>(q.scale.bytes().data());
-        std::vector<float> out(n);
-        for (std::size_t i = 0; i < n; ++i) out[i] = std::ldexp(1.0f, static_cast<int>(p[i]) - 127);
-        return out;
-    }
-    auto s = values_of(q.scale);
-    if (q.scheme == QuantScheme::nvfp4) {
-        const float global = values_of(*q.global_scale).at(0);
-        for (auto& v : s) v /= global;
-    } else if (q.scheme == QuantScheme::int8_row) {
-        for (auto& v : s) v /= 127.0f;
-    } else if (q.scheme == QuantScheme::bnb_4bit && q.nested_scale) {
-        const auto nested = values_of(*q.nested_scale), map = values_of(*q.nested_map);
-        const auto offset = static_cast<float>(q.nested_offset);
-        for (std::size_t b = 0; b < s.size(); ++b)
-            s[b] = map[static_cast<std::size_t>(s[b])] *
-                       nested[b / static_cast<std::size_t>(q.nested_blocksize)] +
-                   offset;
-    }
-    return s;
+std::vector<float> values_of(const TensorInfo& t) {
+    return values_of(t, 0, static_cast<std::size_t>(t.numel()));
 }
 
-// The group (column of the scale grid) of each logical column.
-std::vector<std::int64_t> column_groups(const QuantizedWeight& q) {
-    std::vector<std::int64_t> g(static_cast<std::size_t>(q.cols));
+// A block of logical rows [row0, row0 + n) and columns [col0, col0 + m), decoded into out (n × m).
+struct Block {
+    std::int64_t row0, n, col0, m;
+    float* out;
+    float& at(std::int64_t i, std::int64_t j) const { return out[i * m + j]; }
+};
+
+// The group (column of the scale grid) of each logical column of the block.
+std::vector<std::int64_t> column_groups(const QuantizedWeight& q, const Block& b) {
+    std::vector<std::int64_t> g(static_cast<std::size_t>(b.m));
     if (q.group_index) {
-        const auto idx = values_of(*q.group_index);
+        const auto idx = values_of(*q.group_index, static_cast<std::size_t>(b.col0), g.size());
         for (std::size_t c = 0; c < g.size(); ++c) g[c] = static_cast<std::int64_t>(idx[c]);
     } else {
-        for (std::size_t c = 0; c < g.size(); ++c) g[c] = static_cast<std::int64_t>(c) / q.block_cols;
+        for (std::size_t c = 0; c < g.size(); ++c)
+            g[c] = (b.col0 + static_cast<std::int64_t>(c)) / q.block_cols;
     }
     return g;
 }
 
-void decode_fp8_row(const QuantizedWeight& q, std::int64_t r, const std::vector<float>& scale, float* out) {
-    const std::byte* src =
-        q.codes.bytes().data() + static_cast<std::size_t>(r * q.cols) * dtype_size(q.codes.dtype);
-    if (q.codes.dtype == DType::I8)
-        for (std::int64_t c = 0; c < q.cols; ++c)
-            out[c] = static_cast<float>(static_cast<std::int8_t>(src[c]));
-    else
-        convert_to_f32(src, q.codes.dtype, static_cast<std::size_t>(q.cols), out);
-    if (q.scheme == QuantScheme::int8_row) {
-        for (std::int64_t c = 0; c < q.cols; ++c) out[c] *= scale[static_cast<std::size_t>(r)];
-        return;
-    }
+// FP8 and int8 codes with a scale grid (LLM.int8: SCB / 127 per row).
+void decode_scaled(const QuantizedWeight& q, const Block& b) {
     const std::int64_t grid_cols = (q.cols + q.block_cols - 1) / q.block_cols;
-    const float* row_scales = scale.data() + (r / q.block_rows) * grid_cols;
-    for (std::int64_t c = 0; c < q.cols; ++c) out[c] *= row_scales[c / q.block_cols];
+    const std::size_t es = dtype_size(q.codes.dtype);
+    for (std::int64_t i = 0; i < b.n; ++i) {
+        const std::int64_t r = b.row0 + i;
+        float* dst = b.out + i * b.m;
+        const std::byte* src = q.codes.bytes().data() + static_cast<std::size_t>(r * q.cols + b.col0) * es;
+        if (q.codes.dtype == DType::I8)
+            for (std::int64_t c = 0; c < b.m; ++c)
+                dst[c] = static_cast<float>(static_cast<std::int8_t>(src[c]));
+        else
+            convert_to_f32(src, q.codes.dtype, static_cast<std::size_t>(b.m), dst);
+        if (q.scheme == QuantScheme::int8_row) {
+            const float s = values_of(q.scale, static_cast<std::size_t>(r), 1)[0] / 127.0f;
+            for (std::int64_t c = 0; c < b.m; ++c) dst[c] *= s;
+            continue;
+        }
+        const std::int64_t g0 = b.col0 / q.block_cols, g1 = (b.col0 + b.m - 1) / q.block_cols;
+        const auto scales = values_of(q.scale, static_cast<std::size_t>((r / q.block_rows) * grid_cols + g0),
+                                      static_cast<std::size_t>(g1 - g0 + 1));
+        for (std::int64_t c = 0; c < b.m; ++c)
+            dst[c] *= scales[static_cast<std::size_t>((b.col0 + c) / q.block_cols - g0)];
+    }
 }
 
-void decode_fp4_row(const QuantizedWeight& q, std::int64_t r, const std::vector<float>& scale, float* out) {
-    r = q.row_first + r * q.row_step;
-    const auto* src = reinterpret_cast<const std::uint8_t*>(q.codes.bytes().data()) + r * (q.cols / 2);
+// E2M1 nibbles, low nibble first: MXFP4 (E8M0 scale per 32) and NVFP4 (F8 scale per 16 over a global).
+void decode_fp4(const QuantizedWeight& q, const Block& b) {
     const std::int64_t per = q.block_cols, groups = q.cols / per;
-    for (std::int64_t c = 0; c < q.cols; c += 2) {
-        const std::uint8_t b = src[c / 2];
-        const float s = scale[static_cast<std::size_t>(r * groups + c / per)];
-        out[c] = kE2M1[b & 0xF] * s;
-        out[c + 1] = kE2M1[b >> 4] * s;
+    const float global = q.global_scale ? values_of(*q.global_scale).at(0) : 1.0f;
+    const auto* codes = reinterpret_cast<const std::uint8_t*>(q.codes.bytes().data());
+    const auto* e8m0 = reinterpret_cast<const std::uint8_t*>(q.scale.bytes().data());
+    std::vector<float> scales;
+    for (std::int64_t i = 0; i < b.n; ++i) {
+        const std::int64_t r = q.row_first + (b.row0 + i) * q.row_step;
+        if (q.scheme == QuantScheme::mxfp4) {
+            scales.resize(static_cast<std::size_t>(groups));
+            for (std::int64_t g = 0; g < groups; ++g)
+                scales[static_cast<std::size_t>(g)] =
+                    std::ldexp(1.0f, static_cast<int>(e8m0[r * groups + g]) - 127);
+        } else {
+            scales =
+                values_of(q.scale, static_cast<std::size_t>(r * groups), static_cast<std::size_t>(groups));
+            for (auto& v : scales) v /= global;
+        }
+        const std::uint8_t* row = codes + r * (q.cols / 2);
+        for (std::int64_t j = 0; j < b.m; ++j) {
+            const std::int64_t c = b.col0 + j;
+            const std::uint8_t byte = row[c / 2];
+            b.at(i, j) =
+                kE2M1[(c % 2 == 0) ? (byte & 0xF) : (byte >> 4)] * scales[static_cast<std::size_t>(c / per)];
+        }
     }
+}
+
+// compressed-tensors pack-quantized: each row's fields along the input dimension, offset by 2^(bits−1).
+void decode_packed_int(const QuantizedWeight& q, const Block& b) {
+    const auto groups = column_groups(q, b);
+    const std::int64_t words = (q.cols * q.bits + 31) / 32;
+    const std::int64_t grid_cols = (q.cols + q.block_cols - 1) / q.block_cols;
+    const auto offset = static_cast<float>(1 << (q.bits - 1));
+    const std::byte* codes = q.codes.bytes().data();
+    for (std::int64_t i = 0; i < b.n; ++i) {
+        const std::int64_t r = b.row0 + i;
+        const auto scales =
+            values_of(q.scale, static_cast<std::size_t>(r * grid_cols), static_cast<std::size_t>(grid_cols));
+        auto word = [&](std::int64_t k) { return word_at(codes, static_cast<std::size_t>(r * words + k)); };
+        for (std::int64_t j = 0; j < b.m; ++j)
+            b.at(i, j) = (static_cast<float>(field(word, b.col0 + j, q.bits)) - offset) *
+                         scales[static_cast<std::size_t>(groups[static_cast<std::size_t>(j)])];
+    }
+}
+
+// GPTQ and AWQ: scales and zero points [groups, out]. Columns outer and rows inner, so that the codes
+// (a column of qweight per output for GPTQ, eight outputs per word for AWQ) are read along memory.
+void decode_grouped(const QuantizedWeight& q, const Block& b) {
+    const auto groups = column_groups(q, b);
+    const std::int64_t ngroups = q.scale.shape[0];
+    const std::int64_t zero_words = q.zeros->shape[1];
+    const float zero_shift = q.zero_minus_one ? 1.0f : 0.0f;
+    const std::byte* codes = q.codes.bytes().data();
+    const std::byte* zeros = q.zeros->bytes().data();
+    // The block's rows' scales and zero points of every group, [group][row].
+    std::vector<float> scale(static_cast<std::size_t>(ngroups * b.n)), zero(scale.size());
+    for (std::int64_t g = 0; g < ngroups; ++g) {
+        const auto s =
+            values_of(q.scale, static_cast<std::size_t>(g * q.rows + b.row0), static_cast<std::size_t>(b.n));
+        for (std::int64_t i = 0; i < b.n; ++i) {
+            const std::int64_t r = b.row0 + i;
+            const std::uint32_t z =
+                q.scheme == QuantScheme::gptq
+                    ? field(
+                          [&](std::int64_t k) {
+                              return word_at(zeros, static_cast<std::size_t>(g * zero_words + k));
+                          },
+                          r, q.bits)
+                    : (word_at(zeros, static_cast<std::size_t>(g * zero_words + r / 8)) >>
+                       (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) &
+                          0xF;
+            scale[static_cast<std::size_t>(g * b.n + i)] = s[static_cast<std::size_t>(i)];
+            zero[static_cast<std::size_t>(g * b.n + i)] = static_cast<float>(z) + zero_shift;
+        }
+    }
+    for (std::int64_t j = 0; j < b.m; ++j) {
+        const std::int64_t c = b.col0 + j;
+        const std::size_t g = static_cast<std::size_t>(groups[static_cast<std::size_t>(j)] * b.n);
+        for (std::int64_t i = 0; i < b.n; ++i) {
+            const std::int64_t r = b.row0 + i;
+            std::uint32_t code;
+            if (q.scheme == QuantScheme::gptq)
+                code = field(
+                    [&](std::int64_t k) { return word_at(codes, static_cast<std::size_t>(k * q.rows + r)); },
+                    c, q.bits);
+            else
+                code = (word_at(codes, static_cast<std::size_t>(c * (q.rows / 8) + r / 8)) >>
+                        (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) &
+                       0xF;
+            b.at(i, j) = (static_cast<float>(code) - zero[g + static_cast<std::size_t>(i)]) *
+                         scale[g + static_cast<std::size_t>(i)];
+        }
+    }
+}
+
+// bitsandbytes 4-bit: the matrix flattened row-major, high nibble first, quant_map[code] · absmax.
+void decode_bnb_4bit(const QuantizedWeight& q, const Block& b) {
+    const auto map = values_of(*q.quant_map);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(q.codes.bytes().data());
+    const auto bs = static_cast<std::size_t>(q.blocksize);
+    const std::size_t first = static_cast<std::size_t>(b.row0 * q.cols + b.col0),
+                      last = static_cast<std::size_t>((b.row0 + b.n - 1) * q.cols + b.col0 + b.m - 1);
+    auto absmax = values_of(q.scale, first / bs, last / bs - first / bs + 1);
+    if (q.nested_scale) {
+        const auto nested = values_of(*q.nested_scale), nested_map = values_of(*q.nested_map);
+        const auto nb = static_cast<std::size_t>(q.nested_blocksize);
+        const auto offset = static_cast<float>(q.nested_offset);
+        for (std::size_t k = 0; k < absmax.size(); ++k)
+            absmax[k] =
+                nested_map[static_cast<std::size_t>(absmax[k])] * nested[(first / bs + k) / nb] + offset;
+    }
+    for (std::int64_t i = 0; i < b.n; ++i)
+        for (std::int64_t j = 0; j < b.m; ++j) {
+            const auto e = static_cast<std::size_t>((b.row0 + i) * q.cols + b.col0 + j);
+            const std::uint8_t byte = bytes[e / 2];
+            b.at(i, j) = map[(e % 2 == 0) ? (byte >> 4) : (byte & 0xF)] * absmax[e / bs - first / bs];
+        }
 }
 
 }  // namespace
@@ -164,85 +265,24 @@ std::vector<const TensorInfo*> QuantizedWeight::parts() const {
     return out;
 }
 
-void dequantize_rows(const QuantizedWeight& q, std::int64_t row0, std::int64_t n, float* out) {
-    const auto scale = scales_of(q);
-    const std::byte* codes = q.codes.bytes().data();
+void dequantize_block(const QuantizedWeight& q, std::int64_t row0, std::int64_t n, std::int64_t col0,
+                      std::int64_t m, float* out) {
+    if (n <= 0 || m <= 0) return;
+    const Block b{row0, n, col0, m, out};
     switch (q.scheme) {
         case QuantScheme::fp8:
         case QuantScheme::int8_row:
-            for (std::int64_t i = 0; i < n; ++i) decode_fp8_row(q, row0 + i, scale, out + i * q.cols);
-            return;
+            return decode_scaled(q, b);
         case QuantScheme::mxfp4:
         case QuantScheme::nvfp4:
-            for (std::int64_t i = 0; i < n; ++i) decode_fp4_row(q, row0 + i, scale, out + i * q.cols);
-            return;
-        case QuantScheme::packed_int: {
-            const auto groups = column_groups(q);
-            const std::int64_t words = (q.cols * q.bits + 31) / 32;
-            const std::int64_t grid_cols = (q.cols + q.block_cols - 1) / q.block_cols;
-            const auto offset = static_cast<float>(1 << (q.bits - 1));
-            for (std::int64_t i = 0; i < n; ++i) {
-                const std::int64_t r = row0 + i;
-                auto word = [&](std::int64_t k) {
-                    return word_at(codes, static_cast<std::size_t>(r * words + k));
-                };
-                for (std::int64_t c = 0; c < q.cols; ++c)
-                    out[i * q.cols + c] = (static_cast<float>(field(word, c, q.bits)) - offset) *
-                                          scale[static_cast<std::size_t>(r * grid_cols + groups[c])];
-            }
-            return;
-        }
+            return decode_fp4(q, b);
+        case QuantScheme::packed_int:
+            return decode_packed_int(q, b);
         case QuantScheme::gptq:
-        case QuantScheme::awq: {
-            // Scales and zero points are [groups, out]; the codes run along the input dimension (GPTQ,
-            // a column of qweight per output) or along the output dimension (AWQ).
-            const auto groups = column_groups(q);
-            const std::byte* zeros = q.zeros->bytes().data();
-            const std::int64_t zero_words = q.zeros->shape[1];
-            const float zero_shift = q.zero_minus_one ? 1.0f : 0.0f;
-            for (std::int64_t i = 0; i < n; ++i) {
-                const std::int64_t r = row0 + i;
-                for (std::int64_t c = 0; c < q.cols; ++c) {
-                    const std::int64_t g = groups[static_cast<std::size_t>(c)];
-                    std::uint32_t code, zero;
-                    if (q.scheme == QuantScheme::gptq) {
-                        code = field(
-                            [&](std::int64_t k) {
-                                return word_at(codes, static_cast<std::size_t>(k * q.rows + r));
-                            },
-                            c, q.bits);
-                        zero = field(
-                            [&](std::int64_t k) {
-                                return word_at(zeros, static_cast<std::size_t>(g * zero_words + k));
-                            },
-                            r, q.bits);
-                    } else {
-                        const int nibble = kAwqNibble[static_cast<std::size_t>(r % 8)] * 4;
-                        code =
-                            (word_at(codes, static_cast<std::size_t>(c * (q.rows / 8) + r / 8)) >> nibble) &
-                            0xF;
-                        zero = (word_at(zeros, static_cast<std::size_t>(g * zero_words + r / 8)) >> nibble) &
-                               0xF;
-                    }
-                    out[i * q.cols + c] =
-                        (static_cast<float>(code) - (static_cast<float>(zero) + zero_shift)) *
-                        scale[static_cast<std::size_t>(g * q.rows + r)];
-                }
-            }
-            return;
-        }
-        case QuantScheme::bnb_4bit: {
-            const auto map = values_of(*q.quant_map);
-            const auto* bytes = reinterpret_cast<const std::uint8_t*>(codes);
-            for (std::int64_t i = 0; i < n; ++i)
-                for (std::int64_t c = 0; c < q.cols; ++c) {
-                    const auto e = static_cast<std::size_t>((row0 + i) * q.cols + c);
-                    const std::uint8_t b = bytes[e / 2];
-                    const std::uint8_t code = (e % 2 == 0) ? (b >> 4) : (b & 0xF);
-                    out[i * q.cols + c] = map[code] * scale[e / static_cast<std::size_t>(q.blocksize)];
-                }
-            return;
-        }
+        case QuantScheme::awq:
+            return decode_grouped(q, b);
+        case QuantScheme::bnb_4bit:
+            return decode_bnb_4bit(q, b);
     }
 }
 

@@ -15,6 +15,7 @@
 #include "diffract/core/matrix.hpp"
 #include "diffract/core/pattern.hpp"
 #include "diffract/formats/hf_cache.hpp"
+#include "diffract/model/schema.hpp"
 
 namespace fs = std::filesystem;
 
@@ -124,8 +125,10 @@ LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string
     if (c.json.is_discarded() || !c.json.is_object())
         throw_input_error(label, "", "not a JSON object (expected PEFT's adapter_config.json)");
     const auto& config = c.json;
-    if (const auto* t = member(config, "peft_type");
-        t && (!t->is_string() || t->get<std::string>() != "LORA"))
+    const auto* peft_type = member(config, "peft_type");
+    if (!peft_type)
+        throw_input_error(label, "", "peft_type is missing (PEFT refuses such a config: expected \"LORA\")");
+    if (const auto* t = peft_type; !t->is_string() || t->get<std::string>() != "LORA")
         throw_input_error(label, "",
                           fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", t->dump()));
     if (config_bool(config, "use_dora", label))
@@ -142,6 +145,32 @@ LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string
     if (!alpha_default) throw_input_error(label, "", "'lora_alpha' is missing");
     c.r = r_default->get<std::int64_t>();
     c.alpha = config_number(*alpha_default, "lora_alpha", label);
+    if (const auto* l = member(config, "layers_to_transform")) {
+        auto index = [&](const nlohmann::ordered_json& v) {
+            if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+                throw_input_error(label, "", "layers_to_transform is not a layer index or a list of them");
+            return v.get<std::int64_t>();
+        };
+        c.layers_to_transform.emplace();
+        if (l->is_array()) {
+            for (const auto& v : *l) c.layers_to_transform->push_back(index(v));
+        } else {
+            c.layers_to_transform->push_back(index(*l));
+        }
+    }
+    if (const auto* p = member(config, "layers_pattern")) {
+        if (p->is_string()) {
+            c.layers_pattern.push_back(p->get<std::string>());
+        } else if (p->is_array()) {
+            for (const auto& v : *p) {
+                if (!v.is_string())
+                    throw_input_error(label, "", "layers_pattern is not a string or a list of them");
+                c.layers_pattern.push_back(v.get<std::string>());
+            }
+        } else {
+            throw_input_error(label, "", "layers_pattern is not a string or a list of them");
+        }
+    }
     // The shapes of the rules PEFT reads per module, checked once here rather than per module.
     if (const auto* t = member(config, "target_modules"); t && !t->is_string() && !t->is_array())
         throw_input_error(label, "", "target_modules is neither a list nor a string");
@@ -152,6 +181,40 @@ LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string
 }
 
 bool LoraConfig::targets(const std::string& module) const { return targeted(json, module, label); }
+
+bool LoraConfig::transforms_layer(const std::string& module) const {
+    if (!layers_to_transform) return true;
+    std::vector<std::string> comps;
+    for (std::size_t start = 0;;) {
+        const auto dot = module.find('.', start);
+        comps.push_back(module.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    auto digits = [](const std::string& s) {
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    // The greedy ".*" of PEFT's expressions takes the last place where the rest matches: the last
+    // all-digit component j (followed by another component) whose prefix ends with ".<pattern>".
+    std::optional<std::int64_t> layer;
+    for (std::size_t j = comps.size() >= 2 ? comps.size() - 2 : 0; j >= 2; --j) {
+        if (!digits(comps[j])) continue;
+        bool found = layers_pattern.empty();
+        if (!found) {
+            std::string prefix;
+            for (std::size_t i = 0; i < j; ++i) prefix += (i ? "." : "") + comps[i];
+            for (const auto& p : layers_pattern)
+                if (Pattern(".*\\.(?:" + p + ")", label + ": layers_pattern").full_match(prefix))
+                    found = true;
+        }
+        if (!found) continue;
+        if (comps[j].size() > 18) return false;
+        layer = std::stoll(comps[j]);
+        break;
+    }
+    return layer && std::find(layers_to_transform->begin(), layers_to_transform->end(), *layer) !=
+                        layers_to_transform->end();
+}
 
 std::optional<std::int64_t> LoraConfig::rank_for(const std::string& module) const {
     const auto* v = pattern_value(json, "rank_pattern", module, label);
@@ -227,7 +290,9 @@ Checkpoint open_lora_model(std::string name, std::string base_spec, const std::s
         while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
         name = p.filename().string();
     }
-    return apply_lora(base, adapter, std::move(name));
+    auto merged = apply_lora(base, adapter, std::move(name));
+    merged.warnings.insert(merged.warnings.end(), adapter.warnings.begin(), adapter.warnings.end());
+    return merged;
 }
 
 LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
@@ -249,6 +314,7 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
     ad.files = std::move(file.tensors);
 
     std::map<std::string, Factors> factors;  // module -> A, B
+    std::vector<std::string> outside_layers, flag_on_linear, flag_off_conv1d;
     for (const auto& t : ad.files) {
         if (!t.name.starts_with(kPrefix))
             throw_input_error(t.path(), t.name,
@@ -291,13 +357,22 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
         if (!config.targets(module))
             throw_input_error(weights_label, module,
                               "the module has LoRA factors but target_modules does not name it");
+        if (!config.transforms_layer(module)) {
+            outside_layers.push_back(module);  // PEFT creates no LoRA layer there: its factors are not loaded
+            continue;
+        }
         LoraModule m;
         m.module = module;
         m.a = *f.a;
         m.b = *f.b;
         const auto& target = match_base_tensor(base, module + ".weight", weights_label);
         m.target = target.name;
-        m.transposed = f.embedding || config.fan_in_fan_out;
+        // PEFT decides the orientation by the base module, whatever fan_in_fan_out says (it warns and
+        // overrides the flag): only a Conv1D weight (GPT-2, stored [in, out]) and embeddings are transposed.
+        const bool conv1d = !f.embedding && model::whole_matrix(base.schema, target).transposed;
+        m.transposed = f.embedding || conv1d;
+        if (!f.embedding && config.fan_in_fan_out != conv1d)
+            (conv1d ? flag_off_conv1d : flag_on_linear).push_back(module);
         const std::int64_t r = dim(m.a, 0);
         if (m.a.shape.size() != 2 || m.b.shape.size() != 2 || dim(m.b, 1) != r || r <= 0)
             throw_input_error(
@@ -333,8 +408,22 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
             config.rslora ? m.alpha / std::sqrt(static_cast<double>(r)) : m.alpha / static_cast<double>(r);
         ad.modules.push_back(std::move(m));
     }
+    auto warn = [&](const std::vector<std::string>& modules, std::string_view what) {
+        if (!modules.empty())
+            ad.warnings.push_back(fmt::format("{}: {} module{} {} (as PEFT does), e.g. '{}'", label,
+                                              modules.size(), modules.size() == 1 ? "" : "s", what,
+                                              modules.front()));
+    };
+    warn(outside_layers,
+         "with LoRA factors outside layers_to_transform: not merged, PEFT does not load them");
+    warn(flag_on_linear, "of torch.nn.Linear with fan_in_fan_out set to True: the flag is ignored");
+    warn(flag_off_conv1d,
+         "of Conv1D with fan_in_fan_out set to False: merged as Conv1D, the flag is ignored");
     if (ad.modules.empty() && ad.replacements.empty())
-        throw_input_error(weights.string(), "", "the adapter holds no tensor");
+        throw_input_error(weights.string(), "",
+                          outside_layers.empty()
+                              ? "the adapter holds no tensor"
+                              : "no LoRA module of the adapter lies in layers_to_transform");
     return ad;
 }
 

@@ -98,7 +98,7 @@ TensorInfo logical_matrix(std::string name, std::shared_ptr<QuantizedWeight> q) 
     t.nbytes = static_cast<std::size_t>(q->rows * q->cols) * sizeof(float);
     std::shared_ptr<const QuantizedWeight> decoded = q;
     t.file = MappedFile::generated(q->codes.path(), t.nbytes, [decoded](std::span<std::byte> out) {
-        dequantize_rows(*decoded, 0, decoded->rows, reinterpret_cast<float*>(out.data()));
+        dequantize_block(*decoded, 0, decoded->rows, 0, decoded->cols, reinterpret_cast<float*>(out.data()));
     });
     t.quant = std::move(decoded);
     return t;

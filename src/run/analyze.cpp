@@ -257,6 +257,8 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
                              static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
     result.warnings = nonfinite_report.warnings();
     for (const auto& m : o.models)
+        result.warnings.insert(result.warnings.end(), m.warnings.begin(), m.warnings.end());
+    for (const auto& m : o.models)
         for (auto& w : analysis::unread_matrices(m, o.run.selection)) result.warnings.push_back(std::move(w));
     std::vector<std::vector<FieldValues>> whole(o.models.size());
     result.convention = o.convention;

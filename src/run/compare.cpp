@@ -95,6 +95,8 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
             }
     }
     result.warnings = nonfinite_report.warnings();
+    for (const auto* m : plan.models)
+        result.warnings.insert(result.warnings.end(), m->warnings.begin(), m->warnings.end());
     return heads;
 }
 

@@ -325,3 +325,86 @@ def test_rewind_as_lora_zeroes_the_rewound_heads(setup, tmp_path):
     for key in adapter_in:
         if ".layer.1." not in key:
             np.testing.assert_array_equal(adapter_out[key], adapter_in[key], err_msg=key)
+
+
+# --- PEFT's semantics for its flags (peft/tuners/lora/layer.py, tuners_utils.check_target_module_exists) ---
+
+def peft_layer_index(module, layers_pattern):
+    """PEFT's rule, with its own regular expressions (Python's re, as PEFT runs them)."""
+    import re
+    if not layers_pattern:
+        m = re.match(r".*\.[^.]*\.(\d+)\.", module)
+    else:
+        m = None
+        for p in ([layers_pattern] if isinstance(layers_pattern, str) else layers_pattern):
+            m = re.match(rf".*\.{p}\.(\d+)\.", module)
+            if m:
+                break
+    return None if m is None else int(m.group(1))
+
+
+def flag_adapter(setup, tmp_path, rng, **config_changes):
+    """Factors on every query and intermediate.dense of both layers (intermediate is 2E x E: not square)."""
+    tensors, factors = {}, {}
+    for i in range(L):
+        for module, (out, inn) in {f"encoder.layer.{i}.attention.self.query": (E, E),
+                                   f"encoder.layer.{i}.intermediate.dense": (2 * E, E)}.items():
+            a = rng.normal(size=(2, inn)).astype(np.float32)
+            b = rng.normal(size=(out, 2)).astype(np.float32)
+            tensors[f"base_model.model.bert.{module}.lora_A.weight"] = a
+            tensors[f"base_model.model.bert.{module}.lora_B.weight"] = b
+            factors["bert." + module] = (a, b)
+    config = {"peft_type": "LORA", "base_model_name_or_path": str(setup["base"]), "r": 2, "lora_alpha": 4,
+              "target_modules": ["query", "dense"], **config_changes}
+    write_adapter(tmp_path / "flags", config, tensors)
+    return factors, config
+
+
+@pytest.mark.parametrize("changes", [
+    {"fan_in_fan_out": True},
+    {"layers_to_transform": [1]},
+    {"layers_to_transform": 0, "layers_pattern": "layer"},
+    {"layers_to_transform": [0, 1], "layers_pattern": ["blocks", "layer"]},
+    {"layers_to_transform": [1], "layers_pattern": "h", "fan_in_fan_out": True},
+])
+def test_adapter_flags_merge_as_peft_merges(setup, tmp_path, changes):
+    rng = np.random.default_rng(11)
+    factors, config = flag_adapter(setup, tmp_path, rng, **changes)
+    base = load(setup["base"])
+    expected = {k: v.astype(np.float64) for k, v in base.items()}
+    merged_any = False
+    for module, (a, b) in factors.items():
+        if "layers_to_transform" in config:
+            idx = peft_layer_index(module, config.get("layers_pattern"))
+            wanted = config["layers_to_transform"]
+            if idx is None or idx not in ([wanted] if isinstance(wanted, int) else wanted):
+                continue
+        # BERT's projections are nn.Linear: PEFT sets fan_in_fan_out to False for them (with a warning).
+        expected[module[len("bert."):] + ".weight"] += 2.0 * (b.astype(np.float64) @ a.astype(np.float64))
+        merged_any = True
+    p = run(["edit", "merge-lora", "--adapter", tmp_path / "flags", "--out", tmp_path / "m",
+             "--quiet"], check=False)
+    if not merged_any:
+        assert_input_error(p, "layers_to_transform")
+        return
+    assert p.returncode == 0, p.stderr
+    got = load(tmp_path / "m")
+    for name, want in expected.items():
+        np.testing.assert_allclose(got[name].astype(np.float64), want, rtol=1e-6, atol=1e-6, err_msg=name)
+    # PEFT's warnings, as one line each.
+    text = run(["inspect", f"{setup['base']}+{tmp_path / 'flags'}"]).stderr
+    if changes.get("fan_in_fan_out"):
+        assert "fan_in_fan_out set to True: the flag is ignored" in text
+    if "layers_to_transform" in changes:
+        skipped = [m for m in factors if (peft_layer_index(m, config.get("layers_pattern")) not in
+                   ([config["layers_to_transform"]] if isinstance(config["layers_to_transform"], int)
+                    else config["layers_to_transform"]))]
+        assert (f"{len(skipped)} module" in text) == bool(skipped), text
+
+
+def test_an_adapter_config_without_peft_type_is_refused_as_peft_refuses_it(setup, tmp_path):
+    config = dict(setup["config"])
+    del config["peft_type"]
+    write_adapter(tmp_path / "bad", config, dict(setup["tensors"]))
+    assert_input_error(run(["inspect", f"{setup['base']}+{tmp_path / 'bad'}"], check=False), "peft_type is missing")
+

@@ -56,8 +56,11 @@ struct QuantizedWeight {
 // The scheme's name as inspect and the docs spell it ("fp8", "gptq", ...).
 std::string_view quant_scheme_name(QuantScheme s);
 
-// Decodes logical rows [row0, row0 + n) into out (n × q.cols, row-major f32). The pairing validated
-// every shape and dtype (formats/quantized_safetensors.cpp), so this indexes without checks.
-void dequantize_rows(const QuantizedWeight& q, std::int64_t row0, std::int64_t n, float* out);
+// Decodes the block of logical rows [row0, row0 + n) and columns [col0, col0 + m) into out (n × m,
+// row-major f32), reading only the codes, scales and zero points of that block (a head's columns of
+// an output projection decode a slice, not the matrix). The pairing validated every shape and dtype
+// (formats/quantized_safetensors.cpp), so this indexes without checks.
+void dequantize_block(const QuantizedWeight& q, std::int64_t row0, std::int64_t n, std::int64_t col0,
+                      std::int64_t m, float* out);
 
 }  // namespace diffract

@@ -44,6 +44,9 @@ struct Checkpoint {
     std::string quantization;
     std::string undecoded_quantization;
     std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
+    // What reading it found that a user must hear, whatever the command (an adapter flag PEFT overrides,
+    // factors PEFT does not load): printed by inspect, added to analyze's and compare's warnings.
+    std::vector<std::string> warnings;
 
     const TensorInfo* find(std::string_view tensor_name) const;
     // How to open it again, as the store records it: its path, or BASE+ADAPTER for an adapter model

@@ -58,6 +58,7 @@ struct LoraAdapter {
     std::vector<TensorInfo> files;  // keeps the weight file's tensors (and its mapping) alive
     std::vector<LoraModule> modules;
     std::vector<LoraReplacement> replacements;
+    std::vector<std::string> warnings;  // PEFT's: a flag it overrides, factors it does not load
 };
 
 // adapter_config.json, validated from its bytes: what PEFT reads of it (peft_type LORA, no DoRA, r,
@@ -69,6 +70,10 @@ struct LoraConfig {
     std::string base_model;       // base_model_name_or_path ("" if none)
     bool rslora = false, fan_in_fan_out = false;
     std::int64_t r = 0;
+    // layers_to_transform (an index or a list; none: every layer) and layers_pattern (the names of the
+    // layer containers; none: PEFT's default rule), as PEFT's check_target_module_exists applies them.
+    std::optional<std::vector<std::int64_t>> layers_to_transform;
+    std::vector<std::string> layers_pattern;
     double alpha = 0;
     // target_modules: a list of names a module equals or ends with as ".name" (suffix match), a
     // regular expression the whole module name matches (re.fullmatch), or "all-linear"; none: all.
@@ -76,6 +81,10 @@ struct LoraConfig {
     // rank_pattern / alpha_pattern: the first key K with (.*\.)?(K) matching the whole module name.
     std::optional<std::int64_t> rank_for(const std::string& module) const;
     double alpha_for(const std::string& module) const;  // lora_alpha when no alpha_pattern key matches
+    // Whether PEFT adapts the module under layers_to_transform: its layer index is the number after the
+    // last ".<pattern>." (re.match(r".*\.{pattern}\.(\d+)\.")), or with no layers_pattern after the last
+    // ".<any component>." (r".*\.[^.]*\.(\d+)\."); a module without one is not adapted.
+    bool transforms_layer(const std::string& module) const;
 };
 LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string& label);
 
