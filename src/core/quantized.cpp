@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "diffract/core/dtype.hpp"
+#include "diffract/core/mapped_file.hpp"
 
 namespace diffract {
 namespace {
@@ -210,6 +211,17 @@ void decode_grouped(const QuantizedWeight& q, const Block& b) {
     }
 }
 
+// A plain floating matrix through strides (one expert of a packed tensor stored transposed or interleaved).
+void decode_strided(const QuantizedWeight& q, const Block& b) {
+    const std::size_t es = dtype_size(q.codes.dtype);
+    const std::byte* base = q.codes.bytes().data();
+    for (std::int64_t i = 0; i < b.n; ++i)
+        for (std::int64_t j = 0; j < b.m; ++j) {
+            const std::int64_t e = q.first + (b.row0 + i) * q.row_stride + (b.col0 + j) * q.col_stride;
+            convert_to_f32(base + static_cast<std::size_t>(e) * es, q.codes.dtype, 1, &b.at(i, j));
+        }
+}
+
 // bitsandbytes 4-bit: the matrix flattened row-major, high nibble first, quant_map[code] · absmax.
 void decode_bnb_4bit(const QuantizedWeight& q, const Block& b) {
     const auto map = values_of(*q.quant_map);
@@ -254,12 +266,28 @@ std::string_view quant_scheme_name(QuantScheme s) {
             return "awq";
         case QuantScheme::bnb_4bit:
             return "bitsandbytes 4-bit";
+        case QuantScheme::strided:
+            return "strided";
     }
     return "unknown";
 }
 
+TensorInfo decoded_matrix(std::string name, std::shared_ptr<const QuantizedWeight> q) {
+    TensorInfo t;
+    t.name = std::move(name);
+    t.dtype = DType::F32;
+    t.shape = {q->rows, q->cols};
+    t.nbytes = static_cast<std::size_t>(q->rows * q->cols) * sizeof(float);
+    t.file = MappedFile::generated(q->codes.path(), t.nbytes, [q](std::span<std::byte> out) {
+        dequantize_block(*q, 0, q->rows, 0, q->cols, reinterpret_cast<float*>(out.data()));
+    });
+    t.quant = std::move(q);
+    return t;
+}
+
 std::vector<const TensorInfo*> QuantizedWeight::parts() const {
-    std::vector<const TensorInfo*> out{&codes, &scale};
+    std::vector<const TensorInfo*> out{&codes};
+    if (scale.file) out.push_back(&scale);  // a strided view has none
     for (const auto* o : {&zeros, &group_index, &global_scale, &quant_map, &nested_scale, &nested_map})
         if (*o) out.push_back(&**o);
     return out;
@@ -283,6 +311,8 @@ void dequantize_block(const QuantizedWeight& q, std::int64_t row0, std::int64_t 
             return decode_grouped(q, b);
         case QuantScheme::bnb_4bit:
             return decode_bnb_4bit(q, b);
+        case QuantScheme::strided:
+            return decode_strided(q, b);
     }
 }
 

@@ -33,6 +33,16 @@ std::vector<const TensorInfo*> stored_parts(const TensorInfo& t) {
     return {&t};
 }
 
+TensorInfo element_slice(const TensorInfo& t, std::int64_t first, std::vector<std::int64_t> shape) {
+    TensorInfo s = t;
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    s.offset = t.offset + dtype_bytes(t.dtype, static_cast<std::size_t>(first));
+    s.nbytes = dtype_bytes(t.dtype, static_cast<std::size_t>(n));
+    s.shape = std::move(shape);
+    return s;
+}
+
 std::string shape_string(const std::vector<std::int64_t>& shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) {

@@ -214,11 +214,17 @@ void refuse_empty_edit(const EditJob& job, const EditPlan& plan) {
 // codes and scales for tensors it did not touch and lose them for those it did (and its
 // quantization_config would still claim every weight), so it is refused before anything is read.
 void refuse_quantized(const formats::Checkpoint& ck, std::string_view edit) {
+    if (ck.packed_experts > 0)
+        throw_input_error(
+            ck.path, "",
+            fmt::format("edit {} does not write checkpoints whose experts are packed ({} packed tensor{} "
+                        "read as one matrix per expert): the packed layout is not written back",
+                        edit, ck.packed_experts, ck.packed_experts == 1 ? "" : "s"));
     const auto scheme = !ck.quantization.empty() ? ck.quantization : ck.undecoded_quantization;
     if (scheme.empty()) return;
     const TensorInfo* first = nullptr;
     for (const auto& t : ck.tensors)
-        if (t.quant && !first) first = &t;
+        if (t.quant && t.quant->scheme != QuantScheme::strided && !first) first = &t;
     throw_input_error(
         first ? first->path() : ck.path, first ? first->name : "",
         fmt::format("edit {} does not write quantized checkpoints (found {}{}): the stored codes "

@@ -16,6 +16,7 @@
 #include "diffract/formats/gguf.hpp"
 #include "diffract/formats/hf_cache.hpp"
 #include "diffract/formats/lora_adapter.hpp"
+#include "diffract/formats/packed_experts.hpp"
 #include "diffract/formats/pytorch.hpp"
 #include "diffract/formats/quantized_safetensors.hpp"
 #include "diffract/formats/safetensors.hpp"
@@ -313,6 +314,7 @@ Checkpoint open_checkpoint(std::string_view spec) {
                "config.json")
                   .string();
     read_quantized_weights(ck, config_label);
+    split_packed_experts(ck);
     ck.schema = model::schema_from_config(ck.config, config_label);
     if (ck.format == CheckpointFormat::gguf)
         ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]

@@ -12,6 +12,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 std::string dtype_label(const Checkpoint& ck, const TensorInfo& t) {
+    if (t.quant && t.quant->scheme == QuantScheme::strided)
+        return std::string(dtype_name(t.quant->codes.dtype));
     if (t.quant) return t.quant->description;
     auto it = ck.unsupported_types.find(t.name);
     return it != ck.unsupported_types.end() ? it->second : std::string(dtype_name(t.dtype));
@@ -60,7 +62,7 @@ Json describe_quantization(const Checkpoint& ck) {
     if (ck.quantization.empty() && ck.undecoded_quantization.empty()) return nullptr;
     std::map<std::string, std::size_t> kinds;
     for (const auto& t : ck.tensors)
-        if (t.quant) ++kinds[t.quant->description];
+        if (t.quant && t.quant->scheme != QuantScheme::strided) ++kinds[t.quant->description];
     Json matrices = Json::object();
     for (const auto& [kind, n] : kinds) matrices[kind] = n;
     return {
@@ -90,6 +92,7 @@ Json describe_checkpoint(const Checkpoint& ck) {
         out["heads"] = nullptr;
     }
     out["quantization"] = describe_quantization(ck);
+    out["packed_experts"] = ck.packed_experts;
     if (!ck.adapter.empty()) out["adapter"] = describe_adapter(ck);
     std::uint64_t params = 0;
     for (const auto& t : ck.tensors) params += static_cast<std::uint64_t>(t.numel());
@@ -97,13 +100,16 @@ Json describe_checkpoint(const Checkpoint& ck) {
     out["tensors"] = Json::array();
     for (const auto& t : ck.tensors) {
         const auto r = model::classify_tensor(t.name);
-        out["tensors"].push_back({{"name", t.name},
-                                  {"dtype", dtype_label(ck, t)},
-                                  {"shape", t.shape},
-                                  {"layer", r.layer ? Json(*r.layer) : Json(nullptr)},
-                                  {"role", model::role_name(r.role)},
-                                  {"quantization", t.quant ? Json(t.quant->description) : Json(nullptr)},
-                                  {"file", t.path()}});
+        out["tensors"].push_back(
+            {{"name", t.name},
+             {"dtype", dtype_label(ck, t)},
+             {"shape", t.shape},
+             {"layer", r.layer ? Json(*r.layer) : Json(nullptr)},
+             {"role", model::role_name(r.role)},
+             {"expert", r.expert ? Json(*r.expert) : Json(nullptr)},
+             {"quantization", t.quant && t.quant->scheme != QuantScheme::strided ? Json(t.quant->description)
+                                                                                 : Json(nullptr)},
+             {"file", t.path()}});
     }
     return out;
 }

@@ -28,8 +28,8 @@ const TensorInfo* counterpart(const Checkpoint& ck, const Checkpoint& own, const
         const TensorInfo* found = nullptr;
         for (const auto& x : c.tensors) {
             const auto r = model::classify_tensor(x.name);
-            if (r.role != role.role || r.layer != role.layer || x.name.ends_with("bias") != bias ||
-                embedding_kind(x.name) != embedding_kind(t.name))
+            if (r.role != role.role || r.layer != role.layer || r.expert != role.expert ||
+                x.name.ends_with("bias") != bias || embedding_kind(x.name) != embedding_kind(t.name))
                 continue;
             if (found) return nullptr;  // ambiguous: pair by name only
             found = &x;

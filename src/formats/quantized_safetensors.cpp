@@ -88,33 +88,6 @@ void require_shape(const TensorInfo& t, const std::vector<std::int64_t>& shape, 
                               shape_string(shape)));
 }
 
-// The logical F32 matrix decoded from `q`: its bytes, when a reader needs them whole, are computed on
-// demand (read_matrix decodes rows from the parts instead).
-TensorInfo logical_matrix(std::string name, std::shared_ptr<QuantizedWeight> q) {
-    TensorInfo t;
-    t.name = std::move(name);
-    t.dtype = DType::F32;
-    t.shape = {q->rows, q->cols};
-    t.nbytes = static_cast<std::size_t>(q->rows * q->cols) * sizeof(float);
-    std::shared_ptr<const QuantizedWeight> decoded = q;
-    t.file = MappedFile::generated(q->codes.path(), t.nbytes, [decoded](std::span<std::byte> out) {
-        dequantize_block(*decoded, 0, decoded->rows, 0, decoded->cols, reinterpret_cast<float*>(out.data()));
-    });
-    t.quant = std::move(decoded);
-    return t;
-}
-
-// A view of `rows` × `cols` elements of `t` starting at element `first` (one expert of a packed tensor).
-TensorInfo slice(const TensorInfo& t, std::int64_t first, std::vector<std::int64_t> shape) {
-    TensorInfo s = t;
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    s.offset = t.offset + static_cast<std::size_t>(first) * dtype_size(t.dtype);
-    s.nbytes = static_cast<std::size_t>(n) * dtype_size(t.dtype);
-    s.shape = std::move(shape);
-    return s;
-}
-
 // ---- FP8 and int8 with a scale grid ------------------------------------------------------------
 
 // The region of the weight one scale covers, from the scale's shape (and the configured block or
@@ -185,7 +158,7 @@ void pair_scaled(Pairing& p, const TensorInfo& w, const TensorInfo& s,
                     granularity(*q));
     if (w.dtype == DType::I8) q->description = "int8 " + granularity(*q);
     p.consume(s.name);
-    p.add(w.name, logical_matrix(w.name, std::move(q)));
+    p.add(w.name, decoded_matrix(w.name, std::move(q)));
 }
 
 // ---- configuration ------------------------------------------------------------------------------
@@ -301,7 +274,7 @@ void pair_packed_int(Pairing& p, int bits, std::optional<std::int64_t> group, co
                         q->block_cols >= q->cols ? "per-channel" : fmt::format("group {}", q->block_cols),
                         q->group_index ? ", act-order" : "");
         p.consume(shape.name), p.consume(s.name);
-        p.add(t.name, logical_matrix(x, std::move(q)));
+        p.add(t.name, decoded_matrix(x, std::move(q)));
     }
 }
 
@@ -325,7 +298,7 @@ void pair_nvfp4(Pairing& p) {
         q->codes = t, q->scale = s, q->global_scale = g;
         q->description = "nvfp4, group 16";
         p.consume(s.name), p.consume(g.name);
-        p.add(t.name, logical_matrix(x, std::move(q)));
+        p.add(t.name, decoded_matrix(x, std::move(q)));
     }
 }
 
@@ -381,7 +354,7 @@ void pair_gptq_awq(Pairing& p, bool awq, int bits, std::int64_t group, bool v1, 
             fmt::format("{} int{} {}{}", scheme, bits, group > 0 ? fmt::format("group {}", g) : "per-channel",
                         ordered || (act_order && q->group_index) ? ", act-order" : "");
         p.consume(z.name), p.consume(s.name);
-        p.add(t.name, logical_matrix(x + ".weight", std::move(q)));
+        p.add(t.name, decoded_matrix(x + ".weight", std::move(q)));
     }
 }
 
@@ -444,7 +417,7 @@ void pair_bnb_4bit(Pairing& p) {
         q->description =
             fmt::format("bitsandbytes {}, block {}{}", kind, blocksize, nested ? ", double quant" : "");
         p.consume(absmax.name), p.consume(map.name), p.consume(state.name);
-        p.add(t.name, logical_matrix(t.name, std::move(q)));
+        p.add(t.name, decoded_matrix(t.name, std::move(q)));
     }
 }
 
@@ -464,7 +437,7 @@ void pair_bnb_int8(Pairing& p) {
         q->codes = t, q->scale = *scb;
         q->description = "bitsandbytes int8 (LLM.int8), per-channel";
         p.consume(scb->name);
-        p.add(t.name, logical_matrix(t.name, std::move(q)));
+        p.add(t.name, decoded_matrix(t.name, std::move(q)));
     }
 }
 
@@ -487,8 +460,8 @@ void pair_mxfp4(Pairing& p) {
         const bool fused = proj == "gate_up_proj";
         if (fused && rows % 2) refuse(t, "mxfp4 gate_up_proj with an odd number of rows");
         for (std::int64_t e = 0; e < experts; ++e) {
-            const auto codes = slice(t, e * rows * groups * 16, {rows, groups * 16});
-            const auto scales = slice(s, e * rows * groups, {rows, groups});
+            const auto codes = element_slice(t, e * rows * groups * 16, {rows, groups * 16});
+            const auto scales = element_slice(s, e * rows * groups, {rows, groups});
             auto one = [&](std::string name, std::int64_t first_row, std::int64_t step) {
                 auto q = std::make_shared<QuantizedWeight>();
                 q->scheme = QuantScheme::mxfp4;
@@ -496,7 +469,7 @@ void pair_mxfp4(Pairing& p) {
                 q->codes = codes, q->scale = scales;
                 q->row_first = first_row, q->row_step = step;
                 q->description = "mxfp4, group 32";
-                p.add(t.name, logical_matrix(fmt::format("{}.{}.{}.weight", owner, e, name), std::move(q)));
+                p.add(t.name, decoded_matrix(fmt::format("{}.{}.{}.weight", owner, e, name), std::move(q)));
             };
             if (fused) {
                 one("gate_proj", 0, 2);

@@ -58,6 +58,12 @@ Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
         const auto l = lower(part);
         if (l.find("norm") != std::string::npos || l.starts_with("ln_") || l == "ln") return Role::norm;
     }
+    // GGUF's packed experts, split per expert (formats/packed_experts.hpp).
+    if (has(c, "ffn_gate_up_exps"))
+        return has(c, "gate") ? Role::mlp_gate : (has(c, "up") ? Role::mlp_up : Role::mlp_gate_up);
+    if (has(c, "ffn_gate_exps")) return Role::mlp_gate;
+    if (has(c, "ffn_up_exps")) return Role::mlp_up;
+    if (has(c, "ffn_down_exps")) return Role::mlp_down;
     // Fused projections first: their names contain the separate ones' substrings.
     if (has(c, "qkv_proj") || has(c, "c_attn") || has(c, "query_key_value") || has(c, "attn_qkv") ||
         has(c, "Wqkv"))
@@ -196,6 +202,12 @@ TensorRole classify_tensor(std::string_view name) {
             }
         }
     }
+    for (std::size_t i = 0; i + 1 < comps.size(); ++i)
+        if (comps[i] == "experts" || comps[i].ends_with("_exps"))
+            if (auto v = parse_int(comps[i + 1])) {
+                out.expert = *v;
+                break;
+            }
     // A scale or zero-point tensor keeps role other: no head blocks, never pooled with the weights.
     if (!is_quantization_part(name)) out.role = classify_role(comps, out.layer.has_value());
     return out;

@@ -69,9 +69,10 @@ constexpr const char* kQuantizedPrefix = "quantized-v1:";
 // What the decoded values depend on: the scheme and its parameters, and each stored part's id.
 std::string quantized_id(const TensorInfo& t, const std::vector<std::string>& part_ids) {
     const auto& q = *t.quant;
-    auto recipe = fmt::format("{}|{}|{}x{}|b{}|{}x{}|{}/{}|{:a}|z{}|r{}+{}", quant_scheme_name(q.scheme),
-                              q.description, q.rows, q.cols, q.bits, q.block_rows, q.block_cols, q.blocksize,
-                              q.nested_blocksize, q.nested_offset, q.zero_minus_one, q.row_first, q.row_step);
+    auto recipe = fmt::format("{}|{}|{}x{}|b{}|{}x{}|{}/{}|{:a}|z{}|r{}+{}|s{}+{}+{}",
+                              quant_scheme_name(q.scheme), q.description, q.rows, q.cols, q.bits,
+                              q.block_rows, q.block_cols, q.blocksize, q.nested_blocksize, q.nested_offset,
+                              q.zero_minus_one, q.row_first, q.row_step, q.first, q.row_stride, q.col_stride);
     for (const auto& id : part_ids) recipe += "|" + id;
     const XXH128_hash_t h = XXH3_128bits(recipe.data(), recipe.size());
     return content_id(t, fmt::format("{}{:016x}{:016x}", kQuantizedPrefix, h.high64, h.low64));

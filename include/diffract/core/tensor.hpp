@@ -62,6 +62,10 @@ struct LowRankUpdate {
 // LoRA-merged tensor's base and factors, a quantized matrix's codes, scales and the rest).
 std::vector<const TensorInfo*> stored_parts(const TensorInfo& t);
 
+// A view of the elements [first, first + product(shape)) of `t`, with that shape (one expert of a packed
+// tensor). The range must lie inside `t` (the caller checked); block types slice whole rows.
+TensorInfo element_slice(const TensorInfo& t, std::int64_t first, std::vector<std::int64_t> shape);
+
 // The shape as "[a, b, c]".
 std::string shape_string(const std::vector<std::int64_t>& shape);
 

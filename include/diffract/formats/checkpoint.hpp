@@ -43,6 +43,9 @@ struct Checkpoint {
     // that says so (analyses refuse it; inspect shows it).
     std::string quantization;
     std::string undecoded_quantization;
+    // How many packed mixture-of-experts tensors were split into one matrix per expert
+    // (formats/packed_experts.hpp): edits, which write the stored layout, refuse such checkpoints.
+    int packed_experts = 0;
     std::string adapter;  // the LoRA adapter directory merged into the weights ("" if none)
     // What reading it found that a user must hear, whatever the command (an adapter flag PEFT overrides,
     // factors PEFT does not load): printed by inspect, added to analyze's and compare's warnings.

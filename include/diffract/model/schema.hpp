@@ -67,6 +67,9 @@ struct ModelSchema {
 struct TensorRole {
     std::optional<int> layer;
     Role role = Role::other;
+    // A mixture-of-experts expert's index: the number after "experts" (Hugging Face) or after a
+    // "*_exps" component (GGUF, and the per-expert names formats/packed_experts.hpp gives).
+    std::optional<int> expert;
 };
 
 // Classifies one tensor name (HF or llama.cpp GGUF naming).

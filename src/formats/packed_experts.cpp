@@ -1,0 +1,180 @@
+#include "diffract/formats/packed_experts.hpp"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+#include "diffract/core/quantized.hpp"
+
+namespace diffract::formats {
+namespace {
+
+// What a packed tensor holds: the fused gate and up projections, one of them, or the down projection.
+enum class Packed { gate_up, gate, up, down };
+
+struct PackedName {
+    std::string owner;  // the name the experts' matrices are named under ("model.layers.0.mlp.experts")
+    Packed kind;
+    bool bias = false;
+    bool gguf = false;
+};
+
+// Recognises "X.experts.gate_up_proj" (and _bias), ".gate_proj", ".up_proj", ".down_proj", and GGUF's
+// "blk.N.ffn_{gate,up,down,gate_up}_exps.weight".
+std::optional<PackedName> packed_name(const std::string& name) {
+    static constexpr std::array<std::pair<std::string_view, Packed>, 4> kHf{
+        {{"gate_up_proj", Packed::gate_up},
+         {"gate_proj", Packed::gate},
+         {"up_proj", Packed::up},
+         {"down_proj", Packed::down}}};
+    static constexpr std::array<std::pair<std::string_view, Packed>, 4> kGguf{
+        {{"ffn_gate_up_exps", Packed::gate_up},
+         {"ffn_gate_exps", Packed::gate},
+         {"ffn_up_exps", Packed::up},
+         {"ffn_down_exps", Packed::down}}};
+    for (const auto& [proj, kind] : kHf)
+        for (const bool bias : {false, true}) {
+            const std::string suffix = fmt::format(".experts.{}{}", proj, bias ? "_bias" : "");
+            if (name.ends_with(suffix))
+                return PackedName{name.substr(0, name.size() - suffix.size()) + ".experts", kind, bias,
+                                  false};
+        }
+    for (const auto& [proj, kind] : kGguf) {
+        const std::string suffix = fmt::format(".{}.weight", proj);
+        if (name.starts_with("blk.") && name.ends_with(suffix))
+            return PackedName{name.substr(0, name.size() - std::string_view(".weight").size()), kind, false,
+                              true};
+    }
+    return std::nullopt;
+}
+
+std::string proj_name(Packed kind) {
+    switch (kind) {
+        case Packed::gate:
+            return "gate_proj";
+        case Packed::up:
+            return "up_proj";
+        case Packed::down:
+            return "down_proj";
+        case Packed::gate_up:
+            break;
+    }
+    return "gate_up_proj";
+}
+
+const nlohmann::json* config_value(const nlohmann::json& config, const char* key) {
+    if (!config.is_object()) return nullptr;
+    if (auto it = config.find(key); it != config.end() && !it->is_null()) return &*it;
+    if (auto t = config.find("text_config"); t != config.end() && t->is_object())
+        if (auto it = t->find(key); it != t->end() && !it->is_null()) return &*it;
+    return nullptr;
+}
+
+// One expert of a packed tensor stored [E, in, out] (x @ W): rows of the logical matrix are columns of
+// the stored slice, from column `first` every `step`.
+TensorInfo transposed_expert(std::string name, const TensorInfo& slice, std::int64_t out, std::int64_t first,
+                             std::int64_t step, std::string_view layout) {
+    auto q = std::make_shared<QuantizedWeight>();
+    q->scheme = QuantScheme::strided;
+    q->rows = out, q->cols = slice.shape[0];
+    q->codes = slice;
+    q->first = first, q->row_stride = step, q->col_stride = slice.shape[1];
+    q->description = std::string(layout);
+    return decoded_matrix(std::move(name), std::move(q));
+}
+
+}  // namespace
+
+void split_packed_experts(Checkpoint& ck) {
+    std::string model_type;
+    if (const auto* m = config_value(ck.config, "model_type"); m && m->is_string())
+        model_type = m->get<std::string>();
+    std::optional<std::int64_t> hidden;
+    if (const auto* h = config_value(ck.config, "hidden_size"); h && h->is_number_integer())
+        hidden = h->get<std::int64_t>();
+    const bool gpt_oss = model_type == "gpt_oss", llama4 = model_type.starts_with("llama4");
+    std::vector<TensorInfo> out;
+    for (auto& t : ck.tensors) {
+        const auto p = t.quant ? std::nullopt : packed_name(t.name);
+        if (!p || !dtype_is_float(t.dtype) || t.shape.size() != (p->bias ? 2u : 3u)) {
+            out.push_back(std::move(t));
+            continue;
+        }
+        const std::int64_t E = t.shape[0];
+        if (p->bias) {  // [E, n]: a 1-D bias per expert, never a matrix
+            for (std::int64_t e = 0; e < E; ++e) {
+                auto b = element_slice(t, e * t.shape[1], {t.shape[1]});
+                b.name = fmt::format("{}.{}.{}.bias", p->owner, e, proj_name(p->kind));
+                out.push_back(std::move(b));
+            }
+            ++ck.packed_experts;
+            continue;
+        }
+        const std::int64_t A = t.shape[1], B = t.shape[2];
+        // [E, out, in] unless the architecture stores x @ W; hidden_size decides where it can.
+        bool transposed = !p->gguf && (gpt_oss || llama4);
+        if (hidden && !p->gguf) {
+            const bool in_is_hidden = p->kind != Packed::down;
+            const bool standard_fits = in_is_hidden ? B == *hidden : A == *hidden;
+            const bool transposed_fits = in_is_hidden ? A == *hidden : B == *hidden;
+            if (standard_fits != transposed_fits)
+                transposed = transposed_fits;
+            else if (!standard_fits)
+                throw_input_error(
+                    t.path(), t.name,
+                    fmt::format("packed experts of shape {} have no dimension of hidden_size {} where "
+                                "the {} projection takes it",
+                                shape_string(t.shape), *hidden, proj_name(p->kind)));
+        }
+        if (transposed && dtype_is_block(t.dtype))
+            throw_input_error(t.path(), t.name,
+                              "packed experts stored transposed in a block type are not read");
+        const std::int64_t rows = transposed ? B : A;  // the logical matrices' output dimension
+        if (p->kind == Packed::gate_up && rows % 2)
+            throw_input_error(t.path(), t.name,
+                              fmt::format("fused gate_up experts with an odd output dimension {}", rows));
+        const std::string layout =
+            transposed ? (gpt_oss ? "packed experts, x @ W, gate/up interleaved" : "packed experts, x @ W")
+                       : "";
+        auto name = [&](std::int64_t e, std::string_view proj) {
+            return p->gguf ? fmt::format("{}.{}.weight", p->owner, e)
+                           : fmt::format("{}.{}.{}.weight", p->owner, e, proj);
+        };
+        for (std::int64_t e = 0; e < E; ++e) {
+            const auto expert = element_slice(t, e * A * B, {A, B});
+            if (p->kind != Packed::gate_up) {
+                if (transposed) {
+                    out.push_back(transposed_expert(name(e, proj_name(p->kind)), expert, B, 0, 1, layout));
+                } else {
+                    auto m = expert;
+                    m.name = name(e, proj_name(p->kind));
+                    out.push_back(std::move(m));
+                }
+                continue;
+            }
+            const std::int64_t half = rows / 2;
+            if (transposed) {
+                // gpt-oss interleaves gate and up outputs (gate_up[..., ::2], [..., 1::2]); Llama 4 chunks
+                // them.
+                out.push_back(
+                    transposed_expert(name(e, "gate_proj"), expert, half, 0, gpt_oss ? 2 : 1, layout));
+                out.push_back(transposed_expert(name(e, "up_proj"), expert, half, gpt_oss ? 1 : half,
+                                                gpt_oss ? 2 : 1, layout));
+            } else {
+                auto gate = element_slice(t, e * A * B, {half, B}),
+                     up = element_slice(t, e * A * B + half * B, {half, B});
+                gate.name = p->gguf ? fmt::format("{}.{}.gate.weight", p->owner, e) : name(e, "gate_proj");
+                up.name = p->gguf ? fmt::format("{}.{}.up.weight", p->owner, e) : name(e, "up_proj");
+                out.push_back(std::move(gate));
+                out.push_back(std::move(up));
+            }
+        }
+        ++ck.packed_experts;
+    }
+    ck.tensors = std::move(out);
+}
+
+}  // namespace diffract::formats
