@@ -13,6 +13,7 @@
 
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
@@ -120,8 +121,9 @@ void read_alerts(const std::string& path, ReportData& data) {
 
 nlohmann::json read_summary(const fs::path& path, ReportData& data) {
     if (!fs::exists(path)) return nlohmann::json::object();
-    std::ifstream in(path);
-    auto j = nlohmann::json::parse(in, nullptr, false);
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto j = parse_json_bounded(text, path.string());
     if (j.is_discarded() || !j.is_object()) {
         data.notes.push_back(fmt::format("{}: not a JSON object; ignored", path.string()));
         return nlohmann::json::object();

@@ -26,6 +26,7 @@
 
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
@@ -157,6 +158,17 @@ std::vector<double> numbers_in(std::string_view line) {
     return found;
 }
 
+// A line of the command's output as a JSON object; nullopt for any other line. A line nested deeper than
+// kMaxJsonDepth is refused (quoting or copying it would recurse once per level).
+template <class Json>
+std::optional<Json> json_object_line(std::string_view line, const std::string& flag) {
+    const auto start = line.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos || line[start] != '{') return std::nullopt;
+    auto j = parse_json_bounded<Json>(line, fmt::format("{}: the command's output", flag));
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    return j;
+}
+
 }  // namespace
 
 double parse_score(const std::string& text, const std::string& key, const std::string& flag) {
@@ -166,9 +178,9 @@ double parse_score(const std::string& text, const std::string& key, const std::s
         for (std::string l; std::getline(in, l);) lines.push_back(l);
         lines.push_back(text);  // a JSON document spread over several lines
         for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-            const auto j = nlohmann::json::parse(*it, nullptr, false);
-            if (j.is_discarded() || !j.is_object()) continue;
-            const nlohmann::json* v = &j;
+            const auto line = json_object_line<nlohmann::json>(*it, flag);
+            if (!line) continue;
+            const nlohmann::json* v = &*line;
             std::istringstream path(key);
             for (std::string part; v && std::getline(path, part, '.');)
                 v = v->is_object() && v->contains(part) ? &(*v)[part] : nullptr;
@@ -196,9 +208,8 @@ double parse_score(const std::string& text, const std::string& key, const std::s
     }
     if (marked) return *marked;
     // A last line that is a JSON object (the shipped evaluators' form): its last member, a number.
-    if (const auto j = nlohmann::ordered_json::parse(last_line, nullptr, false);
-        !j.is_discarded() && j.is_object()) {
-        if (!j.empty() && j.back().is_number()) return j.back().get<double>();
+    if (const auto j = json_object_line<nlohmann::ordered_json>(last_line, flag)) {
+        if (!j->empty() && j->back().is_number()) return j->back().get<double>();
         throw InputError(
             fmt::format("{}: the last member of the JSON line '{}' is not a number: name the score's "
                         "field with --score-key",
@@ -223,8 +234,9 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
     std::istringstream in(text);
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-        const auto j = nlohmann::ordered_json::parse(*it, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("chunks")) continue;
+        const auto line = json_object_line<nlohmann::ordered_json>(*it, flag);
+        if (!line || !line->contains("chunks")) continue;
+        const auto& j = *line;
         const auto& c = j["chunks"];
         // A list applies to the score; an object gives one list per score field: the --score-key's last
         // component, else the line's last member (the default score).
@@ -240,7 +252,7 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
         for (const auto& v : *list) {
             if (!v.is_number() || !std::isfinite(v.get<double>()))
                 throw InputError(fmt::format("{}: \"chunks\" holds {}, not finite numbers", flag,
-                                             one_line(v.dump().substr(0, 40))));
+                                             one_line(json_preview(v))));
             out.push_back(v.get<double>());
         }
         return out;

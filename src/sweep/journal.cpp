@@ -7,6 +7,7 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/core/json_text.hpp"
 
 namespace diffract::sweep::detail {
@@ -47,7 +48,7 @@ Journal::Journal(const std::string& path, const nlohmann::json& fingerprint) : p
     if (std::ifstream in(path); in) {
         std::string line;
         while (std::getline(in, line)) {
-            const auto j = nlohmann::json::parse(line, nullptr, false);
+            const auto j = parse_json_bounded(line, path);
             if (j.is_discarded() || !j.is_object()) continue;  // a line cut short by an interruption
             if (j.contains("fingerprint")) {
                 if (j["fingerprint"] != json_round_trip(fingerprint))

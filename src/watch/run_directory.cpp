@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/core/pattern.hpp"
 #include "diffract/core/step_name.hpp"
 
@@ -75,6 +77,7 @@ std::optional<std::int64_t> trainer_global_step(const fs::path& file) {
 }  // namespace
 
 std::optional<std::int64_t> parse_trainer_state(std::string_view text) {
+    if (json_depth(text) > kMaxJsonDepth) return std::nullopt;
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("global_step")) return std::nullopt;
     const auto& g = j["global_step"];

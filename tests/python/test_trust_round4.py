@@ -1,0 +1,121 @@
+"""Issue 49, trust round four: no crash on deep JSON (item 3), outputs never replace a FIFO or device
+(item 5), a failed write to stdout is a failed command (item 6), a damaged merge source is named (item 7),
+one rule for the score's direction (item 10), and the smaller ones of item 9.
+
+Independent facts: exit statuses and the one line on stderr, file types from os.stat (a FIFO stays a FIFO,
+a link stays a link), the inputs' bytes before and after, the summary.json each sweep writes.
+"""
+import csv
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_input_error, binary, run
+
+st = pytest.importorskip("safetensors.numpy")
+
+E = 16
+
+
+# --- item 3: deep JSON --------------------------------------------------------------------------------
+
+
+def nested(depth, inner="1"):
+    return "[" * depth + inner + "]" * depth
+
+
+def write_base(d: Path, names):
+    rng = np.random.default_rng(3)
+    d.mkdir(parents=True)
+    st.save_file({n: rng.normal(size=(E, E)).astype(np.float32) for n in names}, str(d / "model.safetensors"))
+    return d
+
+
+def write_adapter(d: Path, base, config_text):
+    rng = np.random.default_rng(5)
+    d.mkdir(parents=True)
+    (d / "adapter_config.json").write_text(config_text)
+    st.save_file({"base_model.model.layers.0.q.lora_A.weight": rng.normal(size=(2, E)).astype(np.float32),
+                  "base_model.model.layers.0.q.lora_B.weight": rng.normal(size=(E, 2)).astype(np.float32)},
+                 str(d / "adapter_model.safetensors"))
+    return d
+
+
+def adapter_config(base, **deep):
+    members = [f'"peft_type": "LORA"', f'"base_model_name_or_path": {json.dumps(str(base))}', '"r": 2',
+               '"lora_alpha": 4']
+    members += [f'"{k}": {v}' for k, v in deep.items()]
+    return "{" + ", ".join(members) + "}"
+
+
+DEEP_ADAPTERS = {
+    "target_modules": lambda: {"target_modules": nested(150_000, '"q"')},
+    "rank_pattern": lambda: {"target_modules": '["q"]', "rank_pattern": '{"q": ' + nested(150_000) + "}"},
+    "alpha_pattern_object": lambda: {"target_modules": '["q"]',
+                                     "alpha_pattern": '{"q": ' + '{"a": ' * 150_000 + "1" + "}" * 150_000 + "}"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEEP_ADAPTERS))
+def test_deep_adapter_config_is_one_line_never_a_crash(tmp_path, case):
+    base = write_base(tmp_path / "base", ["layers.0.q.weight", "layers.0.k.weight"])
+    ad = write_adapter(tmp_path / "ad", base, adapter_config(base, **DEEP_ADAPTERS[case]()))
+    spec = f"{base}+{ad}"
+    before = (ad / "adapter_config.json").read_bytes()
+    for args in (["inspect", spec], ["inspect", "--json", spec],
+                 ["analyze", spec, "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", "--quiet"],
+                 ["compare", "--base", base, spec, "--out", tmp_path / "c", "--store", tmp_path / "s.sqlite",
+                  "--quiet"]):
+        p = run(args, check=False, timeout=120)
+        assert_input_error(p, "adapter_config.json", "nested deeper than")
+    assert (ad / "adapter_config.json").read_bytes() == before
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_value_quoted_in_a_message_is_short(tmp_path):
+    """A wrong value is quoted cut short, however large: a 1 MB list as use_rslora."""
+    base = write_base(tmp_path / "base", ["layers.0.q.weight"])
+    ad = write_adapter(tmp_path / "ad", base, adapter_config(base, target_modules='["q"]',
+                                                             use_rslora="[" + ",".join(["[1]"] * 200_000) + "]"))
+    line = assert_input_error(run(["inspect", f"{base}+{ad}"], check=False), "use_rslora", "[[1],[1]")
+    assert len(line) < 400, line
+
+
+def test_deep_model_config_is_one_line(family_f32, tmp_path):
+    m = tmp_path / "m"
+    shutil.copytree(family_f32 / "math", m)
+    (m / "config.json").write_text('{"model_type": "llama", "x": ' + nested(150_000) + "}")
+    for args in (["inspect", m], ["inspect", "--json", m]):
+        assert_input_error(run(args, check=False, timeout=60), "config.json", "nested deeper than")
+
+
+EVAL_DEEP = """import sys
+print('{"score": 1.5, "chunks": ' + '[' * 100000 + ']' * 100000 + '}')
+"""
+
+
+@pytest.mark.parametrize("kind", ["interpolate", "rewind", "validate"])
+def test_deep_evaluator_chunks_are_one_line_never_a_crash(family_f32, tmp_path, kind):
+    script = tmp_path / "deep.py"
+    script.write_text(EVAL_DEEP)
+    command = f"{sys.executable} {script} {{model}}"
+    fam = family_f32
+    common = ["--eval", command, "--out", tmp_path / "s", "--store", tmp_path / "s.sqlite", "--quiet"]
+    if kind == "interpolate":
+        args = ["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,1", *common]
+    elif kind == "rewind":
+        args = ["sweep", "rewind", "--base", fam / "pretrained", "--model", fam / "math", "--orders", "importance",
+                "--fractions", "0,1", *common]
+    else:
+        args = ["sweep", "validate", "--base", fam / "pretrained", "--model", fam / "math", "--direction", "higher",
+                *common]
+    p = run(args, check=False, timeout=300)
+    assert_input_error(p, "nested deeper than")
