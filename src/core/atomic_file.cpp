@@ -102,6 +102,7 @@ void remove_stale_temporaries(const std::string& target_path) {
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
     const fs::path target = physical_path(path);
+    check_output_kind(path, OutputKind::file, "output");
     make_parent(target, path);
     remove_stale_temporaries(target.string());
     const fs::path tmp = temporary_for(target);
@@ -114,6 +115,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     }
     try {
         check_mapped_inputs_intact();  // written from bytes read as zeros: never put in place
+        check_output_kind(path, OutputKind::file, "output");  // nor a device or FIFO created meanwhile
     } catch (...) {
         fs::remove(tmp, ec);
         throw;

@@ -113,6 +113,7 @@ void check_output(const ReportOptions& o) {
     std::vector<std::string> inputs = o.inputs;
     inputs.push_back(run::resolved_store_path(o.store));
     check_output_path(o.out, inputs);
+    check_output_kind(o.out, o.format == OutputFormat::html ? OutputKind::file : OutputKind::directory);
     std::vector<std::string> stores{run::resolved_store_path(o.store)};
     for (const auto& in : o.inputs)
         if (std::error_code ec; std::filesystem::is_regular_file(in, ec)) stores.push_back(in);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,8 +46,15 @@ std::string shell_quote(const std::string& s) {
 class Log {
 public:
     Log(const std::string& path, const std::string& flag) : path_(path), flag_(flag) {
-        fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        // Non-blocking while opened, so that a FIFO in the log's place is refused rather than waited on.
+        fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
         if (fd_ < 0) fail(errno);
+        struct stat st {};
+        const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+        if (!regular || ::fcntl(fd_, F_SETFL, O_APPEND) != 0) {
+            ::close(std::exchange(fd_, -1));
+            throw_input_error(path_, "", fmt::format("{}: the log exists and is not a regular file", flag_));
+        }
     }
     ~Log() {
         if (fd_ >= 0) ::close(fd_);

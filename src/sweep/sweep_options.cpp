@@ -59,6 +59,7 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
             inputs.insert(inputs.end(), {base, adapter});
     }
     check_output_path(o.out, inputs);
+    check_output_kind(o.out, OutputKind::directory);
     SweepConfig c;
     c.out_dir = o.out;
     if (!(o.eval_timeout >= 0) || !std::isfinite(o.eval_timeout))

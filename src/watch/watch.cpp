@@ -200,6 +200,7 @@ private:
     // The result directory is rewritten as a whole: never the run directory or one holding it, never in
     // the base or in a checkpoint (a directory inside the run beside its checkpoints is fine).
     void check_out_of_inputs() const {
+        check_output_kind(o_.run.out, OutputKind::directory);
         if (base_) check_output_path(o_.run.out, base_->input_paths());
         const auto out = physical_path(o_.run.out), run = physical_path(o_.run_dir);
         if (std::mismatch(out.begin(), out.end(), run.begin(), run.end()).first == out.end())

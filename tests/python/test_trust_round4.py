@@ -119,3 +119,68 @@ def test_deep_evaluator_chunks_are_one_line_never_a_crash(family_f32, tmp_path, 
                 *common]
     p = run(args, check=False, timeout=300)
     assert_input_error(p, "nested deeper than")
+
+
+# --- item 5: outputs never replace what is not a regular file (or a directory) -----------------------
+
+
+def specials(tmp_path):
+    """A FIFO, a link to a FIFO, a socket and a link to /dev/null (never written through: only its type
+    is looked at), each with how to check it is untouched."""
+    d = tmp_path / "special"
+    d.mkdir()
+    os.mkfifo(d / "fifo")
+    os.symlink(d / "fifo", d / "fifo-link")
+    os.symlink("/dev/null", d / "null-link")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(d / "sock"))
+    return sock, {
+        "fifo": lambda: stat.S_ISFIFO(os.lstat(d / "fifo").st_mode),
+        "fifo-link": lambda: os.path.islink(d / "fifo-link") and stat.S_ISFIFO(os.stat(d / "fifo-link").st_mode),
+        "null-link": lambda: os.readlink(d / "null-link") == "/dev/null",
+        "sock": lambda: stat.S_ISSOCK(os.lstat(d / "sock").st_mode),
+    }, d
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, family_f32):
+    root = tmp_path_factory.mktemp("stored")
+    run(["analyze", family_f32 / "math", "--out", root / "an", "--store", root / "s.sqlite", "--no-heads",
+         "--quiet"])
+    return root
+
+
+def test_export_and_report_refuse_fifos_sockets_and_device_links(stored, tmp_path):
+    sock, intact, d = specials(tmp_path)
+    try:
+        for name, check in intact.items():
+            out = d / name
+            for args in (["export", "--store", stored / "s.sqlite", "--out", out],
+                         ["export", "--store", stored / "s.sqlite", "--format", "jsonl", "--out", out],
+                         ["report", stored / "an", "--store", stored / "s.sqlite", "--out", out, "--quiet"],
+                         ["report", stored / "an", "--store", stored / "s.sqlite", "--format", "svg", "--out", out,
+                          "--quiet"]):
+                p = run(args, check=False, timeout=60)
+                assert_input_error(p, str(out), "refusing to replace it")
+                assert check(), (name, args)
+            assert sorted(os.listdir(d)) == sorted(intact)  # no temporary left beside it
+    finally:
+        sock.close()
+
+
+def test_result_directories_refuse_fifos_and_files(family_f32, stored, tmp_path):
+    sock, intact, d = specials(tmp_path)
+    (d / "file").write_text("mine")
+    try:
+        for name in [*intact, "file"]:
+            out = d / name
+            for args in (["analyze", family_f32 / "math", "--out", out, "--store", stored / "s.sqlite", "--quiet"],
+                         ["sweep", "interpolate", family_f32 / "math", family_f32 / "code", "--omegas", "0,1",
+                          "--eval", "echo 1", "--out", out, "--store", stored / "s.sqlite", "--quiet"]):
+                p = run(args, check=False, timeout=60)
+                line = assert_input_error(p, str(out), "not a directory")
+                assert "filesystem error" not in line and "cannot create directories" not in line, line
+        assert (d / "file").read_text() == "mine"
+        assert all(check() for check in intact.values())
+    finally:
+        sock.close()
