@@ -184,3 +184,33 @@ def test_result_directories_refuse_fifos_and_files(family_f32, stored, tmp_path)
         assert all(check() for check in intact.values())
     finally:
         sock.close()
+
+
+# --- item 6: stdout's write failures ------------------------------------------------------------------
+
+
+def stdout_cases(family_f32, stored):
+    return [["inspect", family_f32 / "math"], ["inspect", "--json", family_f32 / "math"],
+            ["store", "--store", stored / "s.sqlite", "list"], ["metrics"], ["metrics", "--json"],
+            ["export", "--store", stored / "s.sqlite"], ["completion", "bash"]]
+
+
+def test_a_full_stdout_is_a_failed_command(family_f32, stored):
+    for args in stdout_cases(family_f32, stored):
+        assert run(args).stdout  # each prints its result
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([binary(), *map(str, args)], stdout=full, stderr=subprocess.PIPE, text=True,
+                               timeout=60)
+        assert p.returncode != 0, args
+        assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+        assert "standard output" in p.stderr or "No space left" in p.stderr, (args, p.stderr)
+
+
+def test_a_closed_stdout_is_a_failed_command(family_f32, stored):
+    for args in stdout_cases(family_f32, stored):
+        quoted = " ".join(f"'{a}'" for a in [binary(), *map(str, args)])
+        p = subprocess.run(["bash", "-c", f"exec {quoted} >&-"], stderr=subprocess.PIPE, text=True, timeout=60)
+        assert p.returncode != 0, args
+        assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+    # The store was not written through the closed descriptor (a file opened there would take number 1).
+    assert run(["store", "--store", stored / "s.sqlite", "list"]).stdout.startswith("models:")
