@@ -214,3 +214,38 @@ def test_a_closed_stdout_is_a_failed_command(family_f32, stored):
         assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
     # The store was not written through the closed descriptor (a file opened there would take number 1).
     assert run(["store", "--store", stored / "s.sqlite", "list"]).stdout.startswith("models:")
+
+
+# --- item 7: store merge names the bad file -----------------------------------------------------------
+
+
+def test_merge_of_a_damaged_store_names_the_source(family_f32, tmp_path):
+    a, b = tmp_path / "A.sqlite", tmp_path / "B.sqlite"
+    run(["analyze", family_f32 / "math", "--out", tmp_path / "a", "--store", a, "--no-heads", "--quiet"])
+    run(["analyze", family_f32 / "code", "--out", tmp_path / "b", "--store", b, "--no-heads", "--quiet"])
+    data = bytearray(b.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    assert len(data) >= 4 * page
+    data[2 * page:len(data) - page] = os.urandom(len(data) - 3 * page)  # every page but the first and last
+    b.write_bytes(bytes(data))
+    before = a.read_bytes()
+    p = run(["store", "--store", a, "merge", b], check=False, timeout=60)
+    line = assert_input_error(p, str(b))
+    assert "A.sqlite" not in line, line
+    assert a.read_bytes() == before
+    run(["store", "--store", a, "list"])
+
+
+def test_merge_of_what_is_no_file_is_not_a_store(family_f32, tmp_path):
+    a = tmp_path / "A.sqlite"
+    run(["analyze", family_f32 / "math", "--out", tmp_path / "a", "--store", a, "--no-heads", "--quiet"])
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    os.symlink(tmp_path / "fifo", tmp_path / "fifo-link")
+    for source, what in (("fifo", "FIFO"), ("dir", "directory"), ("fifo-link", "FIFO")):
+        p = run(["store", "--store", a, "merge", tmp_path / source], check=False, timeout=20)
+        line = assert_input_error(p, str(tmp_path / source), what, "not a results store")
+        assert "no such store" not in line
+    assert_input_error(run(["store", "--store", a, "merge", tmp_path / "missing"], check=False), "no such store")
+    assert_input_error(run(["store", "--store", tmp_path / "fifo", "list"], check=False), "FIFO",
+                       "not a results store")
