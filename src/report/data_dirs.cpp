@@ -17,6 +17,7 @@
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
+#include "diffract/sweep/score_direction.hpp"
 
 namespace diffract::report {
 namespace fs = std::filesystem;
@@ -193,10 +194,12 @@ ScoreAxis score_axis(const nlohmann::json& summary) {
     if (summary.contains("score_key") && summary["score_key"].is_string() &&
         !summary["score_key"].get<std::string>().empty())
         a.key = summary["score_key"].get<std::string>();
+    // The sweep's own direction where it wrote one (null: it knew none); else, for a summary written
+    // before the direction was, the sweeps' rule on the key.
     if (summary.contains("direction") && summary["direction"].is_string())
         a.lower_is_better = summary["direction"].get<std::string>() == "lower";
-    else
-        a.lower_is_better = lower_is_better(a.key);
+    else if (!summary.contains("direction") && summary.contains("score_key"))
+        a.lower_is_better = sweep::key_lower_is_better(a.key);
     return a;
 }
 
@@ -288,19 +291,6 @@ void read_sweep(const fs::path& dir, ReportData& data) {
 }
 
 }  // namespace
-
-// Scores whose names say lower is better (perplexity, losses, error rates); names that say higher is
-// better (accuracy, similarity, a negated loss); otherwise unknown.
-std::optional<bool> lower_is_better(const std::string& key) {
-    std::string k = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
-    std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (k.rfind("neg_", 0) == 0) return false;
-    for (const char* lower : {"perplexity", "ppl", "loss", "nll", "error", "wer", "cer", "bpb", "bits_per"})
-        if (k.find(lower) != std::string::npos) return true;
-    for (const char* higher : {"acc", "accuracy", "similarity", "f1", "bleu", "rouge", "exact_match", "auc"})
-        if (k.find(higher) != std::string::npos) return false;
-    return std::nullopt;
-}
 
 std::string ScoreAxis::label() const {
     if (!lower_is_better) return key;

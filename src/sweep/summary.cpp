@@ -11,6 +11,7 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -155,6 +156,10 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
 
 void add_score_key(const SweepConfig& c, nlohmann::ordered_json& summary) {
     if (!c.eval.score_key.empty()) summary["score_key"] = c.eval.score_key;
+    // Where the numbers are: which scores are better, as every judgment of this sweep took it.
+    if (!summary.contains("direction"))
+        summary["direction"] = c.lower_is_better ? nlohmann::ordered_json(direction_name(*c.lower_is_better))
+                                                 : nlohmann::ordered_json(nullptr);
 }
 
 nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
@@ -235,7 +240,8 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
                 const Record* best = nullptr;
                 const Record* unedited = nullptr;
                 for (const auto* r : points[key]) {
-                    if (!best || r->scores.select_score > best->scores.select_score) best = r;
+                    const double x = r->scores.select_score, b = best ? best->scores.select_score : kNaN;
+                    if (!best || (c.lower_is_better.value_or(false) ? x < b : x > b)) best = r;
                     if (r->x == 0) unedited = r;
                 }
                 const double gain =

@@ -249,3 +249,80 @@ def test_merge_of_what_is_no_file_is_not_a_store(family_f32, tmp_path):
     assert_input_error(run(["store", "--store", a, "merge", tmp_path / "missing"], check=False), "no such store")
     assert_input_error(run(["store", "--store", tmp_path / "fifo", "list"], check=False), "FIFO",
                        "not a results store")
+
+
+# --- item 10: one rule for the score's direction ------------------------------------------------------
+
+
+EVAL_KEYED = """import json, os, sys, zlib
+seed = 0
+for name in sorted(os.listdir(sys.argv[1])):
+    if name.endswith(".safetensors"):
+        seed = zlib.crc32(open(os.path.join(sys.argv[1], name), "rb").read(), seed)
+print(json.dumps({"metrics": {KEY: 10.0 + seed % 1000 / 100.0}}))
+"""
+
+
+def keyed_eval(tmp_path, key):
+    script = tmp_path / f"eval_{key}.py"
+    script.write_text(EVAL_KEYED.replace("KEY", json.dumps(key)))
+    return f"{sys.executable} {script} {{model}}"
+
+
+def validate_args(fam, out, store, *extra):
+    return ["sweep", "validate", "--base", fam / "pretrained", "--model", fam / "math", "--reference", fam / "text",
+            "--out", out, "--store", store, "--seeds", "2", "--quiet", *extra]
+
+
+def test_validate_takes_the_direction_from_the_key_or_requires_it(family_f32, tmp_path):
+    fam, store = family_f32, tmp_path / "s.sqlite"
+    # A known key: perplexity is lower-is-better, written where the numbers are.
+    run(validate_args(fam, tmp_path / "ppl", store, "--eval", keyed_eval(tmp_path, "perplexity"),
+                      "--score-key", "metrics.perplexity"))
+    ppl = json.loads((tmp_path / "ppl" / "summary.json").read_text())
+    assert ppl["direction"] == "lower" and ppl["score_key"] == "metrics.perplexity"
+    # The same scores under --direction lower give the same numbers; under higher, the opposite sign.
+    run(validate_args(fam, tmp_path / "lo", store, "--eval", keyed_eval(tmp_path, "perplexity"),
+                      "--score-key", "metrics.perplexity", "--direction", "lower"))
+    lo = json.loads((tmp_path / "lo" / "summary.json").read_text())
+    assert lo["predictive"]["spearman"] == ppl["predictive"]["spearman"]
+    run(validate_args(fam, tmp_path / "hi", store, "--eval", keyed_eval(tmp_path, "perplexity"),
+                      "--score-key", "metrics.perplexity", "--direction", "higher"))
+    hi = json.loads((tmp_path / "hi" / "summary.json").read_text())
+    assert hi["direction"] == "higher"
+    assert hi["predictive"]["spearman"] == pytest.approx(-lo["predictive"]["spearman"], rel=1e-12)
+    # accuracy: higher.
+    run(validate_args(fam, tmp_path / "acc", store, "--eval", keyed_eval(tmp_path, "accuracy"),
+                      "--score-key", "metrics.accuracy"))
+    assert json.loads((tmp_path / "acc" / "summary.json").read_text())["direction"] == "higher"
+    # Unknown key, or none: refused before any evaluation, naming --direction.
+    for extra in (["--score-key", "metrics.reward"], []):
+        out = tmp_path / f"unknown{len(extra)}"
+        p = run(validate_args(fam, out, store, "--eval", keyed_eval(tmp_path, "reward"), *extra), check=False)
+        assert_input_error(p, "--direction")
+        assert not out.exists()
+
+
+def test_sweep_summaries_write_the_direction_and_pick_by_it(family_f32, tmp_path):
+    fam, store = family_f32, tmp_path / "s.sqlite"
+    ppl = keyed_eval(tmp_path, "perplexity")
+    base = ["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,0.5,1", "--store", store, "--quiet"]
+    run([*base, "--eval", ppl, "--score-key", "metrics.perplexity", "--out", tmp_path / "i"])
+    assert json.loads((tmp_path / "i" / "summary.json").read_text())["direction"] == "lower"
+    run([*base, "--eval", ppl, "--score-key", "metrics.perplexity", "--direction", "higher", "--out", tmp_path / "h"])
+    assert json.loads((tmp_path / "h" / "summary.json").read_text())["direction"] == "higher"
+    run([*base, "--eval", "echo 1", "--out", tmp_path / "u"])
+    assert json.loads((tmp_path / "u" / "summary.json").read_text())["direction"] is None
+    # Picking a best x by --select-eval judges: lower perplexity is the pick.
+    run([*base, "--select-eval", ppl, "--report-eval", ppl, "--score-key", "metrics.perplexity",
+         "--out", tmp_path / "pick"])
+    s = json.loads((tmp_path / "pick" / "summary.json").read_text())
+    curve = [r for r in s["selection"]["omega"]["curves"]][0]
+    with open(tmp_path / "pick" / "curve.csv", newline="") as f:
+        scores = [float(r["select_score"]) for r in csv.DictReader(f)]
+    assert curve["select_score"] == min(scores)
+    p = run([*base, "--select-eval", "echo 1", "--report-eval", "echo 2", "--out", tmp_path / "nodir"], check=False)
+    assert_input_error(p, "--direction")
+    # The report labels what the summary says.
+    run(["report", tmp_path / "i", "--out", tmp_path / "r.html", "--quiet"])
+    assert "perplexity (lower is better)" in (tmp_path / "r.html").read_text()

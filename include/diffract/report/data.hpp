@@ -52,8 +52,8 @@ struct SweepReference {
     double eval_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 // The score's name and direction, as the y axes say it: summary.json's "score_key" (else "score") and
-// "direction", else the direction its name implies (perplexity, loss: lower is better).
-std::optional<bool> lower_is_better(const std::string& score_key);  // from the name alone; nullopt: unknown
+// "direction" (null: unknown), else, in a summary written before sweeps wrote their direction, the one
+// its score_key implies by the sweeps' rule (sweep::key_lower_is_better).
 
 struct ScoreAxis {
     std::string key = "score";
