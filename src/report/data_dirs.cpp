@@ -61,7 +61,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.role = t.cell(r, role);
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
-        if (step >= 0) rec.step = t.number(r, step);
+        if (step >= 0) rec.step = t.int64(r, step);
         if (precision >= 0) rec.precision = t.cell(r, precision);
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
@@ -103,7 +103,7 @@ void read_heads(const std::string& path, ReportData& data) {
         h.ref_update_norm = num(r, ref_norm);
         h.importance = num(r, importance);
         h.agreement = num(r, agreement);
-        if (step >= 0) h.step = t.number(r, step);
+        if (step >= 0) h.step = t.int64(r, step);
         data.add_model(h.model);
         data.heads.push_back(std::move(h));
     }
@@ -116,8 +116,8 @@ void read_alerts(const std::string& path, ReportData& data) {
               layer = require(t, column::layer), role = require(t, column::role), field = require(t, "field"),
               message = require(t, "message");
     for (std::size_t r = 0; r < t.rows.size(); ++r)
-        data.alerts.push_back({t.number(r, step), t.cell(r, kind), t.cell(r, tensor), t.cell(r, role),
-                               t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
+        data.alerts.push_back({t.int64(r, step).value_or(0), t.cell(r, kind), t.cell(r, tensor),
+                               t.cell(r, role), t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
 }
 
 nlohmann::json read_summary(const fs::path& path, ReportData& data) {

@@ -55,13 +55,12 @@ bool is_shard_name(const std::string& name) {
     return shard.search(name);
 }
 
-// A step too large for 64 bits is no step (a name, not a training run's counter).
-constexpr double kMaxStep = 9e18;
-
+// The step as its digits say (never through a double, which merges steps above 2^53); a step too large
+// for 64 bits is no step (a name, not a training run's counter).
 std::optional<std::int64_t> step_in_name(const std::string& name) {
     const auto key = parse_step(name);
-    if (!key || key->unit != "step" || !(key->value >= 0 && key->value <= kMaxStep)) return std::nullopt;
-    return static_cast<std::int64_t>(key->value);
+    if (!key || key->unit != "step") return std::nullopt;
+    return key->exact;
 }
 
 // global_step of a trainer_state.json; nullopt when the file does not parse or holds none.
