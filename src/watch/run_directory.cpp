@@ -127,6 +127,7 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
     static const Pattern trainer_name(R"(checkpoint-(\d+))", "trainer checkpoint name");
     std::vector<FoundCheckpoint> found;
     std::vector<std::string> groups;
+    const auto run = physical_path(run_dir);
     for (const auto& e : fs::directory_iterator(run_dir, ec)) {
         FoundCheckpoint c;
         c.name = e.path().filename().string();
@@ -137,6 +138,16 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
             const auto step = step_in_name(c.name);  // checkpoint-<N>: N, as for every name
             if (!step) continue;
             c.step = *step;
+            // A link up the tree (to "/", to "..") holds the run itself: never a checkpoint, and it
+            // would hold any --out too. Left out with a warning rather than blocking the watch.
+            if (const auto target = physical_path(c.path);
+                std::mismatch(target.begin(), target.end(), run.begin(), run.end()).first == target.end()) {
+                c.ignored =
+                    fmt::format("links to {}, which holds the run directory: not a checkpoint; left out",
+                                target.string());
+                found.push_back(std::move(c));
+                continue;
+            }
             const bool weights = is_model_directory(e.path());
             if (!c.trainer && !weights) continue;  // a directory named like a step, but not a model (yet)
             c.adapter = fs::exists(e.path() / "adapter_config.json", fe);

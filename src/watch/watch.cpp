@@ -182,12 +182,26 @@ public:
             throw InputError(nothing_read());
         // Every analysed checkpoint wrote the tables; only a status changed since needs them again.
         if (changed_) write();
+        // A one-shot watch whose every checkpoint ends skipped (one read, then rewritten and not read
+        // again) read nothing current: exit 2 as when none could be read, the tables written, so that CI
+        // can tell (docs/watch.md, "Exit status").
+        if (!o_.follow && std::none_of(entries_.begin(), entries_.end(), [](const auto& e) {
+                return e.second.status == CheckpointStatus::analysed ||
+                       e.second.status == CheckpointStatus::reused;
+            }))
+            throw InputError(nothing_read());
         return result_;
     }
 
 private:
     void say(const std::string& line) const {
         if (o_.notice) o_.notice(line);
+    }
+    void warn(const std::string& line) const {
+        if (o_.warning)
+            o_.warning(line);
+        else
+            say(line);
     }
 
     // A checkpoint's status changes: the tables are written again at the end of the pass.
@@ -217,6 +231,11 @@ private:
         for (;;) {
             std::vector<FoundCheckpoint> found;
             for (auto& c : find_checkpoints(o_.run_dir, o_.settle_seconds)) {
+                if (!c.ignored.empty()) {
+                    if (warned_.insert(c.path).second)
+                        warn(fmt::format("watch: warning: {}: {}", c.path, c.ignored));
+                    continue;
+                }
                 check_output_path(o_.run.out, {c.path});
                 if (wanted(c)) found.push_back(std::move(c));
             }
@@ -350,7 +369,7 @@ private:
         for (const auto* warnings : {&e.analysis->warnings, e.comparison ? &e.comparison->warnings : nullptr})
             if (warnings)
                 for (const auto& w : *warnings) {
-                    say("watch: warning: " + w);
+                    warn("watch: warning: " + w);
                     result_.warnings.push_back(w);
                 }
         say(fmt::format("watch: step {} ({}): {}", e.found.step, e.found.name,
@@ -469,7 +488,8 @@ private:
     std::string first_name_;
     Architecture first_arch_;
     std::set<std::string> said_alerts_;
-    bool changed_ = false;  // a status changed since the tables were written
+    std::set<std::string> warned_;  // entries left out, each warned about once
+    bool changed_ = false;          // a status changed since the tables were written
     WatchResult result_;
 };
 

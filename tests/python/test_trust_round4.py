@@ -326,3 +326,74 @@ def test_sweep_summaries_write_the_direction_and_pick_by_it(family_f32, tmp_path
     # The report labels what the summary says.
     run(["report", tmp_path / "i", "--out", tmp_path / "r.html", "--quiet"])
     assert "perplexity (lower is better)" in (tmp_path / "r.html").read_text()
+
+
+# --- item 9: the smaller ones -------------------------------------------------------------------------
+
+
+def test_sweep_out_that_is_a_file_is_our_one_line(family_f32, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("mine")
+    p = run(["sweep", "interpolate", family_f32 / "math", family_f32 / "code", "--omegas", "0,1", "--eval", "echo 1",
+             "--out", f, "--quiet"], check=False)
+    line = assert_input_error(p, str(f), "a regular file, not a directory")
+    assert "filesystem" not in line
+    assert f.read_text() == "mine"
+
+
+def watch(run_dir, out, *extra, check=True):
+    return run(["watch", run_dir, "--out", out, "--settle", "0", "--min-fit-size", "0", "--store",
+                Path(out).parent / "watch-store.sqlite", *extra], check=check, timeout=300)
+
+
+def test_watch_quiet_prints_only_the_summary(family_f32, tmp_path):
+    r = tmp_path / "run"
+    r.mkdir()
+    for step, model in ((100, "pretrained"), (200, "math")):
+        shutil.copy(family_f32 / model / "model.safetensors", r / f"model-step{step}.safetensors")
+    p = watch(r, tmp_path / "w", "--quiet")
+    assert p.stderr.splitlines() == [line for line in p.stderr.splitlines() if line.startswith("watch: 2 checkpoints")]
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+    loud = watch(r, tmp_path / "w2")
+    assert "step 100" in loud.stderr and "step 200" in loud.stderr
+    assert watch(r, tmp_path / "w3", "--quiet", "--quiet").stderr == ""
+
+
+def test_watch_steps_beyond_2_53_stay_apart(family_f32, tmp_path):
+    r = tmp_path / "run"
+    r.mkdir()
+    steps = [9007199254740992, 9007199254740993]  # one double, two steps
+    for step, model in zip(steps, ("pretrained", "math")):
+        shutil.copy(family_f32 / model / "model.safetensors", r / f"model-step{step}.safetensors")
+    watch(r, tmp_path / "w")
+    with open(tmp_path / "w" / "checkpoints.csv", newline="") as f:
+        assert sorted(int(c["step"]) for c in csv.DictReader(f)) == steps
+    with open(tmp_path / "w" / "metrics.csv", newline="") as f:
+        assert {int(c["step"]) for c in csv.DictReader(f)} == set(steps)
+
+
+def test_a_checkpoint_link_to_the_root_is_left_out_with_a_warning(family_f32, tmp_path):
+    r = tmp_path / "run"
+    r.mkdir()
+    shutil.copy(family_f32 / "math" / "model.safetensors", r / "model-step100.safetensors")
+    os.symlink("/", r / "checkpoint-999")
+    os.symlink("..", r / "checkpoint-5")
+    p = watch(r, tmp_path / "w")
+    warnings = [line for line in p.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 2 and all("left out" in w for w in warnings), p.stderr
+    with open(tmp_path / "w" / "checkpoints.csv", newline="") as f:
+        assert [c["step"] for c in csv.DictReader(f)] == ["100"]
+    # --quiet keeps the warnings.
+    q = watch(r, tmp_path / "w2", "--quiet")
+    assert sum("left out" in line for line in q.stderr.splitlines()) == 2
+
+
+def test_a_one_shot_watch_that_read_nothing_exits_2_as_documented(family_f32, tmp_path):
+    r = tmp_path / "run"
+    r.mkdir()
+    whole = (family_f32 / "math" / "model.safetensors").read_bytes()
+    (r / "model-step100.safetensors").write_bytes(whole[: len(whole) // 2])  # a copy in progress
+    p = watch(r, tmp_path / "w", "--quiet", check=False)
+    assert_input_error(p, "no checkpoint could be read", "model-step100.safetensors")
+    assert "Exit status" in run(["watch", "--help"]).stdout
+    assert "one-shot watch in which no checkpoint ends" in (Path(__file__).parents[2] / "docs" / "watch.md").read_text()
