@@ -84,6 +84,12 @@ void write_figure_files(const std::vector<Figure>& figures, const ReportOptions&
             fs::remove(tmp_png);
             throw std::runtime_error(fmt::format("{}: rsvg-convert failed (status {})", png_path, rc));
         }
+        try {
+            check_output_kind(png_path, OutputKind::file);  // never renamed over a FIFO or device
+        } catch (...) {
+            fs::remove(tmp_png);
+            throw;
+        }
         fs::rename(tmp_png, png_path);
         summary.written.push_back(png_path);
     }

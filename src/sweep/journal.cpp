@@ -9,6 +9,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/output_path.hpp"
 
 namespace diffract::sweep::detail {
 namespace {
@@ -45,6 +46,8 @@ std::string record_id(const std::string& order, std::uint64_t seed, double x) {
 
 Journal::Journal(const std::string& path, const nlohmann::json& fingerprint) : path_(path) {
     bool has_header = false;
+    // Read and appended to: a FIFO or device in its place would block or swallow the journal.
+    check_output_kind(path, OutputKind::file, "the sweep's journal");
     if (std::ifstream in(path); in) {
         std::string line;
         while (std::getline(in, line)) {

@@ -186,6 +186,17 @@ def test_result_directories_refuse_fifos_and_files(family_f32, stored, tmp_path)
         sock.close()
 
 
+def test_a_fifo_inside_a_sweep_directory_is_refused_not_waited_on(family_f32, tmp_path):
+    """The journal, found as a FIFO in a sweep's directory: one line, never a sweep blocked on opening it."""
+    out = tmp_path / "s"
+    out.mkdir()
+    os.mkfifo(out / "sweep_state.jsonl")
+    p = run(["sweep", "interpolate", family_f32 / "math", family_f32 / "code", "--omegas", "0,1", "--eval", "echo 1",
+             "--out", out, "--store", tmp_path / "s.sqlite", "--quiet"], check=False, timeout=60)
+    assert_input_error(p, "sweep_state.jsonl", "FIFO")
+    assert stat.S_ISFIFO(os.lstat(out / "sweep_state.jsonl").st_mode)
+
+
 # --- item 6: stdout's write failures ------------------------------------------------------------------
 
 
