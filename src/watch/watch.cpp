@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -236,7 +237,19 @@ private:
                         warn(fmt::format("watch: warning: {}: {}", c.path, c.ignored));
                     continue;
                 }
-                check_output_path(o_.run.out, {c.path});
+                try {
+                    check_output_path(o_.run.out, {c.path});
+                } catch (const InputError&) {
+                    // A link elsewhere that holds --out is no checkpoint of this run either: left out
+                    // with a warning. A real entry of the run around --out stays an error.
+                    if (std::error_code ec; !std::filesystem::is_symlink(c.path, ec)) throw;
+                    if (warned_.insert(c.path).second)
+                        warn(
+                            fmt::format("watch: warning: {}: links to a directory holding --out {}: not a "
+                                        "checkpoint; left out",
+                                        c.path, o_.run.out));
+                    continue;
+                }
                 if (wanted(c)) found.push_back(std::move(c));
             }
             check_steps(found);

@@ -408,3 +408,21 @@ def test_a_one_shot_watch_that_read_nothing_exits_2_as_documented(family_f32, tm
     assert_input_error(p, "no checkpoint could be read", "model-step100.safetensors")
     assert "Exit status" in run(["watch", "--help"]).stdout
     assert "one-shot watch in which no checkpoint ends" in (Path(__file__).parents[2] / "docs" / "watch.md").read_text()
+
+
+def test_a_checkpoint_link_to_the_output_is_left_out_but_a_real_one_is_refused(family_f32, tmp_path):
+    r = tmp_path / "run"
+    r.mkdir()
+    shutil.copy(family_f32 / "math" / "model.safetensors", r / "model-step100.safetensors")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(out, r / "checkpoint-7")
+    p = watch(r, out)
+    assert sum("links to a directory holding --out" in line for line in p.stderr.splitlines()) == 1, p.stderr
+    with open(out / "checkpoints.csv", newline="") as f:
+        assert [c["step"] for c in csv.DictReader(f)] == ["100"]
+    # --out inside a real checkpoint directory of the run is still refused.
+    (r / "checkpoint-7").unlink()
+    shutil.copytree(family_f32 / "code", r / "checkpoint-8")
+    p = watch(r, r / "checkpoint-8" / "out", check=False)
+    assert_input_error(p, "--out", "checkpoint-8")
