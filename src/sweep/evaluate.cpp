@@ -34,6 +34,7 @@ namespace diffract::sweep {
 namespace {
 
 constexpr std::size_t kKeptOutput = std::size_t{8} << 20;  // stdout kept for the score (the log has all)
+constexpr std::size_t kMaxScoreLine = 4096;                // a longer last line of many numbers: "too long"
 
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
@@ -223,8 +224,25 @@ double parse_score(const std::string& text, const std::string& key, const std::s
                         "field with --score-key",
                         flag, one_line(last_line.substr(0, 200))));
     }
+    // A JSON string or list ("0.93", [0.93]) is not a number, even when it holds one.
+    if (const auto start = last_line.find_first_not_of(" \t\r");
+        start != std::string_view::npos && (last_line[start] == '"' || last_line[start] == '[')) {
+        if (const auto j = parse_json_bounded(last_line, fmt::format("{}: the command's output", flag));
+            !j.is_discarded())
+            throw InputError(
+                fmt::format("{}: its last line '{}' is a JSON {}, not a number: print the score as "
+                            "a number, or name a JSON field with --score-key",
+                            flag, one_line(last_line.substr(0, 200)), j.type_name()));
+    }
     const auto numbers = numbers_in(last_line);
     if (numbers.size() == 1) return numbers.front();
+    // A long line of many numbers (a dump of values, a progress bar) is no score line: said so, not
+    // counted.
+    if (last_line.size() > kMaxScoreLine)
+        throw InputError(fmt::format(
+            "{}: its last line is {} bytes long, too long for a score line (at most {} bytes): print a "
+            "line 'diffract-score: X' last, or name a JSON field with --score-key",
+            flag, last_line.size(), kMaxScoreLine));
     throw InputError(fmt::format(
         "{}: {}: print a line 'diffract-score: X', end the output with a line holding one number, or "
         "name a JSON field with --score-key",
@@ -255,7 +273,12 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
             if (!c.contains(name)) return {};
             list = &c[name];
         }
-        if (!list->is_array()) return {};
+        if (list->is_null()) return {};
+        if (!list->is_array())
+            throw InputError(
+                fmt::format("{}: \"chunks\" is {}, not a list of numbers (nor an object of such "
+                            "lists per score field)",
+                            flag, one_line(json_preview(*list))));
         std::vector<double> out;
         for (const auto& v : *list) {
             if (!v.is_number() || !std::isfinite(v.get<double>()))

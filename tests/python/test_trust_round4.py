@@ -426,3 +426,64 @@ def test_a_checkpoint_link_to_the_output_is_left_out_but_a_real_one_is_refused(f
     shutil.copytree(family_f32 / "code", r / "checkpoint-8")
     p = watch(r, r / "checkpoint-8" / "out", check=False)
     assert_input_error(p, "--out", "checkpoint-8")
+
+
+# --- item 8: evaluator output edge cases, each a named refusal or a documented result -----------------
+
+
+def scripted_eval(tmp_path, name, body):
+    script = tmp_path / f"{name}.py"
+    script.write_text(body)
+    return f"{sys.executable} {script} {{model}}"
+
+
+@pytest.mark.parametrize("output,needles", [
+    ('print(json.dumps({"chunks": 5, "score": 1.0}))', ['"chunks" is 5', "not a list"]),
+    ('print(json.dumps({"chunks": "x", "score": 1.0}))', ['"chunks" is "x"']),
+    ('print(json.dumps("0.93"))', ["JSON string", "not a number"]),
+    ('print(json.dumps([0.93]))', ["JSON array", "not a number"]),
+    ('print(" ".join(["0.5"] * 1_500_000))', ["bytes long", "too long"]),
+])
+def test_bad_evaluator_output_is_a_named_refusal(family_f32, tmp_path, output, needles):
+    command = scripted_eval(tmp_path, "bad", "import json\n" + output + "\n")
+    p = run(["sweep", "interpolate", family_f32 / "math", family_f32 / "code", "--omegas", "0,1", "--eval", command,
+             "--out", tmp_path / "s", "--quiet"], check=False, timeout=120)
+    line = assert_input_error(p, "--eval", *needles)
+    assert "holds 1500000 numbers" not in line
+
+
+def rewind_with_random(fam, command, out):
+    return run(["sweep", "rewind", "--base", fam / "pretrained", "--model", fam / "math", "--orders",
+                "importance,random", "--seeds", "2", "--fractions", "0,0.5,1", "--eval", command, "--out", out,
+                "--store", out.parent / "s.sqlite", "--quiet"], timeout=300)
+
+
+def test_ragged_chunks_are_said_not_dropped(family_f32, tmp_path):
+    calls = tmp_path / "calls"
+    command = scripted_eval(tmp_path, "ragged", f"""import json, sys
+with open({str(calls)!r}, "a+") as f:
+    f.write("x")
+    f.seek(0)
+    n = len(f.read())
+print(json.dumps({{"chunks": [0.1 * i for i in range(2 + n % 2)], "score": 1.0 + n / 100}}))
+""")
+    rewind_with_random(family_f32, command, tmp_path / "r")
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())["orders"]["importance"]
+    assert s["auc_diff_ci95_chunks"] is None
+    assert "different numbers of chunks" in s["chunks_note"]
+
+
+def test_chunks_near_the_largest_double_give_a_finite_interval(family_f32, tmp_path):
+    command = scripted_eval(tmp_path, "huge", """import json, os, sys, zlib
+seed = 0
+for name in sorted(os.listdir(sys.argv[1])):
+    if name.endswith(".safetensors"):
+        seed = zlib.crc32(open(os.path.join(sys.argv[1], name), "rb").read(), seed)
+f = 0.9 + (seed % 1000) / 10000
+print(json.dumps({"chunks": [1.7e308 * f, 1.6e308 * f, 1.75e308], "score": f}))
+""")
+    rewind_with_random(family_f32, command, tmp_path / "r")
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())["orders"]["importance"]
+    lo, hi = s["auc_diff_ci95_chunks"]
+    assert lo is not None and hi is not None and lo <= hi, s
+    assert s["chunks"] == 3
