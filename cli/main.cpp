@@ -1,8 +1,14 @@
 // diffract: the command-line tool. This file is the single catch site: an InputError prints one
 // line and exits 2, any other exception exits 1.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <system_error>
 
@@ -86,13 +92,42 @@ int run(int argc, char** argv) {
     }
 }
 
+// A standard descriptor the caller closed (`>&-`) is held by /dev/null opened read-only: no file the run
+// opens takes its number (a store or an output written through descriptor 1), and every write to it
+// still fails, which finish_stdout reports.
+void hold_closed_standard_descriptors() {
+    for (int fd = 0; fd <= 2; ++fd)
+        if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            const int held = ::open("/dev/null", O_RDONLY);
+            if (held >= 0 && held != fd) {
+                ::dup2(held, fd);
+                ::close(held);
+            }
+        }
+}
+
+// Every command's result on stdout is checked once, here: a write that failed (a full disk, /dev/full,
+// a closed stdout) is one line on stderr and exit 2, never exit 0 with the result missing.
+int finish_stdout(int rc) {
+    if (rc != 0) return rc;  // the failure was said already (in one line)
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int err = errno;
+    if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
+    std::fprintf(stderr, "diffract: error: cannot write the output to standard output: %s\n",
+                 err != 0 ? std::strerror(err) : "write failed");
+    return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    hold_closed_standard_descriptors();
     diffract::run::distributed_init(&argc, &argv);
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    const int rc = run(argc, argv);
+    const int rc = finish_stdout(run(argc, argv));
     // A failed rank must not leave the others waiting in a collective.
     if (rc != 0 && diffract::run::distributed().size > 1) diffract::run::distributed_abort(rc);
     diffract::run::distributed_finalize();

@@ -28,7 +28,10 @@ struct StoreArgs {
 int run_export(const StoreArgs& a) {
     if (a.format != "csv" && a.format != "jsonl")
         throw InputError(fmt::format("--format: expected csv or jsonl, found '{}'", a.format));
-    if (!a.out.empty() && a.out != "-") check_output_path(a.out, {a.store});
+    if (!a.out.empty() && a.out != "-") {
+        check_output_path(a.out, {a.store});
+        check_output_kind(a.out, OutputKind::file);
+    }
     store::Store db(a.store, store::StoreMode::read_only);
     // Nor over a checkpoint the store has read (exporting next to a model is fine; over it is not).
     if (!a.out.empty() && a.out != "-") check_output_path(a.out, db.input_paths());

@@ -31,6 +31,10 @@ CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::str
                     "Evaluation reported at the x the select evaluation picked");
     sub->add_option("--score-key", a.score_key,
                     "Read the score from this JSON field of stdout (dotted path)");
+    sub->add_option("--direction", a.direction,
+                    "Which scores are better: higher or lower (default: the one a known --score-key "
+                    "implies: perplexity, loss: lower; accuracy, score: higher; required by validate and "
+                    "--select-eval otherwise)");
     sub->add_option("--eval-timeout", a.eval_timeout,
                     "Seconds an evaluation may run before it and its children are ended (0: no limit)")
         ->capture_default_str();
@@ -123,9 +127,6 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--seed", a->seed, "First seed of the random sets")
             ->capture_default_str()
             ->check(unsigned_seed());
-        sub->add_option("--direction", a->direction,
-                        "Which scores are better: higher or lower (perplexity, loss)")
-            ->capture_default_str();
         on_run(sub, [a] {
             if (a->references.size() > 2) throw InputError("--reference: give at most two reference models");
             if (!a->references.empty()) a->reference = a->references[0];

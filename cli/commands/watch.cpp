@@ -13,7 +13,11 @@ int run_watch(watch::WatchOptionText text, bool no_heads, int quiet) {
     text.heads = !no_heads;
     text.run.quiet = quiet;
     auto o = watch::parse_watch_options(text);
+    // --quiet: the summary line (and warnings) only; -qq: nothing.
     o.notice = [quiet](const std::string& line) {
+        if (quiet == 0) fmt::print(stderr, "{}\n", one_line(line));
+    };
+    o.warning = [quiet](const std::string& line) {
         if (quiet < 2) fmt::print(stderr, "{}\n", one_line(line));
     };
     const auto r = watch::watch(o);
@@ -80,6 +84,10 @@ void add_watch(CLI::App& app) {
            "Alert (with --base): the largest tenth of heads holding more than this share of the update")
         ->capture_default_str();
     add_run_options(sub, t->run);
+    sub->footer(
+        "Exit status: 0 when a checkpoint was analysed or reused; 2 for bad input, and for a one-shot "
+        "watch in which every checkpoint found ends skipped (nothing current was read; the line says why "
+        "for each); 130 when interrupted. --quiet prints only the summary line (and warnings).");
     on_run(sub, [t, no_heads] { return run_watch(*t, *no_heads, t->run.quiet); });
 }
 

@@ -4,7 +4,7 @@ summarised as curves and areas under them (see docs/edit.md).
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
 summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult of what
 it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
-eval, select_eval, report_eval, score_key, eval_timeout (seconds, 6 h; 0: none), keep, max_candidates (1000), max_shard_size ("5G"), threads, max_memory, store,
+eval, select_eval, report_eval, score_key, direction ("higher" or "lower"; default: what a known score_key implies), eval_timeout (seconds, 6 h; 0: none), keep, max_candidates (1000), max_shard_size ("5G"), threads, max_memory, store,
 device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
 Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
 (fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
@@ -117,7 +117,7 @@ def _evaluation(value: Evaluation):
 
 
 def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
-          report_eval: Evaluation = None, score_key: Optional[str] = None,
+          report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
           eval_timeout: float = 6 * 3600, keep: bool = False, max_candidates: int = 1000,
           max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
           store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
@@ -133,6 +133,7 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
         if fn is not None:  # the binding's callables default to None (the command runs)
             setattr(a, name + "_fn", fn)
     a.score_key = score_key or ""
+    a.direction = direction or ""
     a.eval_timeout = float(eval_timeout)
     a.keep = bool(keep)
     a.max_candidates = int(max_candidates)
@@ -186,10 +187,11 @@ def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global"
 
 
 def validate(*, base, model, out, reference=None, second_reference=None, k: Optional[int] = None, seeds: int = 5,
-             seed: int = 0, direction: str = "higher", scale_scope: str = "global", kv_policy: str = "all",
+             seed: int = 0, direction: Optional[str] = None, scale_scope: str = "global", kv_policy: str = "all",
              **options) -> SweepResult:
     """`sweep validate`: does the head ranking predict what rewinding heads does? Every head rewound
-    alone (its harm: the score lost, in `direction`) against its importance (Spearman with a bootstrap
+    alone (its harm: the score lost, in `direction`: "higher" or "lower" is better; by default the one a
+    known `score_key` implies, else required) against its importance (Spearman with a bootstrap
     interval and a permutation p-value); the k least and k most important heads (k: a quarter by
     default) against `seeds` random sets matched to each; with `second_reference`, the ranking's
     stability (Kendall tau-b, the heads that move). Returns heads_validation, sets, the verdict and the
@@ -199,7 +201,7 @@ def validate(*, base, model, out, reference=None, second_reference=None, k: Opti
     run = _run(_core.sweep_validate, out, options, _spec(base), _spec(model),
                None if reference is None else _spec(reference),
                None if second_reference is None else _spec(second_reference), int(k or 0), int(seeds), int(seed),
-               direction, scale_scope, kv_policy)
+               direction or "", scale_scope, kv_policy)
     result = _result(run)
     sets = result.summary.get("sets", [])
     names = list(dict.fromkeys(name for s in sets for name in s))

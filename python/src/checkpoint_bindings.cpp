@@ -12,6 +12,7 @@
 #include "bindings.hpp"
 #include "diffract/core/dtype.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/formats/checkpoint_description.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
@@ -152,7 +153,8 @@ std::shared_ptr<PyCheckpoint> from_buffers(const std::string& name, const std::v
         m.nbytes = array.nbytes();
         in.push_back(std::move(m));
     }
-    const auto config = config_json.empty() ? nlohmann::json() : nlohmann::json::parse(config_json);
+    const auto config =
+        config_json.empty() ? nlohmann::json() : parse_json_bounded(config_json, "memory:" + name, true);
     return std::make_shared<PyCheckpoint>(PyCheckpoint{
         std::make_shared<formats::Checkpoint>(formats::memory_checkpoint(name, std::move(in), config)), ""});
 }

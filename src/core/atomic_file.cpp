@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,11 +64,22 @@ std::string foreign_entry(const fs::path& dir, const std::vector<std::string>& a
     return "";
 }
 
-// Writes `bytes` to `path` opened with `mode`, and flushes them to disk; every step checked.
-void write_through(const std::string& path, const char* mode, const char* open_failure,
-                   const std::string& bytes) {
-    std::FILE* f = std::fopen(path.c_str(), mode);
-    if (!f) throw_input_error(path, "", open_failure + std::string(std::strerror(errno)));
+// Writes `bytes` to `path` opened with `flags` (O_TRUNC or O_APPEND), and flushes them to disk; every
+// step checked. Opened non-blocking and refused unless a regular file: a FIFO or device found there
+// never blocks the run nor swallows the bytes.
+void write_through(const std::string& path, int flags, const char* open_failure, const std::string& bytes) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | flags, 0666);
+    if (fd < 0) throw_input_error(path, "", open_failure + std::string(std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fcntl(fd, F_SETFL, flags & O_APPEND) != 0) {
+        ::close(fd);
+        throw_input_error(path, "", "exists and is not a regular file; refusing to write to it");
+    }
+    std::FILE* f = ::fdopen(fd, (flags & O_APPEND) ? "ab" : "wb");
+    if (!f) {
+        ::close(fd);
+        throw_input_error(path, "", open_failure + std::string(std::strerror(errno)));
+    }
     const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
                     fsync(fileno(f)) == 0;
     const bool closed = std::fclose(f) == 0;
@@ -77,11 +89,11 @@ void write_through(const std::string& path, const char* mode, const char* open_f
 }  // namespace
 
 void write_file_fully(const std::string& path, const std::string& contents) {
-    write_through(path, "wb", "cannot create file: ", contents);
+    write_through(path, O_TRUNC, "cannot create file: ", contents);
 }
 
 void append_to_file(const std::string& path, const std::string& text) {
-    write_through(path, "ab", "cannot open for appending: ", text);
+    write_through(path, O_APPEND, "cannot open for appending: ", text);
 }
 
 void remove_stale_temporaries(const std::string& target_path) {
@@ -102,6 +114,7 @@ void remove_stale_temporaries(const std::string& target_path) {
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
     const fs::path target = physical_path(path);
+    check_output_kind(path, OutputKind::file, "output");
     make_parent(target, path);
     remove_stale_temporaries(target.string());
     const fs::path tmp = temporary_for(target);
@@ -114,6 +127,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     }
     try {
         check_mapped_inputs_intact();  // written from bytes read as zeros: never put in place
+        check_output_kind(path, OutputKind::file, "output");  // nor a device or FIFO created meanwhile
     } catch (...) {
         fs::remove(tmp, ec);
         throw;

@@ -16,6 +16,27 @@ fs::path physical_path(const std::string& path) {
     return ec ? fs::absolute(path).lexically_normal() : c.lexically_normal();
 }
 
+std::string_view file_type_name(fs::file_type t) {
+    switch (t) {
+        case fs::file_type::regular:
+            return "a regular file";
+        case fs::file_type::directory:
+            return "a directory";
+        case fs::file_type::character:
+            return "a character device";
+        case fs::file_type::block:
+            return "a block device";
+        case fs::file_type::fifo:
+            return "a FIFO";
+        case fs::file_type::socket:
+            return "a socket";
+        case fs::file_type::symlink:
+            return "a symbolic link";
+        default:
+            return "neither a file nor a directory";
+    }
+}
+
 namespace {
 
 // Whether `inner` is `outer` or lies below it, component by component.
@@ -29,6 +50,18 @@ bool within(const fs::path& inner, const fs::path& outer) {
 }
 
 }  // namespace
+
+void check_output_kind(const std::string& out, OutputKind kind, const std::string& flag) {
+    std::error_code ec;
+    const auto st = fs::status(out, ec);  // through links: what a rename would replace is resolved too
+    if (ec || !fs::exists(st)) return;
+    const bool fits = kind == OutputKind::file ? fs::is_regular_file(st) : fs::is_directory(st);
+    if (!fits)
+        throw_input_error(out, "",
+                          fmt::format("{} exists and is {}, not {}; refusing to replace it", flag,
+                                      file_type_name(st.type()),
+                                      kind == OutputKind::file ? "a regular file" : "a directory"));
+}
 
 void check_output_path(const std::string& out, const std::vector<std::string>& protected_paths,
                        const std::string& flag) {

@@ -7,6 +7,10 @@
 #include <cstdlib>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "diffract/core/error.hpp"
+
 namespace diffract {
 namespace {
 
@@ -14,13 +18,19 @@ constexpr auto kTerminalEvery = std::chrono::milliseconds(200);
 constexpr double kLogEverySeconds = 10;
 
 // The interval of the lines written when stderr is not a terminal: DIFFRACT_PROGRESS_INTERVAL seconds
-// (a batch system's log granularity; a positive number), else 10 s.
+// (a batch system's log granularity: 0.001 to 1e6, lines are timed in milliseconds), else 10 s. Any
+// other value (text, 0, a negative or denormal number, inf) is refused in one line, never replaced by
+// the default or by a line on every update.
 std::chrono::milliseconds log_interval() {
     double s = kLogEverySeconds;
-    if (const char* v = std::getenv("DIFFRACT_PROGRESS_INTERVAL")) {
+    if (const char* v = std::getenv("DIFFRACT_PROGRESS_INTERVAL"); v && *v) {  // set and not empty
         char* end = nullptr;
         const double parsed = std::strtod(v, &end);
-        if (end != v && *end == '\0' && std::isfinite(parsed) && parsed > 0 && parsed < 1e6) s = parsed;
+        if (end == v || *end != '\0' || !(parsed >= 0.001 && parsed <= 1e6))
+            throw InputError(
+                fmt::format("DIFFRACT_PROGRESS_INTERVAL: expected seconds between 0.001 and 1e6, found '{}'",
+                            one_line(v)));
+        s = parsed;
     }
     return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
 }

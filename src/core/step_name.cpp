@@ -1,5 +1,6 @@
 #include "diffract/core/step_name.hpp"
 
+#include <charconv>
 #include <cstdlib>
 #include <vector>
 
@@ -39,7 +40,13 @@ std::optional<StepKey> parse_step(std::string_view name) {
         R"((?:tokens?[-_]?(\d+(?:\.\d+)?)([kmbtg])?)|(?:(\d+(?:\.\d+)?)([kmbtg])(?:[-_]?tok(?:ens?)?)?(?:[^a-z]|$)))",
         "token key", true);
     std::vector<std::string> m;
-    if (step.search(name, m)) return StepKey{std::strtod(m[0].c_str(), nullptr), "step"};
+    if (step.search(name, m)) {
+        StepKey key{std::strtod(m[0].c_str(), nullptr), "step"};
+        std::int64_t exact = 0;
+        const auto [end, err] = std::from_chars(m[0].data(), m[0].data() + m[0].size(), exact);
+        if (err == std::errc() && end == m[0].data() + m[0].size()) key.exact = exact;
+        return key;
+    }
     if (tokens.search(name, m)) {
         if (!m[0].empty()) return StepKey{std::strtod(m[0].c_str(), nullptr) * unit_scale(m[1]), "tokens"};
         return StepKey{std::strtod(m[2].c_str(), nullptr) * unit_scale(m[3]), "tokens"};

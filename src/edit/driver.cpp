@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/core/plain_view.hpp"
 #include "diffract/core/progress.hpp"
@@ -105,9 +106,11 @@ nlohmann::json provenance(const EditJob& job, const EditSummary& summary) {
     if (dir.empty() && !job.primary->path.empty())
         dir = std::filesystem::path(job.primary->path).parent_path().string();
     if (!dir.empty()) {
-        std::ifstream in(std::filesystem::path(dir) / formats::kProvenanceFile);
+        const auto file = std::filesystem::path(dir) / formats::kProvenanceFile;
+        std::ifstream in(file, std::ios::binary);
         if (in) {
-            const auto earlier = nlohmann::json::parse(in, nullptr, false);
+            const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            const auto earlier = parse_json_bounded(text, file.string());
             if (!earlier.is_discarded()) p["input_provenance"] = earlier;
         }
     }

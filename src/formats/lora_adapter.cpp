@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
+#include "diffract/core/json_text.hpp"
 #include "diffract/core/low_rank.hpp"
 #include "diffract/core/mapped_file.hpp"
 #include "diffract/core/matrix.hpp"
@@ -40,13 +42,14 @@ bool config_bool(const nlohmann::ordered_json& j, const char* key, const std::st
     const auto* v = member(j, key);
     if (!v) return false;
     if (!v->is_boolean())
-        throw_input_error(label, "", fmt::format("'{}' is not a boolean (found {})", key, v->dump()));
+        throw_input_error(label, "", fmt::format("'{}' is not a boolean (found {})", key, json_preview(*v)));
     return v->get<bool>();
 }
 
 double config_number(const nlohmann::ordered_json& v, std::string_view key, const std::string& label) {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
-        throw_input_error(label, "", fmt::format("'{}' is not a positive number (found {})", key, v.dump()));
+        throw_input_error(label, "",
+                          fmt::format("'{}' is not a positive number (found {})", key, json_preview(v)));
     return v.get<double>();
 }
 
@@ -118,19 +121,18 @@ LoraConfig parse_lora_config(std::span<const std::byte> bytes, const std::string
     LoraConfig c;
     c.label = label;
     // Key order kept: PEFT takes the first pattern key that matches a module.
-    c.json =
-        nlohmann::ordered_json::parse(reinterpret_cast<const char*>(bytes.data()),
-                                      reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr,
-                                      /*allow_exceptions=*/false);
+    c.json = parse_json_bounded<nlohmann::ordered_json>(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), label);
     if (c.json.is_discarded() || !c.json.is_object())
         throw_input_error(label, "", "not a JSON object (expected PEFT's adapter_config.json)");
     const auto& config = c.json;
     const auto* peft_type = member(config, "peft_type");
     if (!peft_type)
         throw_input_error(label, "", "peft_type is missing (PEFT refuses such a config: expected \"LORA\")");
-    if (const auto* t = peft_type; !t->is_string() || t->get<std::string>() != "LORA")
-        throw_input_error(label, "",
-                          fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", t->dump()));
+    if (!peft_type->is_string() || peft_type->get<std::string>() != "LORA")
+        throw_input_error(
+            label, "",
+            fmt::format("peft_type {} is not LoRA: only LoRA adapters are read", json_preview(*peft_type)));
     if (config_bool(config, "use_dora", label))
         throw_input_error(label, "",
                           "DoRA adapters (use_dora) are not supported: their merge rescales each column");
@@ -300,7 +302,7 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
     ad.path = path;
     const std::string label = (fs::path(path) / kConfigFile).string();
     const auto config = read_adapter_config(path);
-    ad.config = nlohmann::json::parse(config.json.dump());
+    ad.config = nlohmann::json::parse(json_text(config.json));
     ad.base_model = config.base_model;
 
     // The weights: adapter_model.safetensors (or any single weight file the readers know).

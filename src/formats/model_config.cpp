@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/formats/gguf.hpp"
 #include "diffract/model/schema.hpp"
@@ -12,7 +13,7 @@ nlohmann::json parse_config_json(std::span<const std::byte> bytes, const std::st
     const auto* text = reinterpret_cast<const char*>(bytes.data());
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text, text + bytes.size());
+        j = parse_json_bounded(std::string_view(text, bytes.size()), label, true);
     } catch (const nlohmann::json::exception& e) {
         throw_input_error(label, "", fmt::format("config is not valid JSON ({})", e.what()));
     }

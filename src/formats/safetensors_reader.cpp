@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/formats/safetensors.hpp"
 
 namespace diffract::formats {
@@ -87,6 +88,7 @@ SafetensorsHeader parse_safetensors(std::span<const std::byte> file, const std::
         }
         return true;
     };
+    check_json_depth(std::string_view(text, n), label);
     json header;
     try {
         header = json::parse(text, text + n, on_event);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 
 namespace diffract::formats {
 
@@ -12,7 +13,7 @@ ShardIndex parse_shard_index(std::span<const std::byte> bytes, const std::string
     json j;
     const auto* text = reinterpret_cast<const char*>(bytes.data());
     try {
-        j = json::parse(text, text + bytes.size());
+        j = parse_json_bounded(std::string_view(text, bytes.size()), label, true);
     } catch (const json::exception& e) {
         throw_input_error(label, "", fmt::format("index is not valid JSON ({})", e.what()));
     }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 
 namespace diffract::model {
 namespace {
@@ -138,8 +139,7 @@ std::optional<int> geometry_value(const nlohmann::json& value, std::string_view 
         const auto v = value.get<std::int64_t>();
         if (v >= 1 && v <= kMaxGeometryValue) return static_cast<int>(v);
     }
-    std::string found = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (found.size() > 40) found = found.substr(0, 40) + "...";
+    const std::string found = json_preview(value);
     throw_input_error(label, "",
                       fmt::format("{}: geometry must be a positive integer (expected 1..{}, found {})", what,
                                   kMaxGeometryValue, found));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/core/split_list.hpp"
 #include "diffract/report/palette.hpp"
 
@@ -41,7 +42,7 @@ void read_config_file(const std::string& path, ReportConfig& c) {
 
 void read_config_json(const std::string& text, const std::string& source, ReportConfig& c) {
     const std::string& path = source;
-    const json j = json::parse(text, nullptr, false);
+    const json j = parse_json_bounded(text, path);
     if (j.is_discarded() || !j.is_object()) throw InputError(fmt::format("{}: not a JSON object", path));
     for (const auto& [key, v] : j.items()) {
         const std::string where = fmt::format("{}: key '{}'", path, key);

@@ -51,6 +51,18 @@ std::optional<int> CsvTable::integer(std::size_t row, int col) const {
     return v;
 }
 
+std::optional<std::int64_t> CsvTable::int64(std::size_t row, int col) const {
+    const std::string& s = cell(row, col);
+    if (s.empty()) return std::nullopt;
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size())
+        fail(source, lines[row],
+             fmt::format("column '{}': expected an integer, found '{}'",
+                         header[static_cast<std::size_t>(col)], s));
+    return v;
+}
+
 CsvTable parse_csv(std::string_view text, const std::string& source) {
     CsvTable t;
     t.source = source;

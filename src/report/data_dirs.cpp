@@ -13,9 +13,11 @@
 
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
+#include "diffract/sweep/score_direction.hpp"
 
 namespace diffract::report {
 namespace fs = std::filesystem;
@@ -59,7 +61,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.role = t.cell(r, role);
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
-        if (step >= 0) rec.step = t.number(r, step);
+        if (step >= 0) rec.step = t.int64(r, step);
         if (precision >= 0) rec.precision = t.cell(r, precision);
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
@@ -101,7 +103,7 @@ void read_heads(const std::string& path, ReportData& data) {
         h.ref_update_norm = num(r, ref_norm);
         h.importance = num(r, importance);
         h.agreement = num(r, agreement);
-        if (step >= 0) h.step = t.number(r, step);
+        if (step >= 0) h.step = t.int64(r, step);
         data.add_model(h.model);
         data.heads.push_back(std::move(h));
     }
@@ -114,14 +116,15 @@ void read_alerts(const std::string& path, ReportData& data) {
               layer = require(t, column::layer), role = require(t, column::role), field = require(t, "field"),
               message = require(t, "message");
     for (std::size_t r = 0; r < t.rows.size(); ++r)
-        data.alerts.push_back({t.number(r, step), t.cell(r, kind), t.cell(r, tensor), t.cell(r, role),
-                               t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
+        data.alerts.push_back({t.int64(r, step).value_or(0), t.cell(r, kind), t.cell(r, tensor),
+                               t.cell(r, role), t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
 }
 
 nlohmann::json read_summary(const fs::path& path, ReportData& data) {
     if (!fs::exists(path)) return nlohmann::json::object();
-    std::ifstream in(path);
-    auto j = nlohmann::json::parse(in, nullptr, false);
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto j = parse_json_bounded(text, path.string());
     if (j.is_discarded() || !j.is_object()) {
         data.notes.push_back(fmt::format("{}: not a JSON object; ignored", path.string()));
         return nlohmann::json::object();
@@ -191,10 +194,12 @@ ScoreAxis score_axis(const nlohmann::json& summary) {
     if (summary.contains("score_key") && summary["score_key"].is_string() &&
         !summary["score_key"].get<std::string>().empty())
         a.key = summary["score_key"].get<std::string>();
+    // The sweep's own direction where it wrote one (null: it knew none); else, for a summary written
+    // before the direction was, the sweeps' rule on the key.
     if (summary.contains("direction") && summary["direction"].is_string())
         a.lower_is_better = summary["direction"].get<std::string>() == "lower";
-    else
-        a.lower_is_better = lower_is_better(a.key);
+    else if (!summary.contains("direction") && summary.contains("score_key"))
+        a.lower_is_better = sweep::key_lower_is_better(a.key);
     return a;
 }
 
@@ -286,19 +291,6 @@ void read_sweep(const fs::path& dir, ReportData& data) {
 }
 
 }  // namespace
-
-// Scores whose names say lower is better (perplexity, losses, error rates); names that say higher is
-// better (accuracy, similarity, a negated loss); otherwise unknown.
-std::optional<bool> lower_is_better(const std::string& key) {
-    std::string k = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
-    std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (k.rfind("neg_", 0) == 0) return false;
-    for (const char* lower : {"perplexity", "ppl", "loss", "nll", "error", "wer", "cer", "bpb", "bits_per"})
-        if (k.find(lower) != std::string::npos) return true;
-    for (const char* higher : {"acc", "accuracy", "similarity", "f1", "bleu", "rouge", "exact_match", "auc"})
-        if (k.find(higher) != std::string::npos) return false;
-    return std::nullopt;
-}
 
 std::string ScoreAxis::label() const {
     if (!lower_is_better) return key;

@@ -15,8 +15,8 @@ namespace {
 
 constexpr char kAlertColour[] = "#d62728";
 
-std::vector<double> steps_of(const std::vector<const Record*>& records) {
-    std::set<double> s;
+std::vector<std::int64_t> steps_of(const std::vector<const Record*>& records) {
+    std::set<std::int64_t> s;
     for (const auto* r : records)
         if (r->step) s.insert(*r->step);
     return {s.begin(), s.end()};
@@ -35,32 +35,33 @@ Figure trajectory_figure(FigureContext& ctx, const std::string& field,
     for (std::size_t i = 0; i < layers.size(); ++i) {
         Axis x{"step", {}, false, {}, false}, y{metric_label(field), {}, false, {}, false};
         // (role) → step → value, whole matrices of this layer.
-        std::map<std::string, std::map<double, double>> lines;
+        std::map<std::string, std::map<std::int64_t, double>> lines;
         for (const auto* r : records)
             if (r->layer == layers[i] && !r->head && r->step &&
                 std::find(roles.begin(), roles.end(), r->role) != roles.end()) {
                 const double v = r->value(field);
                 if (!std::isfinite(v)) continue;
                 lines[r->role][*r->step] = v;
-                x.range.add(*r->step);
+                x.range.add(static_cast<double>(*r->step));
                 y.range.add(v);
             }
         const auto p =
             draw_axes(svg, layout.frame(static_cast<int>(i)), fmt::format("layer {}", layers[i]), x, y);
         for (const auto& [role, pts] : lines) {
             std::vector<Point> line;
-            for (const auto& [s, v] : pts) line.push_back({s, v});
+            for (const auto& [s, v] : pts) line.push_back({static_cast<double>(s), v});
             draw_line(svg, p, line, ctx.colours(role), 1.6, "", role);
-            for (const auto& pt : line)
-                draw_point(svg, p, pt, ctx.colours(role), 2.5,
-                           fmt::format("layer {} {} · step {:g}: {:.4g}", layers[i], role, pt.x, pt.y));
+            for (const auto& [s, v] : pts)
+                draw_point(svg, p, {static_cast<double>(s), v}, ctx.colours(role), 2.5,
+                           fmt::format("layer {} {} · step {}: {:.4g}", layers[i], role, s, v));
         }
         if (y.range.empty()) continue;
         for (const auto& a : ctx.data.alerts)
-            if (a.layer == layers[i] && a.field == field && lines.count(a.role) && a.step >= x.range.lo &&
-                a.step <= x.range.hi) {
-                draw_point(svg, p, {a.step, y.range.lo}, kAlertColour, 3.5,
-                           fmt::format("step {:g}: {}", a.step, a.message));
+            if (const auto at = static_cast<double>(a.step); a.layer == layers[i] && a.field == field &&
+                                                             lines.count(a.role) && at >= x.range.lo &&
+                                                             at <= x.range.hi) {
+                draw_point(svg, p, {at, y.range.lo}, kAlertColour, 3.5,
+                           fmt::format("step {}: {}", a.step, a.message));
                 ++marked;
             }
     }
@@ -81,13 +82,13 @@ Figure trajectory_figure(FigureContext& ctx, const std::string& field,
 
 Figure importance_over_steps(FigureContext& ctx) {
     std::set<std::pair<int, int>> head_set;
-    std::set<double> step_set;
+    std::set<std::int64_t> step_set;
     for (const auto& h : ctx.data.heads)
         if (h.step && ctx.layer_selected(h.layer))
             head_set.insert({h.layer, h.head}), step_set.insert(*h.step);
     const std::vector<std::pair<int, int>> heads(head_set.begin(), head_set.end());
-    const std::vector<double> steps(step_set.begin(), step_set.end());
-    std::set<double> alert_steps;
+    const std::vector<std::int64_t> steps(step_set.begin(), step_set.end());
+    std::set<std::int64_t> alert_steps;
     for (const auto& a : ctx.data.alerts)
         if (a.kind == "head_concentration") alert_steps.insert(a.step);
     std::vector<std::vector<double>> cells(heads.size(), std::vector<double>(steps.size(), NAN));
@@ -102,7 +103,8 @@ Figure importance_over_steps(FigureContext& ctx) {
     }
     Axis x{"step (⚠: head updates concentrate)", {}, false, {}, false},
         y{"layer · head", {}, false, {}, false};
-    for (double s : steps) x.categories.push_back(fmt::format("{:g}{}", s, alert_steps.count(s) ? " ⚠" : ""));
+    for (const auto s : steps)
+        x.categories.push_back(fmt::format("{}{}", s, alert_steps.count(s) ? " ⚠" : ""));
     for (const auto& [l, h] : heads) y.categories.push_back(fmt::format("L{} H{}", l, h));
     const double pw = std::clamp(26.0 * static_cast<double>(steps.size()), 220.0, 900.0);
     const double ph = std::clamp(12.0 * static_cast<double>(heads.size()), 160.0, 900.0);
@@ -113,7 +115,7 @@ Figure importance_over_steps(FigureContext& ctx) {
                                      range.empty() ? 1 : range.hi);
     draw_heatmap(svg, p, cells, map, [&](int r, int c) {
         const auto& [l, h] = heads[static_cast<std::size_t>(r)];
-        return fmt::format("layer {}, head {} · step {:g}: importance {:.4g}", l, h,
+        return fmt::format("layer {}, head {} · step {}: importance {:.4g}", l, h,
                            steps[static_cast<std::size_t>(c)],
                            cells[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]);
     });

@@ -84,6 +84,12 @@ void write_figure_files(const std::vector<Figure>& figures, const ReportOptions&
             fs::remove(tmp_png);
             throw std::runtime_error(fmt::format("{}: rsvg-convert failed (status {})", png_path, rc));
         }
+        try {
+            check_output_kind(png_path, OutputKind::file);  // never renamed over a FIFO or device
+        } catch (...) {
+            fs::remove(tmp_png);
+            throw;
+        }
         fs::rename(tmp_png, png_path);
         summary.written.push_back(png_path);
     }
@@ -113,6 +119,7 @@ void check_output(const ReportOptions& o) {
     std::vector<std::string> inputs = o.inputs;
     inputs.push_back(run::resolved_store_path(o.store));
     check_output_path(o.out, inputs);
+    check_output_kind(o.out, o.format == OutputFormat::html ? OutputKind::file : OutputKind::directory);
     std::vector<std::string> stores{run::resolved_store_path(o.store)};
     for (const auto& in : o.inputs)
         if (std::error_code ec; std::filesystem::is_regular_file(in, ec)) stores.push_back(in);

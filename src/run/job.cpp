@@ -77,6 +77,7 @@ void check_inputs_and_output(const RunOptions& run, const formats::Checkpoint* b
     std::vector<std::string> protected_paths{run.resolved_store()};
     protected_paths.insert(protected_paths.end(), inputs_read.begin(), inputs_read.end());
     check_output_path(run.out, protected_paths);
+    check_output_kind(run.out, OutputKind::directory);
     // The store is an output too: never inside (or over) an input.
     check_output_path(run.resolved_store(), inputs_read, "--store");
 }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/output_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -219,8 +220,10 @@ Store::Store(const std::string& path, StoreMode mode) : path_(path) {
         const auto parent = fs::path(path).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
         if (!fs::exists(fs::symlink_status(path, ec))) create_store_file(path);
-    } else if (!fs::is_regular_file(path, ec)) {
+    } else if (const auto status = fs::status(path, ec); !fs::exists(status)) {
         throw_input_error(path, "", "no results store here");
+    } else if (!fs::is_regular_file(status)) {
+        throw_input_error(path, "", fmt::format("{}, not a results store", file_type_name(status.type())));
     }
     if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
         throw_input_error(path, "", "the results store is not a regular file");
@@ -297,6 +300,13 @@ void Store::check_schema(StoreMode mode) {
 }
 
 void Store::exec(const char* sql) { exec_sql(db_, path_, sql); }
+
+void Store::check_intact() {
+    // Errors name this store (the Statement's path); so does a damage the check reports in rows.
+    Statement check(db_, path_, "PRAGMA integrity_check(1)");
+    if (check.step() && check.text(0) != "ok")
+        throw_input_error(path_, "", "results store is damaged: " + one_line(check.text(0)));
+}
 
 namespace {
 
@@ -554,13 +564,18 @@ std::int64_t Store::erase_fields(const std::vector<std::string>& fields, const s
 std::int64_t Store::merge_from(const std::string& other_path) {
     std::lock_guard lock(mu_);
     std::error_code ec;
-    if (!fs::is_regular_file(other_path, ec)) throw_input_error(other_path, "", "no such store");
+    const auto status = fs::status(other_path, ec);
+    if (!fs::exists(status)) throw_input_error(other_path, "", "no such store");
+    if (!fs::is_regular_file(status))
+        throw_input_error(other_path, "",
+                          fmt::format("{}, not a results store", file_type_name(status.type())));
     const auto mine = file_identity(path_), theirs = file_identity(other_path);
     if (mine && theirs && mine->device == theirs->device && mine->inode == theirs->inode)
         throw_input_error(other_path, "", "is this store itself: nothing to merge");
     {
         // Validates the other file (a store of this schema) before anything is attached.
-        const Store other(other_path, StoreMode::read_only);
+        Store other(other_path, StoreMode::read_only);
+        other.check_intact();
     }
     Statement attach(db_, path_, "ATTACH DATABASE ? AS other_store");
     attach.bind(1, other_path).step();

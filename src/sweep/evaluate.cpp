@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,12 +27,14 @@
 
 #include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
 namespace {
 
 constexpr std::size_t kKeptOutput = std::size_t{8} << 20;  // stdout kept for the score (the log has all)
+constexpr std::size_t kMaxScoreLine = 4096;                // a longer last line of many numbers: "too long"
 
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
@@ -44,8 +47,15 @@ std::string shell_quote(const std::string& s) {
 class Log {
 public:
     Log(const std::string& path, const std::string& flag) : path_(path), flag_(flag) {
-        fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        // Non-blocking while opened, so that a FIFO in the log's place is refused rather than waited on.
+        fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
         if (fd_ < 0) fail(errno);
+        struct stat st {};
+        const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+        if (!regular || ::fcntl(fd_, F_SETFL, O_APPEND) != 0) {
+            ::close(std::exchange(fd_, -1));
+            throw_input_error(path_, "", fmt::format("{}: the log exists and is not a regular file", flag_));
+        }
     }
     ~Log() {
         if (fd_ >= 0) ::close(fd_);
@@ -157,6 +167,17 @@ std::vector<double> numbers_in(std::string_view line) {
     return found;
 }
 
+// A line of the command's output as a JSON object; nullopt for any other line. A line nested deeper than
+// kMaxJsonDepth is refused (quoting or copying it would recurse once per level).
+template <class Json>
+std::optional<Json> json_object_line(std::string_view line, const std::string& flag) {
+    const auto start = line.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos || line[start] != '{') return std::nullopt;
+    auto j = parse_json_bounded<Json>(line, fmt::format("{}: the command's output", flag));
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    return j;
+}
+
 }  // namespace
 
 double parse_score(const std::string& text, const std::string& key, const std::string& flag) {
@@ -166,9 +187,9 @@ double parse_score(const std::string& text, const std::string& key, const std::s
         for (std::string l; std::getline(in, l);) lines.push_back(l);
         lines.push_back(text);  // a JSON document spread over several lines
         for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-            const auto j = nlohmann::json::parse(*it, nullptr, false);
-            if (j.is_discarded() || !j.is_object()) continue;
-            const nlohmann::json* v = &j;
+            const auto line = json_object_line<nlohmann::json>(*it, flag);
+            if (!line) continue;
+            const nlohmann::json* v = &*line;
             std::istringstream path(key);
             for (std::string part; v && std::getline(path, part, '.');)
                 v = v->is_object() && v->contains(part) ? &(*v)[part] : nullptr;
@@ -196,16 +217,32 @@ double parse_score(const std::string& text, const std::string& key, const std::s
     }
     if (marked) return *marked;
     // A last line that is a JSON object (the shipped evaluators' form): its last member, a number.
-    if (const auto j = nlohmann::ordered_json::parse(last_line, nullptr, false);
-        !j.is_discarded() && j.is_object()) {
-        if (!j.empty() && j.back().is_number()) return j.back().get<double>();
+    if (const auto j = json_object_line<nlohmann::ordered_json>(last_line, flag)) {
+        if (!j->empty() && j->back().is_number()) return j->back().get<double>();
         throw InputError(
             fmt::format("{}: the last member of the JSON line '{}' is not a number: name the score's "
                         "field with --score-key",
                         flag, one_line(last_line.substr(0, 200))));
     }
+    // A JSON string or list ("0.93", [0.93]) is not a number, even when it holds one.
+    if (const auto start = last_line.find_first_not_of(" \t\r");
+        start != std::string_view::npos && (last_line[start] == '"' || last_line[start] == '[')) {
+        if (const auto j = parse_json_bounded(last_line, fmt::format("{}: the command's output", flag));
+            !j.is_discarded())
+            throw InputError(
+                fmt::format("{}: its last line '{}' is a JSON {}, not a number: print the score as "
+                            "a number, or name a JSON field with --score-key",
+                            flag, one_line(last_line.substr(0, 200)), j.type_name()));
+    }
     const auto numbers = numbers_in(last_line);
     if (numbers.size() == 1) return numbers.front();
+    // A long line of many numbers (a dump of values, a progress bar) is no score line: said so, not
+    // counted.
+    if (last_line.size() > kMaxScoreLine)
+        throw InputError(fmt::format(
+            "{}: its last line is {} bytes long, too long for a score line (at most {} bytes): print a "
+            "line 'diffract-score: X' last, or name a JSON field with --score-key",
+            flag, last_line.size(), kMaxScoreLine));
     throw InputError(fmt::format(
         "{}: {}: print a line 'diffract-score: X', end the output with a line holding one number, or "
         "name a JSON field with --score-key",
@@ -223,8 +260,9 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
     std::istringstream in(text);
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-        const auto j = nlohmann::ordered_json::parse(*it, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("chunks")) continue;
+        const auto line = json_object_line<nlohmann::ordered_json>(*it, flag);
+        if (!line || !line->contains("chunks")) continue;
+        const auto& j = *line;
         const auto& c = j["chunks"];
         // A list applies to the score; an object gives one list per score field: the --score-key's last
         // component, else the line's last member (the default score).
@@ -235,12 +273,17 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
             if (!c.contains(name)) return {};
             list = &c[name];
         }
-        if (!list->is_array()) return {};
+        if (list->is_null()) return {};
+        if (!list->is_array())
+            throw InputError(
+                fmt::format("{}: \"chunks\" is {}, not a list of numbers (nor an object of such "
+                            "lists per score field)",
+                            flag, one_line(json_preview(*list))));
         std::vector<double> out;
         for (const auto& v : *list) {
             if (!v.is_number() || !std::isfinite(v.get<double>()))
                 throw InputError(fmt::format("{}: \"chunks\" holds {}, not finite numbers", flag,
-                                             one_line(v.dump().substr(0, 40))));
+                                             one_line(json_preview(v))));
             out.push_back(v.get<double>());
         }
         return out;

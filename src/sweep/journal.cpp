@@ -7,7 +7,9 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/output_path.hpp"
 
 namespace diffract::sweep::detail {
 namespace {
@@ -44,10 +46,12 @@ std::string record_id(const std::string& order, std::uint64_t seed, double x) {
 
 Journal::Journal(const std::string& path, const nlohmann::json& fingerprint) : path_(path) {
     bool has_header = false;
+    // Read and appended to: a FIFO or device in its place would block or swallow the journal.
+    check_output_kind(path, OutputKind::file, "the sweep's journal");
     if (std::ifstream in(path); in) {
         std::string line;
         while (std::getline(in, line)) {
-            const auto j = nlohmann::json::parse(line, nullptr, false);
+            const auto j = parse_json_bounded(line, path);
             if (j.is_discarded() || !j.is_object()) continue;  // a line cut short by an interruption
             if (j.contains("fingerprint")) {
                 if (j["fingerprint"] != json_round_trip(fingerprint))

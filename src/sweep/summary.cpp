@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -23,6 +25,13 @@ nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(
 double mean(const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
+    if (!std::isfinite(s) && std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); })) {
+        // Finite values whose sum overflows (scores near 1e308): summed in extended precision, so
+        // the mean is finite; every other mean keeps its double arithmetic exactly.
+        long double e = 0;
+        for (double x : v) e += x;
+        return static_cast<double>(e / static_cast<long double>(v.size()));
+    }
     return v.empty() ? kNaN : s / static_cast<double>(v.size());
 }
 
@@ -97,6 +106,16 @@ double trapezoid_auc(std::vector<std::pair<double, double>> p) {
     double a = 0;
     for (std::size_t i = 1; i < p.size(); ++i)
         a += 0.5 * (p[i].first - p[i - 1].first) * (p[i].second + p[i - 1].second);
+    if (!std::isfinite(a) && std::all_of(p.begin(), p.end(), [](const auto& q) {
+            return std::isfinite(q.first) && std::isfinite(q.second);
+        })) {
+        // Finite points whose sums overflow (scores near 1e308): the same rule in extended precision.
+        long double e = 0;
+        for (std::size_t i = 1; i < p.size(); ++i)
+            e += 0.5L * (static_cast<long double>(p[i].first) - p[i - 1].first) *
+                 (static_cast<long double>(p[i].second) + p[i - 1].second);
+        return static_cast<double>(e);
+    }
     return a;
 }
 
@@ -144,7 +163,13 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
             for (const auto* r : recs) {
                 double sum = 0;
                 for (auto i : idx) sum += r->scores.chunks[i];
-                xy.emplace_back(r->x, sum / static_cast<double>(m));
+                double point = sum / static_cast<double>(m);
+                if (!std::isfinite(point)) {  // finite chunks near 1e308 whose sum overflows
+                    long double e = 0;
+                    for (auto i : idx) e += r->scores.chunks[i];
+                    point = static_cast<double>(e / static_cast<long double>(m));
+                }
+                xy.emplace_back(r->x, point);
             }
             aucs[key.first].push_back(trapezoid_auc(xy));
         }
@@ -153,8 +178,28 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
     return percentile_ci95(std::move(diffs));
 }
 
+// Why chunks some evaluation printed give no interval ("" when none printed any, or when they do): the
+// interval resamples the same chunks of every model, so every evaluation needs the same count, >= 2.
+std::string chunks_unusable(const CurvePoints& points) {
+    std::size_t lo = std::numeric_limits<std::size_t>::max(), hi = 0;
+    for (const auto& [key, recs] : points)
+        for (const auto* r : recs)
+            lo = std::min(lo, r->scores.chunks.size()), hi = std::max(hi, r->scores.chunks.size());
+    if (hi == 0) return "";
+    if (lo != hi)
+        return fmt::format(
+            "the evaluations printed different numbers of chunks ({} to {}): no interval over "
+            "chunks, which needs the same chunks for every model",
+            lo, hi);
+    return fmt::format("{} chunk per evaluation: no interval over chunks, which needs at least 2", hi);
+}
+
 void add_score_key(const SweepConfig& c, nlohmann::ordered_json& summary) {
     if (!c.eval.score_key.empty()) summary["score_key"] = c.eval.score_key;
+    // Where the numbers are: which scores are better, as every judgment of this sweep took it.
+    if (!summary.contains("direction"))
+        summary["direction"] = c.lower_is_better ? nlohmann::ordered_json(direction_name(*c.lower_is_better))
+                                                 : nlohmann::ordered_json(nullptr);
 }
 
 nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
@@ -215,6 +260,10 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
                 if (const auto ci = chunk_diff_ci95(points, o)) {
                     j["auc_diff_ci95_chunks"] = {number_json(ci->first), number_json(ci->second)};
                     j["chunks"] = records.front().scores.chunks.size();
+                } else if (const auto why = chunks_unusable(points); !why.empty()) {
+                    // Chunks printed but not the same data for every model: said, never dropped silently.
+                    j["auc_diff_ci95_chunks"] = nullptr;
+                    j["chunks_note"] = why;
                 }
                 if (2.0 / static_cast<double>(r.size() + 1) > 0.05)
                     j["note"] = fmt::format(
@@ -235,7 +284,8 @@ nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const Sw
                 const Record* best = nullptr;
                 const Record* unedited = nullptr;
                 for (const auto* r : points[key]) {
-                    if (!best || r->scores.select_score > best->scores.select_score) best = r;
+                    const double x = r->scores.select_score, b = best ? best->scores.select_score : kNaN;
+                    if (!best || (c.lower_is_better.value_or(false) ? x < b : x > b)) best = r;
                     if (r->x == 0) unedited = r;
                 }
                 const double gain =

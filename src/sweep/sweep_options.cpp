@@ -11,6 +11,7 @@
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/formats/lora_adapter.hpp"
 #include "diffract/run/options.hpp"
+#include "diffract/sweep/score_direction.hpp"
 
 namespace diffract::sweep {
 namespace {
@@ -28,16 +29,17 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
         return f;
     }
     if (kind == "validate")
-        return {{"base", o.base},
-                {"model", o.model},
-                {"reference", o.reference},
-                {"second_reference", o.second_reference},
-                {"kv", o.kv_policy},
-                {"scope", o.scale_scope},
-                {"k", o.k},
-                {"seeds", o.seeds},
-                {"seed", o.seed},
-                {"direction", o.direction}};
+        return {
+            {"base", o.base},
+            {"model", o.model},
+            {"reference", o.reference},
+            {"second_reference", o.second_reference},
+            {"kv", o.kv_policy},
+            {"scope", o.scale_scope},
+            {"k", o.k},
+            {"seeds", o.seeds},
+            {"seed", o.seed},
+            {"direction", direction_name(required_lower_is_better(o.direction, o.score_key, "validate"))}};
     if (kind == "truncate")
         return {{"base", o.base}, {"model", o.model}, {"keeps", o.keeps}, {"per_head", o.per_head}};
     if (kind == "interpolate") return {{"a", o.a}, {"b", o.b}, {"omegas", o.omegas}};
@@ -59,6 +61,7 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
             inputs.insert(inputs.end(), {base, adapter});
     }
     check_output_path(o.out, inputs);
+    check_output_kind(o.out, OutputKind::directory);
     SweepConfig c;
     c.out_dir = o.out;
     if (!(o.eval_timeout >= 0) || !std::isfinite(o.eval_timeout))
@@ -71,6 +74,13 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     c.keep = o.keep;
     c.quiet = o.run.quiet;
     c.max_candidates = edit::check_max_candidates(o.max_candidates);
+    // One direction rule (score_direction.hpp): validate judges every head by it, and a sweep that picks
+    // its best x with --select-eval needs it; otherwise it is written where known.
+    const bool picks = !o.select_eval.empty() && !o.report_eval.empty();
+    c.lower_is_better =
+        kind == "validate" ? required_lower_is_better(o.direction, o.score_key, "sweep validate")
+        : picks ? required_lower_is_better(o.direction, o.score_key, "picking the best x with --select-eval")
+                : score_lower_is_better(o.direction, o.score_key);
     c.fingerprint = kind_inputs(o, kind);
     c.fingerprint.update({{"sweep", kind},
                           {"eval", o.eval},
@@ -124,8 +134,6 @@ RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, format
 ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
                              std::optional<formats::Checkpoint> reference,
                              std::optional<formats::Checkpoint> second_reference) {
-    if (o.direction != "higher" && o.direction != "lower")
-        throw InputError(fmt::format("--direction: expected higher or lower, found '{}'", o.direction));
     if (o.k < 0)
         throw InputError(fmt::format("--k: expected a number of heads >= 1 (0: a quarter), found {}", o.k));
     if (o.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", o.seeds));
@@ -133,7 +141,7 @@ ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, fo
     v.rewind = rewind_common(o, std::move(base), std::move(model), std::move(reference));
     v.second_reference = std::move(second_reference);
     v.k = o.k, v.seeds = o.seeds, v.first_seed = o.seed;
-    v.lower_is_better = o.direction == "lower";
+    v.lower_is_better = required_lower_is_better(o.direction, o.score_key, "sweep validate");
     return v;
 }
 

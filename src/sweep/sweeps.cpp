@@ -161,8 +161,11 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     std::vector<std::size_t> index(heads.size());  // 0, 1, ...: the heads in their order
     std::iota(index.begin(), index.end(), std::size_t{0});
     auto order = index;
+    // greedy_rank 0: the head whose rewind improves the score most (raises it unless lower is better).
+    const bool lower = config.lower_is_better.value_or(false);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return records[a + 1].curve_score() > records[b + 1].curve_score();
+        const double sa = records[a + 1].curve_score(), sb = records[b + 1].curve_score();
+        return lower ? sa < sb : sa > sb;
     });
     std::vector<int> greedy(heads.size());
     for (std::size_t r = 0; r < order.size(); ++r) greedy[order[r]] = static_cast<int>(r);

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/json_bounded.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/core/pattern.hpp"
 #include "diffract/core/step_name.hpp"
 
@@ -53,13 +55,12 @@ bool is_shard_name(const std::string& name) {
     return shard.search(name);
 }
 
-// A step too large for 64 bits is no step (a name, not a training run's counter).
-constexpr double kMaxStep = 9e18;
-
+// The step as its digits say (never through a double, which merges steps above 2^53); a step too large
+// for 64 bits is no step (a name, not a training run's counter).
 std::optional<std::int64_t> step_in_name(const std::string& name) {
     const auto key = parse_step(name);
-    if (!key || key->unit != "step" || !(key->value >= 0 && key->value <= kMaxStep)) return std::nullopt;
-    return static_cast<std::int64_t>(key->value);
+    if (!key || key->unit != "step") return std::nullopt;
+    return key->exact;
 }
 
 // global_step of a trainer_state.json; nullopt when the file does not parse or holds none.
@@ -75,6 +76,7 @@ std::optional<std::int64_t> trainer_global_step(const fs::path& file) {
 }  // namespace
 
 std::optional<std::int64_t> parse_trainer_state(std::string_view text) {
+    if (json_depth(text) > kMaxJsonDepth) return std::nullopt;
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("global_step")) return std::nullopt;
     const auto& g = j["global_step"];
@@ -125,6 +127,7 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
     static const Pattern trainer_name(R"(checkpoint-(\d+))", "trainer checkpoint name");
     std::vector<FoundCheckpoint> found;
     std::vector<std::string> groups;
+    const auto run = physical_path(run_dir);
     for (const auto& e : fs::directory_iterator(run_dir, ec)) {
         FoundCheckpoint c;
         c.name = e.path().filename().string();
@@ -135,6 +138,16 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
             const auto step = step_in_name(c.name);  // checkpoint-<N>: N, as for every name
             if (!step) continue;
             c.step = *step;
+            // A link up the tree (to "/", to "..") holds the run itself: never a checkpoint, and it
+            // would hold any --out too. Left out with a warning rather than blocking the watch.
+            if (const auto target = physical_path(c.path);
+                std::mismatch(target.begin(), target.end(), run.begin(), run.end()).first == target.end()) {
+                c.ignored =
+                    fmt::format("links to {}, which holds the run directory: not a checkpoint; left out",
+                                target.string());
+                found.push_back(std::move(c));
+                continue;
+            }
             const bool weights = is_model_directory(e.path());
             if (!c.trainer && !weights) continue;  // a directory named like a step, but not a model (yet)
             c.adapter = fs::exists(e.path() / "adapter_config.json", fe);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -182,12 +183,26 @@ public:
             throw InputError(nothing_read());
         // Every analysed checkpoint wrote the tables; only a status changed since needs them again.
         if (changed_) write();
+        // A one-shot watch whose every checkpoint ends skipped (one read, then rewritten and not read
+        // again) read nothing current: exit 2 as when none could be read, the tables written, so that CI
+        // can tell (docs/watch.md, "Exit status").
+        if (!o_.follow && std::none_of(entries_.begin(), entries_.end(), [](const auto& e) {
+                return e.second.status == CheckpointStatus::analysed ||
+                       e.second.status == CheckpointStatus::reused;
+            }))
+            throw InputError(nothing_read());
         return result_;
     }
 
 private:
     void say(const std::string& line) const {
         if (o_.notice) o_.notice(line);
+    }
+    void warn(const std::string& line) const {
+        if (o_.warning)
+            o_.warning(line);
+        else
+            say(line);
     }
 
     // A checkpoint's status changes: the tables are written again at the end of the pass.
@@ -200,6 +215,7 @@ private:
     // The result directory is rewritten as a whole: never the run directory or one holding it, never in
     // the base or in a checkpoint (a directory inside the run beside its checkpoints is fine).
     void check_out_of_inputs() const {
+        check_output_kind(o_.run.out, OutputKind::directory);
         if (base_) check_output_path(o_.run.out, base_->input_paths());
         const auto out = physical_path(o_.run.out), run = physical_path(o_.run_dir);
         if (std::mismatch(out.begin(), out.end(), run.begin(), run.end()).first == out.end())
@@ -216,7 +232,24 @@ private:
         for (;;) {
             std::vector<FoundCheckpoint> found;
             for (auto& c : find_checkpoints(o_.run_dir, o_.settle_seconds)) {
-                check_output_path(o_.run.out, {c.path});
+                if (!c.ignored.empty()) {
+                    if (warned_.insert(c.path).second)
+                        warn(fmt::format("watch: warning: {}: {}", c.path, c.ignored));
+                    continue;
+                }
+                try {
+                    check_output_path(o_.run.out, {c.path});
+                } catch (const InputError&) {
+                    // A link elsewhere that holds --out is no checkpoint of this run either: left out
+                    // with a warning. A real entry of the run around --out stays an error.
+                    if (std::error_code ec; !std::filesystem::is_symlink(c.path, ec)) throw;
+                    if (warned_.insert(c.path).second)
+                        warn(
+                            fmt::format("watch: warning: {}: links to a directory holding --out {}: not a "
+                                        "checkpoint; left out",
+                                        c.path, o_.run.out));
+                    continue;
+                }
                 if (wanted(c)) found.push_back(std::move(c));
             }
             check_steps(found);
@@ -349,7 +382,7 @@ private:
         for (const auto* warnings : {&e.analysis->warnings, e.comparison ? &e.comparison->warnings : nullptr})
             if (warnings)
                 for (const auto& w : *warnings) {
-                    say("watch: warning: " + w);
+                    warn("watch: warning: " + w);
                     result_.warnings.push_back(w);
                 }
         say(fmt::format("watch: step {} ({}): {}", e.found.step, e.found.name,
@@ -468,7 +501,8 @@ private:
     std::string first_name_;
     Architecture first_arch_;
     std::set<std::string> said_alerts_;
-    bool changed_ = false;  // a status changed since the tables were written
+    std::set<std::string> warned_;  // entries left out, each warned about once
+    bool changed_ = false;          // a status changed since the tables were written
     WatchResult result_;
 };
 

@@ -114,7 +114,8 @@ def test_select_and_report_callables(family_f32, scorer, tmp_path):
     _, score = scorer
     py = diffract.sweep.truncate(base=fam / "pretrained", model=fam / "math", out=tmp_path / "t", keeps=[0, 0.5, 1],
                                  roles="attn_q", select_eval=lambda p: score(p, fam / "math"),
-                                 report_eval=lambda p: score(p, fam / "pretrained"), quiet=True)
+                                 report_eval=lambda p: score(p, fam / "pretrained"), quiet=True,
+                                 direction="higher")  # a callable's score has no key to say it
     assert list(py.curve.columns) == ["order", "seed", "x", "score", "select_score", "report_score",
                                       "eval_seconds"]
     best = py.summary["selection"]["keep"]["curves"][0]

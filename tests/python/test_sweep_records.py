@@ -126,7 +126,8 @@ def test_select_report_times_add_up_and_references_hold_both_scores(family_f32, 
     out = tmp_path / "sel"
     run(["sweep", "interpolate", fam / "math", fam / "code", "--omegas", "0,0.5,1",
          "--select-eval", f"{sys.executable} {script} {{model}} 0.3",
-         "--report-eval", f"{sys.executable} {script} {{model}} 0.3", "--out", out, "--quiet"])
+         "--report-eval", f"{sys.executable} {script} {{model}} 0.3", "--direction", "higher", "--out", out,
+         "--quiet"])
     for r in read_csv(out / "curve.csv"):
         assert float(r["eval_seconds"]) >= 0.6  # both evaluations of the candidate
     log = (out / "logs" / "omega_0.5.log").read_text()

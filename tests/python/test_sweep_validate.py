@@ -82,8 +82,10 @@ def read_csv(path):
 
 
 def validate(fam, command, out, store, *extra):
+    # The bench prints "score X" last: no key says which scores are better, so the direction is given.
+    direction = [] if "--direction" in extra else ["--direction", "higher"]
     return run(["sweep", "validate", "--base", fam / "pretrained", "--model", fam / "math", "--reference", fam / "text",
-                *extra, "--eval", command(), "--out", out, "--store", store])
+                *direction, *extra, "--eval", command(), "--out", out, "--store", store])
 
 
 def test_validate_against_rewind_each_scipy_and_the_seeded_streams(family_f32, bench, tmp_path):  # noqa: F811
@@ -145,7 +147,7 @@ def test_direction_lower_reverses_the_verdict_and_python_writes_the_same(family_
     assert lo["verdict"][0].startswith("the ranking predicts the opposite of its claim")
     assert "stability" not in hi
     r = diffract.sweep.validate(base=fam / "pretrained", model=fam / "math", reference=fam / "text",
-                                eval=command(), out=tmp_path / "py", store=store, quiet=True)
+                                eval=command(), out=tmp_path / "py", store=store, quiet=True, direction="higher")
     assert (tmp_path / "py" / "heads_validation.csv").read_text() == (tmp_path / "hi" / "heads_validation.csv").read_text()
     assert list(r.heads_validation["harm"]) == [float(x["harm"]) for x in read_csv(tmp_path / "hi" / "heads_validation.csv")]
     assert list(r.sets["set"][:2]) == ["bottom", "top"] and r.verdict == hi["verdict"] and r.curve is None

@@ -119,6 +119,15 @@ TEST(ReportSeries, StepsFromNames) {
     EXPECT_FALSE(parse_step("stage1"));
 }
 
+TEST(ReportSeries, StepsKeepTheirDigitsBeyondADouble) {
+    // 2^53 + 1 and 2^53 are one double; their exact steps differ. Past 64 bits there is no exact step.
+    EXPECT_EQ(parse_step("checkpoint-9007199254740993")->exact, 9007199254740993);
+    EXPECT_EQ(parse_step("checkpoint-9007199254740992")->exact, 9007199254740992);
+    EXPECT_EQ(parse_step("step9223372036854775807")->exact, INT64_MAX);
+    EXPECT_FALSE(parse_step("step9223372036854775808")->exact);
+    EXPECT_FALSE(parse_step("olmo-tokens4B")->exact);
+}
+
 TEST(ReportSeries, OrdersByStepOrKeepsInputOrder) {
     const auto s = order_series({"run-step300", "run-step20", "run-step1000"});
     EXPECT_TRUE(s.from_names);

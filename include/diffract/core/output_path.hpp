@@ -21,4 +21,15 @@ std::filesystem::path physical_path(const std::string& path);
 void check_output_path(const std::string& out, const std::vector<std::string>& protected_paths,
                        const std::string& flag = "--out");
 
+// "a regular file", "a directory", "a FIFO", "a character device", ...: what a path is, in messages.
+std::string_view file_type_name(std::filesystem::file_type type);
+
+// What an output path is written as.
+enum class OutputKind { file, directory };
+
+// Throws InputError naming `out` when it exists (links followed) and is not a regular file (`file`) or
+// not a directory (`directory`): an output never replaces a device (/dev/null, /dev/full), a FIFO, a
+// socket, nor a directory with a file or a file with a directory.
+void check_output_kind(const std::string& out, OutputKind kind, const std::string& flag = "--out");
+
 }  // namespace diffract

@@ -3,6 +3,7 @@
 // report's training series and `watch`'s checkpoints of a run.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,9 @@ namespace diffract {
 struct StepKey {
     double value = 0;
     std::string unit;  // "step" or "tokens"
+    // A step exactly as its digits say, when it fits in 64 bits: `value` is a double, which above 2^53
+    // rounds neighbouring steps to one number.
+    std::optional<std::int64_t> exact = std::nullopt;
 };
 
 // The step (preferred) or token count named in a checkpoint name; token suffixes K, M, B, T scale by

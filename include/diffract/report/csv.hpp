@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,8 @@ struct CsvTable {
     double number(std::size_t row, int col) const;
     // An integer cell, or empty for "".
     std::optional<int> integer(std::size_t row, int col) const;
+    // A 64-bit integer cell (a training step), or empty for "".
+    std::optional<std::int64_t> int64(std::size_t row, int col) const;
 };
 
 // Parses `text` (from `source`). Throws InputError on an unterminated quote or a row whose width

@@ -3,6 +3,7 @@
 // store only, the singular values of each matrix (the ESD figure).
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,7 +17,7 @@ struct Record {
     std::string model, base, tensor, role;  // base: compare rows only
     std::string precision;                  // "f32", "f64": what computed it ("" when the input does not say)
     std::optional<int> layer, head;
-    std::optional<double> step;  // a watch directory's step column
+    std::optional<std::int64_t> step;  // a watch directory's step column (exact: never through a double)
     std::map<std::string, double> values;
     double value(const std::string& field) const;  // NaN when absent
 };
@@ -26,12 +27,12 @@ struct HeadScore {
     std::string model, reference;
     int layer = 0, head = 0;
     double update_norm = 0, ref_update_norm = 0, importance = 0, agreement = 0;
-    std::optional<double> step;  // a watch directory's step column
+    std::optional<std::int64_t> step;  // a watch directory's step column
 };
 
 // One alerts.csv row of a watch directory: a rule of thumb that fired at a step.
 struct WatchAlert {
-    double step = 0;
+    std::int64_t step = 0;
     std::string kind, tensor, role, field, message;
     std::optional<int> layer;
 };
@@ -52,8 +53,8 @@ struct SweepReference {
     double eval_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 // The score's name and direction, as the y axes say it: summary.json's "score_key" (else "score") and
-// "direction", else the direction its name implies (perplexity, loss: lower is better).
-std::optional<bool> lower_is_better(const std::string& score_key);  // from the name alone; nullopt: unknown
+// "direction" (null: unknown), else, in a summary written before sweeps wrote their direction, the one
+// its score_key implies by the sweeps' rule (sweep::key_lower_is_better).
 
 struct ScoreAxis {
     std::string key = "score";

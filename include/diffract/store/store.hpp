@@ -114,6 +114,8 @@ public:
     // Copies another store's models and results into this one (existing rows kept). Refuses a file
     // that is not a store of this schema, this store itself, and a name that holds other tensor
     // contents in the two stores.
+    // The other store is read whole first (SQLite's integrity_check), so that a damaged one is named as
+    // such and this store is never blamed for it.
     std::int64_t merge_from(const std::string& other_path);
     // Every result under every name that holds its content (cross-model results under every recorded
     // pair), as (model, other, tensor, block, field, config, value).
@@ -122,6 +124,8 @@ public:
 private:
     void exec(const char* sql);
     void check_schema(StoreMode mode);
+    // Throws InputError naming this store when SQLite finds it damaged.
+    void check_intact();
     std::string path_;
     sqlite3* db_ = nullptr;
     std::recursive_mutex mu_;  // one connection, used by every worker thread

@@ -76,6 +76,8 @@ struct SweepConfig {
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;  // more candidates are refused
     std::uint64_t candidate_bytes = 0;  // a candidate's size on disk, when known (free-space check)
     nlohmann::json fingerprint;         // what the journal is recorded for; a different one refuses to resume
+    // Whether lower scores are better (score_direction.hpp); nullopt: unknown (no best x is picked).
+    std::optional<bool> lower_is_better = std::nullopt;
 };
 
 struct Candidate {

@@ -28,8 +28,10 @@ struct SweepOptions {
     std::string fractions = "0:1:0.1";
     // validate (with the rewind options above; seeds and seed: the random sets)
     std::string second_reference;
-    int k = 0;                         // heads per set; 0: a quarter of the heads
-    std::string direction = "higher";  // the score's direction: higher or lower is better
+    int k = 0;  // heads per set; 0: a quarter of the heads
+    // The score's direction, "higher" or "lower" is better; empty: the one the score key implies
+    // (score_direction.hpp), required by validate and by a sweep that picks a best x.
+    std::string direction;
     // truncate
     std::string keeps = "0:1:0.1";
     // interpolate

@@ -44,6 +44,9 @@ struct FoundCheckpoint {
     FileSignature signature;
     // Why it cannot be read yet ("" when it can be tried): no trainer_state.json yet, no weights yet.
     std::string not_ready;
+    // Why it is no checkpoint at all although named like one ("" when it may be): a link to a directory
+    // that holds the run directory ("checkpoint-9 -> /"). The watch warns and leaves it out.
+    std::string ignored;
 };
 
 // The checkpoints in `run_dir`, by step. Throws InputError when `run_dir` is not a directory, and when

@@ -42,6 +42,9 @@ struct WatchOptions {
     run::RunOptions run;  // run.out: the result directory (required)
     // A line for the user (a checkpoint analysed or skipped, an alert): the CLI prints it to stderr.
     std::function<void(const std::string&)> notice;
+    // A warning ("watch: warning: ..."): an analysis's warning, an entry of the run directory that is
+    // not a checkpoint. Given to `notice` when unset; the CLI prints it under --quiet too.
+    std::function<void(const std::string&)> warning;
 };
 
 // What became of a checkpoint: `none` until the watch first decides (a checkpoint still `none` is not
