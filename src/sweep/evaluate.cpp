@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +308,7 @@ Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const 
     if (::pipe2(out_pipe, O_CLOEXEC) != 0)
         throw InputError(fmt::format("{}: cannot run '{}': {}", flag, e.command, std::strerror(errno)));
     std::fflush(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
         const int err = errno;
@@ -316,6 +318,10 @@ Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const 
     if (pid == 0) {
         // The child: a process group of its own, stdout to the pipe, stderr to the log, default signals.
         ::setpgid(0, 0);
+        // Killed with diffract, even by SIGKILL (nothing of diffract runs then to stop it). The signal
+        // survives the exec, and sh runs a simple command by exec'ing it, so the evaluator itself gets it.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);  // diffract died before the request took effect
         ::signal(SIGINT, SIG_DFL), ::signal(SIGTERM, SIG_DFL), ::signal(SIGPIPE, SIG_DFL);
         ::dup2(out_pipe[1], STDOUT_FILENO);
         ::dup2(log.fd(), STDERR_FILENO);

@@ -96,12 +96,10 @@ FileSignature file_signature(const fs::path& path) {
     const auto add = [&](const fs::directory_entry& e) {
         std::error_code fe;
         if (!e.is_regular_file(fe)) return;
-        const auto size = e.file_size(fe);
-        if (fe) return;
-        const auto t = mtime_ns(e.last_write_time(fe));
-        if (fe) return;
-        s.files.push_back({e.path().filename().string(), size, t});
-        s.newest_ns = std::max(s.newest_ns, t);
+        const auto identity = file_identity(e.path().string());
+        if (!identity) return;
+        s.files.push_back({e.path().filename().string(), *identity});
+        s.newest_ns = std::max({s.newest_ns, identity->mtime_ns, identity->ctime_ns});
     };
     if (fs::is_directory(path, ec)) {
         for (const auto& e : fs::directory_iterator(path, ec)) add(e);

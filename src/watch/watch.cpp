@@ -38,6 +38,9 @@ struct Entry {
     CheckpointStatus status = CheckpointStatus::none;
     std::string note;
     bool done = false;
+    // The files as they were when the rows were read: a step's rows are its current bytes' only while
+    // its files still look so (found.signature is the latest look, which may not be read yet).
+    std::optional<FileSignature> analysed;
     std::optional<FileSignature> failed;  // the files as they were when reading them failed
     std::optional<run::AnalyzeResult> analysis;
     std::optional<run::CompareResult> comparison;
@@ -317,14 +320,16 @@ private:
     struct Ready {
         Entry* entry;
         formats::Checkpoint checkpoint;
+        FileSignature signature;  // the files as they were when opened
     };
 
     // Opens `c` when it is ready (into `ready`); returns how long to wait for it when it is still
     // being written.
     double visit(const FoundCheckpoint& c, std::vector<Ready>& ready) {
         auto& e = entries_[c.path];
-        if (e.done && e.found.signature == c.signature && e.status != CheckpointStatus::deleted) return 0;
-        if (e.done && e.status != CheckpointStatus::deleted)
+        if (e.done && e.analysed == c.signature && e.status != CheckpointStatus::deleted) return 0;
+        // Said once per change: a re-save still settling is looked at again on every pass until read.
+        if (e.done && e.status != CheckpointStatus::deleted && e.found.signature != c.signature)
             say(fmt::format("watch: step {} ({}) was rewritten; reading it again", c.step, c.name));
         e.found = c;
         if (!c.not_ready.empty()) {
@@ -338,7 +343,7 @@ private:
         }
         if (e.failed && *e.failed == c.signature) return 0;  // unreadable as it stands: wait for a change
         try {
-            ready.push_back({&e, open_found(c, o_.base)});
+            ready.push_back({&e, open_found(c, o_.base), c.signature});
         } catch (const InputError& err) {
             e.failed = c.signature;
             set_status(e, CheckpointStatus::skipped, one_line(err.what()));
@@ -357,7 +362,10 @@ private:
             if (first_name_.empty()) first_name_ = r.checkpoint.path, first_arch_ = arch;
             check_architecture(first_arch_, first_name_, arch, r.checkpoint);
         }
-        for (auto& r : ready) analyse(*r.entry, std::move(r.checkpoint));
+        for (auto& r : ready) {
+            analyse(*r.entry, std::move(r.checkpoint));
+            r.entry->analysed = std::move(r.signature);
+        }
     }
 
     void analyse(Entry& e, formats::Checkpoint ck) {

@@ -410,3 +410,42 @@ def test_python_follow_stops_on_keyboard_interrupt(family_f32, tmp_path):
             p.kill()
     assert "interrupted" in stdout, stderr
     assert {x["step"] for x in rows(out / "metrics.csv")} == {"0"}
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_follow_reads_a_resaved_step_again_once_it_settles(family_f32, tmp_path, keep_mtime):
+    """A checkpoint re-saved while watched (a resumed run re-saving checkpoint-N): its rows become the new
+    bytes' once they settle, also when the look falls inside --settle and when the re-save keeps the size
+    and sets the old mtime back (the inode and ctime still tell)."""
+    r = layout(family_f32, tmp_path / "run", ["step_0"])
+    out = tmp_path / "w"
+    p = subprocess.Popen([binary(), "watch", r, "--out", out, "--follow", "--poll", "0.1", "--settle", "0.6",
+                          "--store", tmp_path / "s.sqlite", "--quiet"], stderr=subprocess.PIPE, text=True)
+    try:
+        def status(step):
+            return {c["step"]: c for c in rows(out / "checkpoints.csv")}[step]
+        wait_for(lambda: status("0")["status"] == "analysed")
+
+        def frob():
+            return {(x["tensor"], x["head"]): x["frob_norm"] for x in rows(out / "metrics.csv") if x["step"] == "0"}
+        before = frob()
+        f = r / "step_0" / "model.safetensors"
+        old = f.stat()
+        tmp = r / "step_0" / "model.tmp"
+        tmp.write_bytes(perturbed(r / "step_0", scale=0.05, seed=3))  # same tensors, same size
+        assert tmp.stat().st_size == old.st_size
+        os.replace(tmp, f)
+        if keep_mtime:
+            os.utime(f, ns=(old.st_atime_ns, old.st_mtime_ns))
+        time.sleep(0.3)  # the watcher looks while it settles
+        wait_for(lambda: status("0")["status"] == "analysed" and frob() != before, timeout=30)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    # The rows are the re-saved bytes': equal to analyze of the checkpoint as it is now.
+    run(["analyze", r / "step_0", "--out", tmp_path / "a", "--store", tmp_path / "s2.sqlite", "--quiet"])
+    now = {(x["tensor"], x["head"]): x["frob_norm"] for x in rows(tmp_path / "a" / "metrics.csv")}
+    got = {(x["tensor"], x["head"]): x["frob_norm"] for x in rows(out / "metrics.csv") if x["step"] == "0"}
+    assert got == now

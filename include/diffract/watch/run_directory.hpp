@@ -19,19 +19,22 @@
 #include <string_view>
 #include <vector>
 
+#include "diffract/core/mapped_file.hpp"
+
 namespace diffract::watch {
 
-// What a checkpoint's files look like now: each regular file's name, size and modification time. Two
-// equal signatures taken apart mean nothing wrote in between.
+// What a checkpoint's files look like now: each regular file's name and identity as the store's rules
+// read it (device, inode, size, modification and change times: a re-save that keeps the size and
+// sets the old mtime back still changes the inode or the ctime). Two equal signatures taken apart
+// mean nothing wrote in between.
 struct FileSignature {
     struct File {
         std::string name;
-        std::uintmax_t size = 0;
-        std::int64_t mtime_ns = 0;
+        FileIdentity identity;
         bool operator==(const File&) const = default;
     };
     std::vector<File> files;
-    std::int64_t newest_ns = 0;  // the latest modification time among them
+    std::int64_t newest_ns = 0;  // the latest modification or change time among them
     bool operator==(const FileSignature&) const = default;
 };
 
