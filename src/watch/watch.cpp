@@ -33,6 +33,13 @@ constexpr double kOneShotSettlePeriods = 5;
 constexpr std::size_t kAlertsSaidPerStep = 5;
 
 // What the watch knows of one checkpoint (by path).
+// A checkpoint's rows in the watch's tables (with its step) and what the trends and alerts observe of
+// it, built once when it is analysed: writing the tables again only concatenates them.
+struct StepRows {
+    Table metrics, aggregates, compare, heads;
+    std::vector<Observation> observations;
+};
+
 struct Entry {
     FoundCheckpoint found;
     CheckpointStatus status = CheckpointStatus::none;
@@ -44,6 +51,7 @@ struct Entry {
     std::optional<FileSignature> failed;  // the files as they were when reading them failed
     std::optional<run::AnalyzeResult> analysis;
     std::optional<run::CompareResult> comparison;
+    std::optional<StepRows> rows;
 };
 
 void check_options(const WatchOptions& o) {
@@ -118,6 +126,14 @@ void check_architecture(const Architecture& first, const std::string& first_name
         fmt::format("{}: not the architecture of {} ({}): a run's checkpoints must share their "
                     "tensors",
                     ck.path, first_name, what));
+}
+
+// Appends the rows of `part` (a table with the same columns, or none) to `all`.
+void append_rows(Table& all, const Table& part) {
+    if (part.columns.empty()) return;
+    if (all.columns.empty()) all.columns = part.columns;
+    if (all.columns != part.columns) throw std::logic_error("watch: a checkpoint's table has other columns");
+    all.rows.insert(all.rows.end(), part.rows.begin(), part.rows.end());
 }
 
 // Appends `t`'s rows to `all` with `step` in a first column.
@@ -383,6 +399,7 @@ private:
         e.analysis = run::analyze(a);
         if (c) e.comparison = run::compare(*c);
         e.done = true;
+        e.rows = step_rows(e);
         const std::size_t computed = e.analysis->computed + (e.comparison ? e.comparison->computed : 0);
         const std::size_t reused = e.analysis->reused + (e.comparison ? e.comparison->reused : 0);
         e.status = computed == 0 ? CheckpointStatus::reused : CheckpointStatus::analysed;
@@ -397,6 +414,32 @@ private:
                         computed == 0
                             ? fmt::format("all {} results reused from the store, nothing computed", reused)
                             : fmt::format("{} computed, {} reused", computed, reused)));
+        write_if_due();
+    }
+
+    StepRows step_rows(const Entry& e) const {
+        StepRows s;
+        const auto step = e.found.step;
+        append_with_step(s.metrics, run::metrics_table(*e.analysis), step);
+        append_with_step(s.aggregates, run::aggregates_table(*e.analysis), step);
+        observe_rows(e.analysis->rows, "metrics", step, s.observations);
+        if (e.comparison) {
+            append_with_step(s.compare, run::compare_table(*e.comparison), step);
+            append_with_step(s.heads, run::heads_table(*e.comparison), step);
+            observe_rows(e.comparison->rows, "compare", step, s.observations);
+            observe_heads(e.comparison->heads, step, s.observations);
+        }
+        return s;
+    }
+
+    // The tables after an analysed checkpoint: written when the last writing took less than a third of
+    // the time since (and always at the end of a pass), so that rewriting every table over every step
+    // stays a bounded share of the run however many checkpoints it has (a run of a thousand checkpoints
+    // all reused from the store would otherwise spend its time rewriting them).
+    void write_if_due() {
+        changed_ = true;
+        if (last_write_end_ && std::chrono::steady_clock::now() - *last_write_end_ < 2 * last_write_cost_)
+            return;
         write();
     }
 
@@ -418,18 +461,14 @@ private:
             w.adapter = e->found.adapter;
             w.status = e->status, w.note = e->note;
             if (e->done) {
-                const auto step = e->found.step;
                 w.computed = e->analysis->computed + (e->comparison ? e->comparison->computed : 0);
                 w.reused = e->analysis->reused + (e->comparison ? e->comparison->reused : 0);
-                append_with_step(r.metrics, run::metrics_table(*e->analysis), step);
-                append_with_step(r.aggregates, run::aggregates_table(*e->analysis), step);
-                observe_rows(e->analysis->rows, "metrics", step, observations);
-                if (e->comparison) {
-                    append_with_step(r.compare, run::compare_table(*e->comparison), step);
-                    append_with_step(r.heads, run::heads_table(*e->comparison), step);
-                    observe_rows(e->comparison->rows, "compare", step, observations);
-                    observe_heads(e->comparison->heads, step, observations);
-                }
+                append_rows(r.metrics, e->rows->metrics);
+                append_rows(r.aggregates, e->rows->aggregates);
+                append_rows(r.compare, e->rows->compare);
+                append_rows(r.heads, e->rows->heads);
+                observations.insert(observations.end(), e->rows->observations.begin(),
+                                    e->rows->observations.end());
             }
             r.checkpoints.push_back(std::move(w));
         }
@@ -452,6 +491,7 @@ private:
     }
 
     void write() {
+        const auto start = std::chrono::steady_clock::now();
         changed_ = false;
         rebuild();
         std::map<std::string, std::string> files{
@@ -468,6 +508,8 @@ private:
             files["heads.csv"] = to_csv(result_.heads);
         }
         run::write_result_directory(o_.run.out, files);
+        last_write_end_ = std::chrono::steady_clock::now();
+        last_write_cost_ = *last_write_end_ - start;
     }
 
     std::string settings_json() const {
@@ -511,6 +553,8 @@ private:
     std::set<std::string> said_alerts_;
     std::set<std::string> warned_;  // entries left out, each warned about once
     bool changed_ = false;          // a status changed since the tables were written
+    std::optional<std::chrono::steady_clock::time_point> last_write_end_;
+    std::chrono::steady_clock::duration last_write_cost_{};
     WatchResult result_;
 };
 

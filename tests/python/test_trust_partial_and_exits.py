@@ -38,11 +38,16 @@ def test_compare_names_a_matrix_whose_base_counterpart_is_not_one(tmp_path):
     assert "layers.0.q.weight" in (tmp_path / "c" / "skipped.csv").read_text()
 
 
-def test_analyze_warns_about_matrices_it_cannot_read(tmp_path):
+def test_analyze_refuses_matrices_it_cannot_read_unless_partial_is_allowed(tmp_path):
+    """A weight whose values are not decoded is an error naming it (issue 46: never a silent partial
+    result); --allow-partial skips it and the warning counts it."""
     m = save(tmp_path / "m", {"layers.0.q.weight": mat(1), "layers.0.idx.weight": np.arange(64, dtype=np.int32).reshape(8, 8)})
-    p = run(["analyze", m, "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite"])
+    p = run(["analyze", m, "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite"], check=False)
+    assert_input_error(p, "layers.0.idx.weight", "dtype I32", "--allow-partial")
+    assert not (tmp_path / "a").exists()
+    p = run(["analyze", m, "--out", tmp_path / "a", "--store", tmp_path / "s.sqlite", "--allow-partial"])
     warnings = [l for l in p.stderr.splitlines() if l.startswith("diffract: warning:")]
-    assert any("1 selected matrix not analysed" in w and "dtype I32" in w and "layers.0.idx.weight" in w
+    assert any("1 selected matrix skipped" in w and "dtype I32 (1)" in w and "layers.0.idx.weight" in w
                for w in warnings), p.stderr
 
 
