@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _core
-from ._keywords import refuse_unknown
+from ._keywords import keywords_checked
 
 PathLike = Union[str, os.PathLike]
 
@@ -62,18 +62,31 @@ class Figures(list):
         return [f.id for f in self]
 
 
-def _inputs(inputs) -> list:
+def _inputs(inputs, store) -> tuple:
+    """(inputs, store) for the engine: result directories and/or a store; a store alone is the input
+    (as `diffract report STORE`)."""
+    if isinstance(store, (bytes, bytearray)) or any(isinstance(i, (bytes, bytearray)) for i in inputs):
+        raise TypeError("report: a path is a str or os.PathLike, not bytes")
+    if not inputs and store is None:
+        raise _core.InputError("report: no input (give result directories as arguments, or store=)")
     if not inputs:
-        raise _core.InputError("report: no input (give result directories or a store)")
-    return [os.fspath(i) for i in inputs]
+        return [os.fspath(store)], ""
+    for i in inputs:
+        if not isinstance(i, (str, os.PathLike)):
+            raise TypeError(f"report: an input is a result directory or a store (a path), not "
+                            f"{type(i).__name__}")
+    return [os.fspath(i) for i in inputs], "" if store is None else os.fspath(store)
 
 
-def _config_json(function: str, options: dict) -> str:
+Strings = Union[str, Sequence[str], None]
+
+
+def _config_json(options: dict) -> str:
     from . import _layers_spec, _roles_spec  # the selection's spelling, as analyze and compare take it
 
-    refuse_unknown(function, options, _KEYS)
     config: dict[str, Any] = {}
-    for key, value in options.items():
+    for key in _KEYS:
+        value = options[key]
         if value is None:
             continue
         if key in ("metrics", "models", "scatter") and not isinstance(value, str):
@@ -86,18 +99,43 @@ def _config_json(function: str, options: dict) -> str:
     return json.dumps(config) if config else ""
 
 
-def figures(*inputs: PathLike, store: Optional[PathLike] = None, **options) -> Figures:
-    """The report's figures for result directories and/or a store, without writing a file: a Figures
-    list (index by position or id). Options: the report's keys (module docstring)."""
-    r = _core.report_figures(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("figures", options))
+_OPTIONS_DOC = """
+    Options (the report's keys, docs/report.md; None: the report's default): title (page title),
+    metrics (layer curves, box plots, evolution; default ["pl_alpha", "stable_rank"]), roles ("a,b" or a
+    list), layers ("0-3,7" or a list of ints), models (subset and order), colours ({"math": "#d55e00"}),
+    scatter ([x, y] fields), esd_tensor (the ESD figure's matrix), heatmap_role, agreement_field,
+    reference (the model subtracted in difference panels), evolution (True/False: force the
+    evolution figures on/off)."""
+
+
+@keywords_checked("figures")
+def figures(*inputs: PathLike, store: Optional[PathLike] = None, title: Optional[str] = None,
+            metrics: Strings = None, roles: Strings = None, layers: Union[str, int, Sequence[int], None] = None,
+            models: Strings = None, colours: Optional[dict] = None, scatter: Strings = None,
+            esd_tensor: Optional[str] = None, heatmap_role: Optional[str] = None,
+            agreement_field: Optional[str] = None, reference: Optional[str] = None,
+            evolution: Optional[bool] = None) -> Figures:
+    """The report's figures for result directories and/or a store (a store alone: store=), without
+    writing a file: a Figures list (index by position or id)."""
+    paths, store_path = _inputs(inputs, store)
+    r = _core.report_figures(paths, store_path, _config_json(locals()))
     return Figures([Figure(f["id"], f["title"], f["caption"], f["svg"]) for f in r["figures"]], r["notes"])
 
 
+@keywords_checked("report")
 def report(*inputs: PathLike, out: PathLike, store: Optional[PathLike] = None, format: str = "html",
-           **options) -> list:
+           title: Optional[str] = None, metrics: Strings = None, roles: Strings = None,
+           layers: Union[str, int, Sequence[int], None] = None, models: Strings = None,
+           colours: Optional[dict] = None, scatter: Strings = None, esd_tensor: Optional[str] = None,
+           heatmap_role: Optional[str] = None, agreement_field: Optional[str] = None,
+           reference: Optional[str] = None, evolution: Optional[bool] = None) -> list:
     """`diffract report INPUT... --out OUT`: writes the self-contained HTML page (or, format="svg"/"png",
     one file per figure into the directory OUT) and returns the paths written. The notes of the panels
     not drawn are on the page; `figures(...)` returns them as `.notes`."""
-    r = _core.write_report(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("report", options),
-                           os.fspath(out), format)
+    paths, store_path = _inputs(inputs, store)
+    r = _core.write_report(paths, store_path, _config_json(locals()), os.fspath(out), format)
     return list(r["written"])
+
+
+figures.__doc__ += _OPTIONS_DOC
+report.__doc__ += _OPTIONS_DOC
