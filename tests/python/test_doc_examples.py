@@ -66,6 +66,18 @@ def test_markers_have_reasons_and_are_few():
     assert len(marked) <= MAX_NOT_RUN, marked
 
 
+# A block that runs diffract (or a shipped evaluator) with concrete arguments must be a ```sh block, run or
+# marked; a synopsis (`[--option]`, `a|b`, `...`) is not a command and stays untagged.
+COMMAND_LINE = re.compile(r"^\s*(\./build/)?(diffract |python3? -m diffract_spectral)")
+SYNOPSIS = re.compile(r"\[--|\.\.\.|\w\|\w")
+
+
+def test_command_examples_are_tagged():
+    untagged = [f"{_rel(d)}:{line}" for d in DOCS for lang, line, code, _ in blocks(d)
+                if not lang and any(COMMAND_LINE.match(x) for x in code.splitlines()) and not SYNOPSIS.search(code)]
+    assert not untagged, f"command examples in untagged fences (make them ```sh): {untagged}"
+
+
 def test_the_extractor_sees_the_examples():
     """The documents hold runnable examples of both kinds (a parser that finds none would pass vacuously)."""
     py = [b for d in DOCS for b in blocks(d) if b[0] in PYTHON and b[3] is None]
