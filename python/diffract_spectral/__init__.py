@@ -79,6 +79,13 @@ def _table(columns: dict):
     return _tables.table(columns, _pandas())
 
 
+def _heads_table(columns: dict, group: tuple = ("model",), names: tuple = ("rank",)):
+    """A head table: ranks as Python presents them (_tables.importance_ranks: 1 = most important,
+    rewind_order = the CSV's rank) and, with pandas, `table.rank` the rank column (_tables.heads_frame)."""
+    t = _table(_tables.importance_ranks(columns, group=group, names=names))
+    return t if isinstance(t, dict) else _tables.heads_frame(t)
+
+
 class Checkpoint:
     """An opened checkpoint: its tensors as numpy arrays, without copying when the dtype allows.
 
@@ -570,7 +577,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     _warn_nonfinite(r["warnings"])
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
         warnings.warn(line, UserWarning, stacklevel=3)
-    return Comparison(_table(r["rows"]), _table(_tables.importance_ranks(r["heads"])), _table(r["skipped"]),
+    return Comparison(_table(r["rows"]), _heads_table(r["heads"]), _table(r["skipped"]),
                       r["computed"], r["reused"])
 
 
@@ -622,9 +629,10 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
                         float(settle), t,
                         _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude), notice)
     _warn_nonfinite(r["warnings"])
-    r["heads"] = _tables.importance_ranks(r["heads"], group=("step", "model"))
-    return Watch(*(_table(r[k]) for k in ("checkpoints", "metrics", "aggregates", "compare", "heads", "trends",
-                                          "alerts")))
+    tables = {k: _table(r[k]) for k in ("checkpoints", "metrics", "aggregates", "compare", "trends", "alerts")}
+    tables["heads"] = _heads_table(r["heads"], group=("step", "model"))
+    return Watch(*(tables[k] for k in ("checkpoints", "metrics", "aggregates", "compare", "heads", "trends",
+                                       "alerts")))
 
 
 @_python_errors

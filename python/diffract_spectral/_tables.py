@@ -68,3 +68,32 @@ def importance_ranks(columns: dict, group: tuple = ("model",), names: tuple = ("
         out[name] = [None if _missing(v) else counts[k] - int(v) for v, k in zip(values, keys)]
         out[name.replace("rank", "rewind_order")] = values
     return out
+
+
+_HEADS_FRAME = None
+
+
+def heads_frame(df):
+    """A head table as a DataFrame whose attribute `rank` is its rank column (1 = the most important
+    head), so that `heads[heads.rank <= 5]` reads as written; pandas' DataFrame.rank() method stays
+    reachable on any column (`heads["importance"].rank()`) and on tables without a rank column. Row
+    subsets (filtering, head(), sort_values) keep the class."""
+    global _HEADS_FRAME
+    if _HEADS_FRAME is None:
+        base = type(df)
+
+        class HeadsFrame(base):
+            """compare's / watch's / validate's head table (see heads_frame)."""
+
+            @property
+            def _constructor(self):
+                return HeadsFrame
+
+            @property
+            def rank(self):
+                if "rank" in self.columns:
+                    return self["rank"]
+                return base.rank.__get__(self)
+
+        _HEADS_FRAME = HeadsFrame
+    return _HEADS_FRAME(df)

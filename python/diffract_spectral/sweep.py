@@ -267,20 +267,18 @@ def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, seco
     stability (Kendall tau-b, the heads that move). Returns heads_validation (rank 1 = the most
     important head; rewind_order: the CSV's rank, 0 = the least important), sets, the verdict and the
     summary."""
-    from . import _checked_int, _table, _tables
+    from . import _checked_int, _heads_table, _table
 
     run = _run(_core.sweep_validate, locals(), _spec(base, "base"), _spec(model),
                None if reference is None else _spec(reference, "reference"),
                None if second_reference is None else _spec(second_reference, "second_reference"),
                _checked_int(k or 0, "k", 0), _checked_int(seeds, "seeds", 0), _checked_int(seed, "seed", 0),
                direction, scale_scope, kv_policy)
-    out, r = run
-    r = dict(r)
-    r["table"] = _tables.importance_ranks(r["table"], group=(), names=("rank", "rank_second"))
-    result = _result((out, r))
+    result = _result(run)
     sets = result.summary.get("sets", [])
     names = list(dict.fromkeys(name for s in sets for name in s))
-    result.heads_validation, result.curve = result.curve, None
+    result.heads_validation = _heads_table(run[1]["table"], group=(), names=("rank", "rank_second"))
+    result.curve = None
     result.sets = _table({name: [s.get(name) for s in sets] for name in names})
     result.verdict = list(result.summary.get("verdict", []))
     return result
