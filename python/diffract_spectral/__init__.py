@@ -52,6 +52,7 @@ try:  # optional: BF16 / F8 tensors as ml_dtypes arrays (zero-copy); decoded flo
 except ImportError:  # pragma: no cover - depends on the environment
     _ml_dtypes = None
 
+PathArg = Union[str, os.PathLike]
 Roles = Union[str, Sequence[str], None]  # "attn_q,mlp_down" or a list of role names
 Layers = Union[str, int, Sequence[int], None]  # "0-3,7", a layer index or a list of them
 
@@ -514,9 +515,9 @@ def _warn_nonfinite(lines) -> None:
 @_python_errors
 def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequence] = "default", heads: bool = True,
             precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
-            max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
+            max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu",
             roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None,
-            progress: bool = False, out: Optional[str] = None, min_fit_size: int = 50, alpha_ci: int = 0,
+            progress: bool = False, out: Optional[PathArg] = None, min_fit_size: int = 50, alpha_ci: int = 0,
             alpha_ci_seed: int = 0, null_draws: int = 1, p_value_draws: int = 100,
             convention: str = "diffract") -> Analysis:
     """`diffract analyze`: the metric catalog for every selected matrix and attention head.
@@ -551,10 +552,10 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
 def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any = None, top_k: int = 10, scale_scope: str = "global",
             order: str = "importance", seed: int = 42, precision: str = "f64", svd_route: str = "auto",
             heads: bool = True, allow_partial: bool = False, delta_only: bool = False, threads: int = 0,
-            max_memory: Optional[str] = None,
-            store: Optional[str] = None, device: str = "cpu", roles: Roles = None, layers: Layers = None,
+            max_memory: Optional[Union[str, int]] = None,
+            store: Optional[PathArg] = None, device: str = "cpu", roles: Roles = None, layers: Layers = None,
             match: Optional[str] = None, exclude: Optional[str] = None, progress: bool = False,
-            out: Optional[str] = None) -> Comparison:
+            out: Optional[PathArg] = None) -> Comparison:
     """`diffract compare MODEL... --base BASE`: every matrix and head block of each model (one or a
     list) against the base, and the per-head update norms, importance and ranking (with `reference`).
 
@@ -601,7 +602,7 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
           follow: bool = False, every: int = 1,
           until_step: Optional[int] = None, poll: float = 10, settle: float = 2, alpha_low: float = 2,
           alpha_high: float = 6, alpha_jump: float = 1.0, stable_rank_jump: float = 0.2, head_share: float = 0.5,
-          threads: int = 0, max_memory: Optional[str] = None, store: Optional[str] = None, device: str = "cpu",
+          threads: int = 0, max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu",
           roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None,
           progress: bool = False) -> Watch:
     """`diffract watch RUN_DIR --out DIR`: every checkpoint of a training run (Trainer's checkpoint-<step>/,

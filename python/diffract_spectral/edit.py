@@ -142,7 +142,7 @@ def _heads_arg(heads):
 def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: Any = None,
            fraction: Optional[float] = None, heads: Any = None, order: str = "importance",
            scale_scope: str = "global", seed: int = 42, kv_policy: str = "all", o_bias: str = "keep",
-           as_lora: bool = False, threads: int = 0, max_memory: Optional[str] = None,
+           as_lora: bool = False, threads: int = 0, max_memory: Optional[Union[str, int]] = None,
            store: Optional[Union[str, os.PathLike]] = None, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:

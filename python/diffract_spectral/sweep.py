@@ -219,7 +219,7 @@ def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
            eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
-        max_memory: Optional[str] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None) -> SweepResult:
     """`sweep rewind`: rewind curves — for each ordering of the heads (importance, agreement, pl_ks,
@@ -240,7 +240,7 @@ def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, s
                 kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
-        max_memory: Optional[str] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None) -> SweepResult:
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
@@ -257,7 +257,7 @@ def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, seco
              scale_scope: str = "global", kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
-        max_memory: Optional[str] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None) -> SweepResult:
     """`sweep validate`: does the head ranking predict what rewinding heads does? Every head rewound
@@ -289,7 +289,7 @@ def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", pe
              eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
-        max_memory: Optional[str] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None) -> SweepResult:
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
@@ -303,7 +303,7 @@ def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", pe
 def interpolate(a: Any, b: Any, *, out: PathArg, omegas: Grid = "0:1:0.1", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
-        max_memory: Optional[str] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,

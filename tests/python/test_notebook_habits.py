@@ -179,6 +179,36 @@ def test_analyze_refuses_by_name(fam, tmp_path, kwargs, error, needle):
     assert "--" not in str(e.value).split(":")[0]
 
 
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"precision": None}, r"precision=: expected a string, found None"),
+    ({"heads": "yes"}, r"heads=: expected True or False, found 'yes'"),
+    ({"store": 5}, r"store=: expected a path \(str or os.PathLike\) or None, found 5"),
+    ({"out": b"o"}, r"out=: expected a path"),
+    ({"seed": "1"}, r"seed=: expected an integer, found '1'"),
+])
+def test_simple_types_are_checked_by_name(fam, kwargs, needle):
+    """No nanobind signature dump: a wrong type is named with its argument before the engine is called."""
+    with pytest.raises(TypeError, match=needle) as e:
+        diffract.analyze(fam / "math", **kwargs)
+    assert "incompatible function arguments" not in str(e.value)
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda f, t: diffract.compare(f / "math", base=f / "pretrained", top_k=2.5), r"top_k=: expected an integer"),
+    (lambda f, t: diffract.edit.truncate(base=f / "pretrained", model=f / "math", out=t / "x", keep=float("nan")),
+     r"keep=: expected a finite number"),
+    (lambda f, t: diffract.edit.permute(model=f / "math", out=t / "x", device=None), r"device=: expected a string"),
+    (lambda f, t: diffract.sweep.interpolate(f / "pretrained", f / "math", out=t / "x", eval="true",
+                                             eval_timeout="1h"), r"eval_timeout=: expected a number"),
+    (lambda f, t: diffract.watch(f, out=t / "x", poll=float("inf")), r"poll=: expected a finite number"),
+    (lambda f, t: diffract.figures(t, title=3), r"title=: expected a string"),
+])
+def test_every_front_function_checks_types_by_name(fam, tmp_path, call, needle):
+    with pytest.raises((TypeError, ValueError), match=needle):
+        call(fam, tmp_path)
+    assert not (tmp_path / "x").exists()
+
+
 def test_cli_bounds_alpha_ci(fam, tmp_path):
     p = run(["analyze", fam / "math", "--alpha-ci", "1000000", "--out", tmp_path / "o"], check=False)
     assert p.returncode == 2 and "--alpha-ci: expected a number of draws in [0, 10000]" in p.stderr
@@ -196,7 +226,7 @@ def test_bytes_path_is_named(tmp_path):
     ({"layers": -2}, ValueError, r"layers=: -2 is out of range"),
     ({"vocab": -5}, ValueError, r"vocab=: -5"),
     ({"heads": 2.5}, TypeError, r"heads=: expected an integer"),
-    ({"shard_mb": float("nan")}, ValueError, r"shard_mb=: expected a size in MB >= 0"),
+    ({"shard_mb": float("nan")}, ValueError, r"shard_mb=: expected a finite number, found nan"),
     ({"shard_mb": -1}, ValueError, r"shard_mb=: expected a size in MB >= 0"),
     ({"seed": 2**70}, ValueError, r"seed=: .*out of range"),
 ])
@@ -251,3 +281,15 @@ def test_engine_errors_name_python_arguments(fam, tmp_path):
     with pytest.raises(diffract.InputError, match=r"^fraction=") as e:
         diffract.edit.rewind(base=fam / "pretrained", model=fam / "math", out=tmp_path / "r", fraction=7.0)
     assert "--" not in str(e.value)
+
+
+def test_python_names_rename_only_the_functions_options():
+    from diffract_spectral._keywords import python_names
+
+    names = ["metrics", "heads", "allow_partial", "lambda_"]
+    assert python_names("--metrics: unknown field 'x'", names) == "metrics=: unknown field 'x'"
+    assert python_names("(use --allow-partial to skip it)", names) == "(use allow_partial= to skip it)"
+    assert python_names("--no-heads and --lambda", names) == "heads=False and lambda_="
+    # another program's flag, a flag with its value, an option the function does not have: as written
+    text = "use `srun --mpi=pmix -n 2 diffract ...` or --ship-inputs"
+    assert python_names(text, names) == text
