@@ -19,7 +19,6 @@ Errors a user or a file can cause raise diffract.InputError (a ValueError) with 
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import os
 import warnings
@@ -535,6 +534,7 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
     dicts of lists without pandas; `.summary`: one row per model). The GIL is released while computing;
     Ctrl-C raises KeyboardInterrupt."""
     models = _model_list("analyze", models, model)
+    _refresh_metrics()
     with _progress.display(progress) as sink:
         r = _core.analyze(_model_args(models), _metrics_spec(metrics), bool(heads), precision,
                           svd_route, _checked_int(seed, "seed"), _checked_int(min_fit_size, "min_fit_size", 0, _INT32[1]),
@@ -618,6 +618,7 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
     def notice(line: str) -> None:
         log.log(logging.WARNING if ": alert: " in line or ": warning: " in line else logging.INFO, line)
 
+    _refresh_metrics()
     t = _core.AlertThresholds()
     t.alpha_low, t.alpha_high, t.alpha_jump = float(alpha_low), float(alpha_high), float(alpha_jump)
     t.stable_rank_jump, t.head_share = float(stable_rank_jump), float(head_share)
@@ -669,12 +670,33 @@ def generate(*, out: Union[str, os.PathLike], preset: str = "tiny", layers: Opti
     return out
 
 
-def _code_version(fn: Callable) -> str:
-    """A hash of a function's code (bytecode, constants, names): a changed function gets new results."""
-    code = fn.__code__
-    h = hashlib.sha256(code.co_code)
-    h.update(repr((code.co_consts, code.co_names, code.co_varnames)).encode())
-    return h.hexdigest()[:16]
+# The custom metrics registered from Python: name -> (function, needs, version= given or None, the
+# version registered). Their default versions are computed again before each computation
+# (_refresh_metrics), so a global or closed-over value changed after registration is a new version.
+_METRICS: dict = {}
+
+
+def _register(name: str, needs: list, fn: Callable, version: Optional[str]) -> None:
+    from ._metric_version import metric_version
+
+    registered = version if version is not None else metric_version(fn)
+    _core.register_metric(name, needs, registered, fn)
+    _METRICS[name] = (fn, needs, version, registered)
+
+
+def _refresh_metrics() -> None:
+    """Registers again each custom metric whose default version changed since it was registered (its
+    code, defaults, closure or the globals it reads): its results are then computed anew, never served
+    stale from the store."""
+    from ._metric_version import metric_version
+
+    registered = set(_core.registered_metrics())
+    for name, (fn, needs, version, current) in list(_METRICS.items()):
+        if name not in registered:
+            _METRICS.pop(name)
+            continue
+        if version is None and metric_version(fn) != current:
+            _register(name, needs, fn, None)
 
 
 def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = None,
@@ -684,8 +706,11 @@ def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = N
 
     needs: the inputs, passed positionally in this order — "weights_svals" (singular values,
     ascending), "esd" (sigma^2 / max(rows, cols), ascending), "weights" (the matrix, float64). The
-    function returns a float. name defaults to the function's name; version (part of the store key)
-    defaults to a hash of the function's code. Ask for it with analyze(metrics=[..., fn]) or by name."""
+    function returns a float. name defaults to the function's name (a lambda needs name=); version
+    (part of the store key) defaults to a hash of the function's code, defaults, closure and the
+    globals it reads, taken again before each analyze/watch, so a changed function or value is
+    recomputed, never served stale (a value with no stable description: recomputed in each session;
+    give version= to keep such results). Ask for it with analyze(metrics=[..., fn]) or by name."""
     if callable(needs) and not isinstance(needs, str):  # @diffract.metric without parentheses
         raise TypeError("metric: use @diffract.metric() or @diffract.metric(needs=[...]) (with parentheses)")
     needs = [needs] if isinstance(needs, str) else list(needs)
@@ -701,7 +726,7 @@ def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = N
         metric_name = name if name is not None else fn.__name__
         if metric_name == "<lambda>":
             raise InputError("metric: a lambda has no name: give name=")
-        _core.register_metric(metric_name, needs, version or _code_version(fn), fn)
+        _register(metric_name, needs, fn, version)
         fn.metric_name = metric_name
         return fn
 
@@ -710,7 +735,9 @@ def metric(needs: Sequence[str] = ("weights_svals",), *, name: Optional[str] = N
 
 def unregister_metric(name: Union[str, Callable]) -> bool:
     """Forgets a custom metric (by name or decorated function); returns whether it was registered."""
-    return _core.unregister_metric(getattr(name, "metric_name", name))
+    metric_name = getattr(name, "metric_name", name)
+    _METRICS.pop(metric_name, None)
+    return _core.unregister_metric(metric_name)
 
 
 def registered_metrics() -> list:

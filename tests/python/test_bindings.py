@@ -332,7 +332,8 @@ def test_compare_takes_in_memory_models(family_f32, tmp_path):
 def test_custom_metric_is_a_column_and_stored(family_f32, tmp_path):
     calls = []
 
-    @diffract.metric(needs=["weights_svals"])
+    # version= fixed: the default version hashes the closure, and `calls` grows with every call
+    @diffract.metric(needs=["weights_svals"], version="1")
     def top3_energy(s):
         """Share of the spectrum's energy in the 3 largest singular values."""
         calls.append(1)
@@ -465,7 +466,7 @@ def test_ctrl_c_interrupts_cleanly(family_f32, tmp_path):
     calls = []
     sent = []
 
-    @diffract.metric(needs=["weights_svals"])
+    @diffract.metric(needs=["weights_svals"], version="1")  # fixed: `calls` in its closure grows
     def slow(s):
         """A slow metric that presses Ctrl-C itself once three matrices are done (no timing race)."""
         calls.append(1)
