@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Se
 
 import numpy as np
 
-from . import _core, _progress, _tables, _torch_models
+from . import _core, _display, _progress, _tables, _torch_models
 from ._core import InputError
 from ._keywords import python_errors as _python_errors
 from ._report import Figure, Figures, figures, report
@@ -450,7 +450,7 @@ def _finite_mean(values) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
-@dataclass
+@dataclass(repr=False)
 class Analysis:
     """The result of analyze: per-matrix rows (metrics.csv), per-model aggregates (aggregates.csv),
     the field columns, and how many matrices were computed or reused from the store. `summary`: one
@@ -490,8 +490,17 @@ class Analysis:
                 out[f].append(_finite_mean(rows[f][i] for i in mine))
         return _table(out)
 
+    _TABLES = "metrics, aggregates, summary, fields"
 
-@dataclass
+    def __repr__(self) -> str:
+        """A few lines: what was read, the rows, computed/reused, warnings (the tables: res.metrics, ...)."""
+        return _display.text("Analysis", _display.analysis_facts(self), self._TABLES)
+
+    def _repr_html_(self) -> str:
+        return _display.html_of("Analysis", _display.analysis_facts(self), self._TABLES)
+
+
+@dataclass(repr=False)
 class Comparison:
     """The result of compare: per-matrix rows (compare.csv), per-head rows (heads.csv, with `rank` 1 =
     the most important head of its model and `rewind_order` = heads.csv's rank, 0 = the first head to
@@ -502,6 +511,15 @@ class Comparison:
     skipped: pd.DataFrame
     computed: int
     reused: int
+
+    _TABLES = "matrices, heads, skipped"
+
+    def __repr__(self) -> str:
+        """A few lines: models, base, reference, rows, computed/reused, skipped, warnings."""
+        return _display.text("Comparison", _display.comparison_facts(self), self._TABLES)
+
+    def _repr_html_(self) -> str:
+        return _display.html_of("Comparison", _display.comparison_facts(self), self._TABLES, self.heads)
 
 
 def _warn_nonfinite(lines) -> None:
@@ -582,7 +600,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
                       r["computed"], r["reused"])
 
 
-@dataclass
+@dataclass(repr=False)
 class Watch:
     """The result of watch: what became of each checkpoint (checkpoints.csv), the analyze and compare
     tables with a `step` column (compare and heads empty without a base), trends.csv and alerts.csv."""
@@ -593,6 +611,15 @@ class Watch:
     heads: pd.DataFrame
     trends: pd.DataFrame
     alerts: pd.DataFrame
+
+    _TABLES = "checkpoints, metrics, aggregates, compare, heads, trends, alerts"
+
+    def __repr__(self) -> str:
+        """A few lines: checkpoints and steps, rows, alerts."""
+        return _display.text("Watch", _display.watch_facts(self), self._TABLES)
+
+    def _repr_html_(self) -> str:
+        return _display.html_of("Watch", _display.watch_facts(self), self._TABLES, self.heads)
 
 
 @_python_errors

@@ -62,20 +62,94 @@ class Figures(list):
         return [f.id for f in self]
 
 
-def _inputs(inputs, store) -> tuple:
-    """(inputs, store) for the engine: result directories and/or a store; a store alone is the input
-    (as `diffract report STORE`)."""
+# A result object's tables as the CLI's files (the report reads result directories).
+_RESULT_FILES = {"Analysis": {"metrics": "metrics.csv", "aggregates": "aggregates.csv"},
+                 "Comparison": {"matrices": "compare.csv", "heads": "heads.csv"},
+                 "Watch": {"checkpoints": "checkpoints.csv", "metrics": "metrics.csv", "aggregates": "aggregates.csv",
+                           "compare": "compare.csv", "heads": "heads.csv", "trends": "trends.csv",
+                           "alerts": "alerts.csv"}}
+
+
+def _cell(name: str, value) -> str:
+    if value is None or (isinstance(value, float) and value != value) or type(value).__name__ == "NAType":
+        return "" if name in ("layer", "head", "step") else "nan"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return "inf" if value == float("inf") else "-inf" if value == float("-inf") else repr(value)
+    return str(value)
+
+
+def _write_tables(result, directory: str) -> None:
+    """Writes a result object's tables into `directory` as the CLI names them; a head table's `rank`
+    goes back to heads.csv's meaning (rewind_order: 0 = the least important head)."""
+    import csv
+
+    from . import _display
+
+    for attribute, file in _RESULT_FILES[type(result).__name__].items():
+        columns = dict(_display._columns(getattr(result, attribute)))
+        if not columns:
+            continue
+        if "rewind_order" in columns:
+            columns["rank"] = columns.pop("rewind_order")
+        with open(os.path.join(directory, file), "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(columns)
+            for row in zip(*columns.values()):
+                w.writerow([_cell(n, v) for n, v in zip(columns, row)])
+
+
+def _inputs(inputs, store, scratch) -> tuple:
+    """(inputs, store) for the engine: result directories, result objects (analyze's, compare's,
+    watch's and the sweeps' results: their tables written into `scratch`, or a sweep's `out`) and/or a
+    store; a store alone is the input (as `diffract report STORE`)."""
     if isinstance(store, (bytes, bytearray)) or any(isinstance(i, (bytes, bytearray)) for i in inputs):
         raise TypeError("report: a path is a str or os.PathLike, not bytes")
     if not inputs and store is None:
-        raise _core.InputError("report: no input (give result directories as arguments, or store=)")
+        raise _core.InputError("report: no input (give result directories or result objects as arguments, "
+                               "or store=)")
     if not inputs:
         return [os.fspath(store)], ""
-    for i in inputs:
-        if not isinstance(i, (str, os.PathLike)):
-            raise TypeError(f"report: an input is a result directory or a store (a path), not "
-                            f"{type(i).__name__}")
-    return [os.fspath(i) for i in inputs], "" if store is None else os.fspath(store)
+    paths = []
+    for n, i in enumerate(inputs):
+        kind = type(i).__name__
+        if kind == "SweepResult" and hasattr(i, "out"):
+            paths.append(os.fspath(i.out))
+        elif kind in _RESULT_FILES and type(i).__module__.startswith("diffract_spectral"):
+            directory = os.path.join(scratch(), f"{n}-{kind.lower()}")
+            os.mkdir(directory)
+            _write_tables(i, directory)
+            paths.append(directory)
+        elif isinstance(i, (str, os.PathLike)):
+            paths.append(os.fspath(i))
+        else:
+            raise TypeError(f"report: an input is a result directory, a store (a path) or a result of analyze, "
+                            f"compare, watch or a sweep, not {kind}")
+    return paths, "" if store is None else os.fspath(store)
+
+
+class _Scratch:
+    """A temporary directory made on first use (for result objects' tables), removed on exit."""
+
+    def __init__(self):
+        self.path = None
+
+    def __call__(self) -> str:
+        if self.path is None:
+            import tempfile
+
+            self.path = tempfile.mkdtemp(prefix="diffract-report-")
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.path is not None:
+            import shutil
+
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 Strings = Union[str, Sequence[str], None]
@@ -109,31 +183,38 @@ _OPTIONS_DOC = """
 
 
 @keywords_checked("figures")
-def figures(*inputs: PathLike, store: Optional[PathLike] = None, title: Optional[str] = None,
+def figures(*inputs: Union[PathLike, Any], store: Optional[PathLike] = None, title: Optional[str] = None,
             metrics: Strings = None, roles: Strings = None, layers: Union[str, int, Sequence[int], None] = None,
             models: Strings = None, colours: Optional[dict] = None, scatter: Strings = None,
             esd_tensor: Optional[str] = None, heatmap_role: Optional[str] = None,
             agreement_field: Optional[str] = None, reference: Optional[str] = None,
             evolution: Optional[bool] = None) -> Figures:
-    """The report's figures for result directories and/or a store (a store alone: store=), without
-    writing a file: a Figures list (index by position or id)."""
-    paths, store_path = _inputs(inputs, store)
-    r = _core.report_figures(paths, store_path, _config_json(locals()))
+    """The report's figures for result directories, result objects (figures(res, cmp): the results of
+    analyze, compare, watch or a sweep) and/or a store (a store alone: store=), without writing a file: a
+    Figures list (index by position or id). The ESD figures read singular values from the store: pass
+    the store= the results were computed with."""
+    options = _config_json(locals())
+    with _Scratch() as scratch:
+        paths, store_path = _inputs(inputs, store, scratch)
+        r = _core.report_figures(paths, store_path, options)
     return Figures([Figure(f["id"], f["title"], f["caption"], f["svg"]) for f in r["figures"]], r["notes"])
 
 
 @keywords_checked("report")
-def report(*inputs: PathLike, out: PathLike, store: Optional[PathLike] = None, format: str = "html",
+def report(*inputs: Union[PathLike, Any], out: PathLike, store: Optional[PathLike] = None, format: str = "html",
            title: Optional[str] = None, metrics: Strings = None, roles: Strings = None,
            layers: Union[str, int, Sequence[int], None] = None, models: Strings = None,
            colours: Optional[dict] = None, scatter: Strings = None, esd_tensor: Optional[str] = None,
            heatmap_role: Optional[str] = None, agreement_field: Optional[str] = None,
            reference: Optional[str] = None, evolution: Optional[bool] = None) -> list:
-    """`diffract report INPUT... --out OUT`: writes the self-contained HTML page (or, format="svg"/"png",
+    """`diffract report INPUT... --out OUT` (inputs: result directories, result objects of analyze,
+    compare, watch or a sweep, and/or a store): writes the self-contained HTML page (or, format="svg"/"png",
     one file per figure into the directory OUT) and returns the paths written. The notes of the panels
     not drawn are on the page; `figures(...)` returns them as `.notes`."""
-    paths, store_path = _inputs(inputs, store)
-    r = _core.write_report(paths, store_path, _config_json(locals()), os.fspath(out), format)
+    options = _config_json(locals())
+    with _Scratch() as scratch:
+        paths, store_path = _inputs(inputs, store, scratch)
+        r = _core.write_report(paths, store_path, options, os.fspath(out), format)
     return list(r["written"])
 
 

@@ -33,7 +33,7 @@ __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "validate", "Swee
 Evaluation = Union[str, Callable[[os.PathLike], float], None]
 
 
-@dataclass
+@dataclass(repr=False)
 class SweepResult:
     """The result of a sweep: `curve` (curve.csv: order, seed, x, score[, select_score, report_score],
     eval_seconds; None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta,
@@ -52,6 +52,21 @@ class SweepResult:
     heads_validation: Optional[pd.DataFrame] = None
     sets: Optional[pd.DataFrame] = None
     verdict: Optional[list] = None
+
+    def _tables(self) -> str:
+        return ", ".join(n for n in ("curve", "heads_effect", "references", "heads_validation", "sets", "summary")
+                         if getattr(self, n) is not None)
+
+    def __repr__(self) -> str:
+        """A few lines: the sweep, its output directory, rows, the references' scores, the verdict."""
+        from . import _display
+
+        return _display.text("SweepResult", _display.sweep_facts(self), self._tables())
+
+    def _repr_html_(self) -> str:
+        from . import _display
+
+        return _display.html_of("SweepResult", _display.sweep_facts(self), self._tables(), self.heads_validation)
 
 
 def _references(summary: dict):

@@ -259,7 +259,7 @@ def test_figures_from_a_store_alone(fam, tmp_path):
     diffract.analyze([fam / "pretrained", fam / "math"], store=store)
     figs = diffract.figures(store=store)
     assert len(figs) > 0
-    with pytest.raises(diffract.InputError, match="give result directories as arguments, or store="):
+    with pytest.raises(diffract.InputError, match="give result directories or result objects as arguments, or store="):
         diffract.figures()
 
 
@@ -293,3 +293,40 @@ def test_python_names_rename_only_the_functions_options():
     # another program's flag, a flag with its value, an option the function does not have: as written
     text = "use `srun --mpi=pmix -n 2 diffract ...` or --ship-inputs"
     assert python_names(text, names) == text
+
+
+# --- results display compactly and hand themselves to figures() / report() -------------------
+
+
+def test_results_display_compactly(fam, tmp_path):
+    store = tmp_path / "s.sqlite"
+    res = diffract.analyze([fam / "pretrained", fam / "math"], store=store)
+    cmp = diffract.compare(fam / "math", base=fam / "pretrained", reference=fam / "text", store=store)
+    text = repr(res)
+    assert text.startswith("<diffract.Analysis>") and len(text.splitlines()) <= 8
+    assert "models: pretrained, math" in text and "computed / reused" in text
+    html = cmp._repr_html_()
+    assert "diffract.Comparison" in html and "base" in html and "pretrained" in html
+    top = cmp.heads[cmp.heads.rank == 1].iloc[0]
+    assert "rank 1 = most important" in html and f"<td>{top['layer']}</td><td>{top['head']}</td>" in html
+    assert len(repr(cmp).splitlines()) <= 9
+    sw = diffract.sweep.interpolate(fam / "pretrained", fam / "math", out=tmp_path / "ip", omegas=[0, 1],
+                                    eval=lambda p: 1.0, quiet=True)
+    assert "sweep: interpolate" in repr(sw) and "<table>" in sw._repr_html_()
+
+
+def test_figures_and_report_take_result_objects(fam, tmp_path):
+    store = tmp_path / "s.sqlite"
+    res = diffract.analyze([fam / "pretrained", fam / "math"], store=store, out=tmp_path / "an")
+    cmp = diffract.compare(fam / "math", base=fam / "pretrained", reference=fam / "text", store=store,
+                           out=tmp_path / "cmp")
+    from_objects = diffract.figures(res, cmp, store=store)
+    from_dirs = diffract.figures(tmp_path / "an", tmp_path / "cmp", store=store)
+    assert from_objects.ids() == from_dirs.ids() and len(from_objects) > 3
+    assert [f.svg for f in from_objects] == [f.svg for f in from_dirs]
+    assert diffract.report(res, cmp, store=store, out=tmp_path / "r.html") == [str(tmp_path / "r.html")]
+    sw = diffract.sweep.interpolate(fam / "pretrained", fam / "math", out=tmp_path / "ip", omegas=[0, 0.5, 1],
+                                    eval=lambda p: len(str(p)), quiet=True)
+    assert "sweep-interpolate" in diffract.figures(sw).ids()
+    with pytest.raises(TypeError, match="a result of analyze, compare, watch or a sweep, not int"):
+        diffract.figures(3)
