@@ -330,3 +330,21 @@ def test_figures_and_report_take_result_objects(fam, tmp_path):
     assert "sweep-interpolate" in diffract.figures(sw).ids()
     with pytest.raises(TypeError, match="a result of analyze, compare, watch or a sweep, not int"):
         diffract.figures(3)
+
+
+def test_report_draws_every_role(fam, tmp_path):
+    """Issue 51 (item 5): the per-role figures have a panel for every role the results hold — not three —
+    and the box plots include the matrices without a layer (embeddings, lm_head)."""
+    store = tmp_path / "s.sqlite"
+    res = diffract.analyze([fam / "pretrained", fam / "math"], store=store)
+    figs = diffract.figures(res, store=store)
+    m = res.metrics
+    with_layer = set(m[m["layer"].notna() & m["stable_rank"].notna()]["role"])
+    assert {"attn_k", "attn_o", "mlp_gate", "mlp_up"} <= with_layer
+    for role in with_layer:
+        assert f">{role}</text>" in figs["layers-stable_rank"].svg, role
+        assert f">{role}</text>" in figs["boxes-stable_rank"].svg, role
+    layerless = set(m[m["layer"].isna() & m["head"].isna() & m["stable_rank"].notna()]["role"])
+    assert layerless  # lm_head / embed
+    for role in layerless:
+        assert f">{role}</text>" in figs["boxes-stable_rank"].svg, role
