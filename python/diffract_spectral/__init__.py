@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence, Union
@@ -232,7 +233,17 @@ def from_arrays(tensors: Mapping[str, Any], *, name: str = "memory",
         with builtins.open(os.fspath(config), encoding="utf-8") as f:
             config = json.load(f)
     items = [(str(k), *_as_buffer(v)) for k, v in tensors.items()]
-    return Checkpoint(_core.from_buffers(name, items, json.dumps(config) if config is not None else ""))
+    text = ""
+    if config is not None:
+        try:  # NaN/Infinity are not JSON: refused here, by name, rather than by the engine's parser
+            text = json.dumps(config, allow_nan=False)
+        except ValueError:
+            bad = [k for k, v in config.items() if isinstance(v, float) and not (v == v and abs(v) != float("inf"))]
+            raise InputError(f"config=: {', '.join(map(repr, bad)) or 'a value'} is NaN or infinite (a config "
+                             f"holds finite numbers)") from None
+        except TypeError as e:
+            raise TypeError(f"config=: not JSON ({e})") from None
+    return Checkpoint(_core.from_buffers(name, items, text))
 
 
 @_python_errors
@@ -551,6 +562,7 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
     progress=True: a tqdm bar (stderr lines without tqdm). Returns an Analysis (pandas DataFrames, or
     dicts of lists without pandas; `.summary`: one row per model). The GIL is released while computing;
     Ctrl-C raises KeyboardInterrupt."""
+    _not_inside_a_metric("analyze")
     models = _model_list("analyze", models, model)
     _refresh_metrics()
     with _progress.display(progress) as sink:
@@ -584,6 +596,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     progress=True: a tqdm bar. Returns a Comparison of DataFrames (dicts of lists without pandas). In
     `heads`, rank 1 is the most important head of its model (the last to rewind under `order`) and
     rewind_order is heads.csv's `rank` (0 = the first head to rewind)."""
+    _not_inside_a_metric("compare")
     models = _model_list("compare", models, model)
     with _progress.display(progress) as sink:
         r = _core.compare(_model_arg(base, "base"), _model_args(models),
@@ -645,6 +658,7 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
     def notice(line: str) -> None:
         log.log(logging.WARNING if ": alert: " in line or ": warning: " in line else logging.INFO, line)
 
+    _not_inside_a_metric("watch")
     _refresh_metrics()
     t = _core.AlertThresholds()
     t.alpha_low, t.alpha_high, t.alpha_jump = float(alpha_low), float(alpha_high), float(alpha_jump)
@@ -703,11 +717,36 @@ def generate(*, out: Union[str, os.PathLike], preset: str = "tiny", layers: Opti
 _METRICS: dict = {}
 
 
+_IN_METRIC = threading.local()  # .name: the custom metric running on this thread
+
+
+def _not_inside_a_metric(function: str) -> None:
+    """A custom metric runs on the engine's worker threads inside a computation: one that starts
+    another (analyze inside a metric) would nest thread pools without end. Refused by name."""
+    name = getattr(_IN_METRIC, "name", None)
+    if name is not None:
+        raise InputError(f"metric '{name}': a custom metric cannot call diffract.{function} (it runs inside one)")
+
+
+def _guarded(name: str, fn: Callable) -> Callable:
+    """fn as the engine calls it: marks its thread as inside the metric `name` while it runs."""
+
+    def call(*arrays):
+        outer = getattr(_IN_METRIC, "name", None)
+        _IN_METRIC.name = name
+        try:
+            return fn(*arrays)
+        finally:
+            _IN_METRIC.name = outer
+
+    return call
+
+
 def _register(name: str, needs: list, fn: Callable, version: Optional[str]) -> None:
     from ._metric_version import metric_version
 
     registered = version if version is not None else metric_version(fn)
-    _core.register_metric(name, needs, registered, fn)
+    _core.register_metric(name, needs, registered, _guarded(name, fn))
     _METRICS[name] = (fn, needs, version, registered)
 
 

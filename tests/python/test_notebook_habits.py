@@ -348,3 +348,49 @@ def test_report_draws_every_role(fam, tmp_path):
     assert layerless  # lm_head / embed
     for role in layerless:
         assert f">{role}</text>" in figs["boxes-stable_rank"].svg, role
+
+
+def test_an_alert_never_reads_two_less_than_two(fam, tmp_path):
+    """An alpha just under (over) the threshold is printed with the digits that tell them apart."""
+    import re
+    import shutil
+
+    run_dir = tmp_path / "run"
+    for step, model in ((100, "pretrained"), (200, "math")):
+        shutil.copytree(fam / model, run_dir / f"step_{step}")
+    first = diffract.watch(run_dir, out=tmp_path / "w0", settle=0, min_fit_size=0, store=tmp_path / "s.sqlite")
+    m = first.metrics
+    alpha = float(m[m["head"].isna() & m["pl_alpha"].notna()]["pl_alpha"].iloc[0])
+    rounded = float(f"{alpha:.3g}")
+    assert rounded != alpha
+    limits = {"alpha_high": rounded} if rounded < alpha else {"alpha_low": rounded}
+    w = diffract.watch(run_dir, out=tmp_path / "w1", settle=0, min_fit_size=0, store=tmp_path / "s.sqlite",
+                       **limits)
+    messages = list(w.alerts["message"]) if "message" in w.alerts else []
+    alpha_alerts = [x for x in messages if re.search(r"pl_alpha \S+ [<>] ", x)]
+    assert alpha_alerts
+    for text in alpha_alerts:
+        value, limit = re.search(r"pl_alpha (\S+) [<>] (\S+):", text).groups()
+        assert value != limit, text
+
+
+def test_a_metric_that_runs_analyze_is_refused_by_name(tmp_path):
+    w = {"w.weight": np.random.default_rng(1).standard_normal((20, 10))}
+
+    @diffract.metric(name="recursive")
+    def recursive(s):
+        return float(diffract.analyze(w, metrics=["recursive"], store=tmp_path / "s.sqlite").metrics["recursive"][0])
+
+    try:
+        with pytest.raises(diffract.InputError, match="metric 'recursive': a custom metric cannot call diffract.analyze"):
+            diffract.analyze(w, metrics=[recursive], store=tmp_path / "s.sqlite")
+        import threading
+        assert threading.active_count() < 20
+    finally:
+        diffract.unregister_metric(recursive)
+
+
+def test_nan_in_an_in_memory_config_is_named(tmp_path):
+    w = {"model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), dtype=np.float32)}
+    with pytest.raises(diffract.InputError, match=r"config=: 'num_attention_heads' is NaN or infinite"):
+        diffract.from_arrays(w, config={"num_attention_heads": float("nan"), "hidden_size": 8})
