@@ -394,3 +394,26 @@ def test_nan_in_an_in_memory_config_is_named(tmp_path):
     w = {"model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), dtype=np.float32)}
     with pytest.raises(diffract.InputError, match=r"config=: 'num_attention_heads' is NaN or infinite"):
         diffract.from_arrays(w, config={"num_attention_heads": float("nan"), "hidden_size": 8})
+
+
+def test_ctrl_c_stops_a_long_bootstrap_within_its_matrix(tmp_path):
+    """alpha_ci draws check for Ctrl-C: one large matrix's bootstrap no longer runs to its end first."""
+    import signal
+    import threading
+    import time
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    w = {"a.weight": (u * (rng.pareto(1.5, n) + 1.0)) @ v.T}  # a heavy-tailed spectrum: every draw fits
+    kwargs = dict(metrics="pl_alpha,pl_alpha_ci_low", alpha_ci=10000, min_fit_size=10, threads=1)
+    t0 = time.perf_counter()
+    diffract.analyze(w, store=tmp_path / "full.sqlite", **kwargs)
+    full = time.perf_counter() - t0
+    timer = threading.Timer(0.25 * full, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        diffract.analyze(w, store=tmp_path / "cut.sqlite", **kwargs)
+    assert time.perf_counter() - t0 < 0.7 * full, (time.perf_counter() - t0, full)
