@@ -14,7 +14,9 @@ converts arguments and results:
 Arguments follow the CLI: its positionals (MODEL...) are positional here, its options keywords of the
 same names (--out DIR is out=DIR).
 
-Errors a user or a file can cause raise diffract.InputError (a ValueError) with the CLI's message.
+Errors a user or a file can cause raise diffract.InputError (a ValueError) with the CLI's message, its
+options named as the Python arguments (`metrics=: unknown field ...`); an argument of the wrong type is a
+TypeError naming it. `diffract.eval` (the shipped evaluators) is imported on first use.
 """
 from __future__ import annotations
 
