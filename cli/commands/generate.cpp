@@ -60,7 +60,7 @@ void add_generate(CLI::App& app) {
             if (flag->count()) given.insert(field);
         synth::apply_preset(a->o, a->preset, given);
         a->o.dtype = synth::parse_family_dtype(a->dtype);
-        a->o.max_shard_bytes = static_cast<std::uint64_t>(a->shard_mb * 1e6);
+        a->o.max_shard_bytes = synth::family_shard_bytes(a->shard_mb);
         synth::generate_family(a->out, a->o);
         return 0;
     });

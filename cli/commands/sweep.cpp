@@ -1,5 +1,6 @@
 // diffract sweep rewind|rewind-each|validate|truncate|interpolate ... --eval 'CMD {model}' --out DIR: a grid
 // of edited candidates scored by the user's evaluation (see include/diffract/sweep/sweep.hpp, docs/edit.md).
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 
@@ -20,12 +21,22 @@ struct SweepArgs : sweep::SweepOptions {
     std::vector<std::string> pair, references;
 };
 
+// What `{python}` stands for in the evaluation commands: $DIFFRACT_PYTHON when set, else python3 (which
+// the shell finds on PATH).
+std::string evaluator_python() {
+    const char* python = std::getenv("DIFFRACT_PYTHON");
+    return python != nullptr && *python != '\0' ? python : "python3";
+}
+
 // Options shared by every sweep: evaluation, output, candidates, run and selection.
 CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::string& help, SweepArgs& a) {
     auto* sub = sweep->add_subcommand(name, help);
+    a.python = evaluator_python();
     sub->add_option("--out", a.out, "Output directory (curve.csv, summary.json, sweep_state.jsonl)")
         ->required();
-    sub->add_option("--eval", a.eval, "Evaluation command; {model} is replaced by the candidate's path");
+    sub->add_option("--eval", a.eval,
+                    "Evaluation command; {model} is replaced by the candidate's path, {python} by "
+                    "$DIFFRACT_PYTHON (default: python3 on PATH)");
     sub->add_option("--select-eval", a.select_eval, "Evaluation that picks the best x");
     sub->add_option("--report-eval", a.report_eval,
                     "Evaluation reported at the x the select evaluation picked");

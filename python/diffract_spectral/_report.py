@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _core
-from ._keywords import refuse_unknown
+from ._keywords import keywords_checked
 
 PathLike = Union[str, os.PathLike]
 
@@ -62,18 +62,105 @@ class Figures(list):
         return [f.id for f in self]
 
 
-def _inputs(inputs) -> list:
+# A result object's tables as the CLI's files (the report reads result directories).
+_RESULT_FILES = {"Analysis": {"metrics": "metrics.csv", "aggregates": "aggregates.csv"},
+                 "Comparison": {"matrices": "compare.csv", "heads": "heads.csv"},
+                 "Watch": {"checkpoints": "checkpoints.csv", "metrics": "metrics.csv", "aggregates": "aggregates.csv",
+                           "compare": "compare.csv", "heads": "heads.csv", "trends": "trends.csv",
+                           "alerts": "alerts.csv"}}
+
+
+def _cell(name: str, value) -> str:
+    if value is None or (isinstance(value, float) and value != value) or type(value).__name__ == "NAType":
+        return "" if name in ("layer", "head", "step") else "nan"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return "inf" if value == float("inf") else "-inf" if value == float("-inf") else repr(value)
+    return str(value)
+
+
+def _write_tables(result, directory: str) -> None:
+    """Writes a result object's tables into `directory` as the CLI names them; a head table's `rank`
+    goes back to heads.csv's meaning (rewind_order: 0 = the least important head)."""
+    import csv
+
+    from . import _display
+
+    for attribute, file in _RESULT_FILES[type(result).__name__].items():
+        columns = dict(_display._columns(getattr(result, attribute)))
+        if not columns:
+            continue
+        if "rewind_order" in columns:
+            columns["rank"] = columns.pop("rewind_order")
+        with open(os.path.join(directory, file), "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(columns)
+            for row in zip(*columns.values()):
+                w.writerow([_cell(n, v) for n, v in zip(columns, row)])
+
+
+def _inputs(inputs, store, scratch) -> tuple:
+    """(inputs, store) for the engine: result directories, result objects (analyze's, compare's,
+    watch's and the sweeps' results: their tables written into `scratch`, or a sweep's `out`) and/or a
+    store; a store alone is the input (as `diffract report STORE`)."""
+    if isinstance(store, (bytes, bytearray)) or any(isinstance(i, (bytes, bytearray)) for i in inputs):
+        raise TypeError("report: a path is a str or os.PathLike, not bytes")
+    if not inputs and store is None:
+        raise _core.InputError("report: no input (give result directories or result objects as arguments, "
+                               "or store=)")
     if not inputs:
-        raise _core.InputError("report: no input (give result directories or a store)")
-    return [os.fspath(i) for i in inputs]
+        return [os.fspath(store)], ""
+    paths = []
+    for n, i in enumerate(inputs):
+        kind = type(i).__name__
+        if kind == "SweepResult" and hasattr(i, "out"):
+            paths.append(os.fspath(i.out))
+        elif kind in _RESULT_FILES and type(i).__module__.startswith("diffract_spectral"):
+            directory = os.path.join(scratch(), f"{n}-{kind.lower()}")
+            os.mkdir(directory)
+            _write_tables(i, directory)
+            paths.append(directory)
+        elif isinstance(i, (str, os.PathLike)):
+            paths.append(os.fspath(i))
+        else:
+            raise TypeError(f"report: an input is a result directory, a store (a path) or a result of analyze, "
+                            f"compare, watch or a sweep, not {kind}")
+    return paths, "" if store is None else os.fspath(store)
 
 
-def _config_json(function: str, options: dict) -> str:
+class _Scratch:
+    """A temporary directory made on first use (for result objects' tables), removed on exit."""
+
+    def __init__(self):
+        self.path = None
+
+    def __call__(self) -> str:
+        if self.path is None:
+            import tempfile
+
+            self.path = tempfile.mkdtemp(prefix="diffract-report-")
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.path is not None:
+            import shutil
+
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+Strings = Union[str, Sequence[str], None]
+
+
+def _config_json(options: dict) -> str:
     from . import _layers_spec, _roles_spec  # the selection's spelling, as analyze and compare take it
 
-    refuse_unknown(function, options, _KEYS)
     config: dict[str, Any] = {}
-    for key, value in options.items():
+    for key in _KEYS:
+        value = options[key]
         if value is None:
             continue
         if key in ("metrics", "models", "scatter") and not isinstance(value, str):
@@ -86,18 +173,50 @@ def _config_json(function: str, options: dict) -> str:
     return json.dumps(config) if config else ""
 
 
-def figures(*inputs: PathLike, store: Optional[PathLike] = None, **options) -> Figures:
-    """The report's figures for result directories and/or a store, without writing a file: a Figures
-    list (index by position or id). Options: the report's keys (module docstring)."""
-    r = _core.report_figures(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("figures", options))
+_OPTIONS_DOC = """
+    Options (the report's keys, docs/report.md; None: the report's default): title (page title),
+    metrics (layer curves, box plots, evolution; default ["pl_alpha", "stable_rank"]), roles ("a,b" or a
+    list), layers ("0-3,7" or a list of ints), models (subset and order), colours ({"math": "#d55e00"}),
+    scatter ([x, y] fields), esd_tensor (the ESD figure's matrix), heatmap_role, agreement_field,
+    reference (the model subtracted in difference panels), evolution (True/False: force the
+    evolution figures on/off)."""
+
+
+@keywords_checked("figures")
+def figures(*inputs: Union[PathLike, Any], store: Optional[PathLike] = None, title: Optional[str] = None,
+            metrics: Strings = None, roles: Strings = None, layers: Union[str, int, Sequence[int], None] = None,
+            models: Strings = None, colours: Optional[dict] = None, scatter: Strings = None,
+            esd_tensor: Optional[str] = None, heatmap_role: Optional[str] = None,
+            agreement_field: Optional[str] = None, reference: Optional[str] = None,
+            evolution: Optional[bool] = None) -> Figures:
+    """The report's figures for result directories, result objects (figures(res, cmp): the results of
+    analyze, compare, watch or a sweep) and/or a store (a store alone: store=), without writing a file: a
+    Figures list (index by position or id). The ESD figures read singular values from the store: pass
+    the store= the results were computed with."""
+    options = _config_json(locals())
+    with _Scratch() as scratch:
+        paths, store_path = _inputs(inputs, store, scratch)
+        r = _core.report_figures(paths, store_path, options)
     return Figures([Figure(f["id"], f["title"], f["caption"], f["svg"]) for f in r["figures"]], r["notes"])
 
 
-def report(*inputs: PathLike, out: PathLike, store: Optional[PathLike] = None, format: str = "html",
-           **options) -> list:
-    """`diffract report INPUT... --out OUT`: writes the self-contained HTML page (or, format="svg"/"png",
+@keywords_checked("report")
+def report(*inputs: Union[PathLike, Any], out: PathLike, store: Optional[PathLike] = None, format: str = "html",
+           title: Optional[str] = None, metrics: Strings = None, roles: Strings = None,
+           layers: Union[str, int, Sequence[int], None] = None, models: Strings = None,
+           colours: Optional[dict] = None, scatter: Strings = None, esd_tensor: Optional[str] = None,
+           heatmap_role: Optional[str] = None, agreement_field: Optional[str] = None,
+           reference: Optional[str] = None, evolution: Optional[bool] = None) -> list:
+    """`diffract report INPUT... --out OUT` (inputs: result directories, result objects of analyze,
+    compare, watch or a sweep, and/or a store): writes the self-contained HTML page (or, format="svg"/"png",
     one file per figure into the directory OUT) and returns the paths written. The notes of the panels
     not drawn are on the page; `figures(...)` returns them as `.notes`."""
-    r = _core.write_report(_inputs(inputs), "" if store is None else os.fspath(store), _config_json("report", options),
-                           os.fspath(out), format)
+    options = _config_json(locals())
+    with _Scratch() as scratch:
+        paths, store_path = _inputs(inputs, store, scratch)
+        r = _core.write_report(paths, store_path, options, os.fspath(out), format)
     return list(r["written"])
+
+
+figures.__doc__ += _OPTIONS_DOC
+report.__doc__ += _OPTIONS_DOC

@@ -3,24 +3,28 @@ summarised as curves and areas under them (see docs/edit.md).
 
 Each function writes what the CLI writes to `out` — curve.csv (heads_effect.csv for rewind_each),
 summary.json, logs/ and the resumable journal sweep_state.jsonl — and returns a SweepResult of what
-it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword arguments mirror the CLI's options in snake_case: every sweep takes out,
-eval, select_eval, report_eval, score_key, direction ("higher" or "lower"; default: what a known score_key implies), eval_timeout (seconds, 6 h; 0: none), keep, max_candidates (1000), max_shard_size ("5G"), threads, max_memory, store,
-device, quiet, progress (True: a tqdm bar of the evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model}, or a
-Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
+it wrote (the library returns the table and the summary; nothing is read back from the files). Keyword
+arguments mirror the CLI's options in snake_case, each an explicit keyword of every sweep: out, eval,
+select_eval, report_eval, score_key, direction ("higher" or "lower" is better; default: what a known
+score_key implies), eval_timeout (seconds, 6 h; 0: none), keep, max_candidates (1000),
+max_shard_size ("5G"), threads, max_memory, store, device, quiet, progress (True: a tqdm bar of the
+evaluations), roles, layers, match and exclude. An evaluation is a shell command with {model} (the
+candidate's path) and {python} (this interpreter, sys.executable), or a Python callable that receives the candidate's directory (a pathlib.Path) and returns a float. Grids
 (fractions, keeps, omegas) are "START:STOP:STEP" or a list of numbers. A sweep with the same options
 resumes the journal, whether the CLI or Python started it. The GIL is released while sweeping (a
 callable evaluation takes it while it runs).
 """
 from __future__ import annotations
 
-import inspect
 import json
+import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from . import _core, _progress
-from ._keywords import refuse_unknown
+from ._keywords import keywords_checked
 
 if TYPE_CHECKING:  # type checkers and IDEs only: pandas stays optional
     import pandas as pd
@@ -30,7 +34,7 @@ __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "validate", "Swee
 Evaluation = Union[str, Callable[[os.PathLike], float], None]
 
 
-@dataclass
+@dataclass(repr=False)
 class SweepResult:
     """The result of a sweep: `curve` (curve.csv: order, seed, x, score[, select_score, report_score],
     eval_seconds; None for rewind_each), `heads_effect` (heads_effect.csv: layer, head, score, delta,
@@ -49,6 +53,21 @@ class SweepResult:
     heads_validation: Optional[pd.DataFrame] = None
     sets: Optional[pd.DataFrame] = None
     verdict: Optional[list] = None
+
+    def _tables(self) -> str:
+        return ", ".join(n for n in ("curve", "heads_effect", "references", "heads_validation", "sets", "summary")
+                         if getattr(self, n) is not None)
+
+    def __repr__(self) -> str:
+        """A few lines: the sweep, its output directory, rows, the references' scores, the verdict."""
+        from . import _display
+
+        return _display.text("SweepResult", _display.sweep_facts(self), self._tables())
+
+    def _repr_html_(self) -> str:
+        from . import _display
+
+        return _display.html_of("SweepResult", _display.sweep_facts(self), self._tables(), self.heads_validation)
 
 
 def _references(summary: dict):
@@ -82,13 +101,29 @@ def _result(run, heads_effect: bool = False) -> SweepResult:
     return SweepResult(data, summary, out, None, references)
 
 
-def _grid(values) -> str:
-    """A grid option as text: "START:STOP:STEP" or a list as is, or a sequence of numbers."""
+def _grid(values, arg: str = "grid") -> str:
+    """A grid option as text: "START:STOP:STEP" or a list as is, or a sequence of numbers (each a
+    finite real number; `arg` names the argument in errors)."""
     if isinstance(values, str):
         return values
+    if isinstance(values, bool) or values is None:
+        raise TypeError(f"{arg}=: a grid is \"START:STOP:STEP\" or a list of numbers, not {values!r}")
     if isinstance(values, (int, float)):
-        return str(values)
-    return ",".join(str(v) for v in values)
+        values = [values]
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(f"{arg}=: a grid is \"START:STOP:STEP\" or a list of numbers, not "
+                        f"{type(values).__name__}") from None
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+            raise TypeError(f"{arg}=: {v!r} is not a number")
+        x = float(v)
+        if not math.isfinite(x):
+            raise _core.InputError(f"{arg}=: {v!r} is not a finite number")
+        out.append(repr(x) if isinstance(v, float) else str(v))
+    return ",".join(out)
 
 
 def _list_spec(values) -> str:
@@ -96,49 +131,81 @@ def _list_spec(values) -> str:
     return values if isinstance(values, str) else ",".join(values or ())
 
 
-def _spec(model):
+def _spec(model, arg: str = "model"):
     """A model argument for the engine: a spec string or a Checkpoint opened from a file."""
     from . import Checkpoint
 
     if isinstance(model, Checkpoint):
         return model._core
+    if isinstance(model, (bytes, bytearray)):
+        raise TypeError(f"{arg}=: a path is a str or os.PathLike, not bytes")
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"{arg}=: a sweep reads models from disk: a path or id, or a Checkpoint opened from a "
+                        f"file, not {type(model).__name__}")
     return os.fspath(model)
 
 
-def _evaluation(value: Evaluation):
+def _evaluation(value: Evaluation, arg: str = "eval"):
     """(command, callable) of an evaluation option. A callable is described in the journal's fingerprint
     by its module and qualified name, so that a sweep with the same function resumes."""
     if value is None or isinstance(value, str):
         return value or "", None
     if not callable(value):
-        raise TypeError(f"an evaluation is a command string or a callable, not {type(value).__name__}")
+        raise TypeError(f"{arg}=: an evaluation is a command string or a callable, not {type(value).__name__}")
     name = getattr(value, "__qualname__", None) or type(value).__qualname__
     return f"python:{getattr(value, '__module__', None) or '?'}.{name}", value
 
 
-def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
-          report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-          eval_timeout: float = 6 * 3600, keep: bool = False, max_candidates: int = 1000,
-          max_shard_size: Union[str, int] = "5G", threads: int = 0, max_memory: Optional[str] = None,
-          store: Optional[str] = None, device: str = "cpu", quiet: bool = False, roles=None, layers=None,
-          match: Optional[str] = None, exclude: Optional[str] = None) -> "_core.SweepArgs":
-    """The options every sweep takes, as _core.SweepArgs (a wrong keyword is a TypeError naming it)."""
-    from . import _set_selection
+Roles = Union[str, Sequence[str], None]
+Layers = Union[str, int, Sequence[int], None]
+Grid = Union[str, Sequence[float]]
+PathArg = Union[str, os.PathLike]
+
+_COMMON_DOC = """
+    Options every sweep takes: out (the output directory, required), eval (a shell command with
+    {model} and {python}, or a callable receiving the candidate's pathlib.Path and returning a float),
+    select_eval and report_eval (pick x on one evaluation, report on another), score_key (the JSON
+    field of the command's output holding the score, a dotted path), direction ("higher" or "lower" is
+    better; default: what a known score_key implies, required where a sweep judges), eval_timeout (seconds per
+    evaluation, 6 h; 0: none), keep (keep the candidates in out/candidates/), max_candidates (refuse
+    larger sweeps, 1000), max_shard_size (a candidate's largest shard, "5G"), threads, max_memory, store,
+    device, quiet (no progress lines), progress (True: a tqdm bar of the evaluations) and the selection
+    roles, layers, match, exclude. Returns a SweepResult."""
+
+
+def _sweep(name: str):
+    """A sweep function: unknown keywords refused as `sweep.NAME`, the common options documented."""
+
+    def decorate(fn):
+        fn.__doc__ = (fn.__doc__ or "") + _COMMON_DOC
+        return keywords_checked("sweep." + name, None)(fn)
+
+    return decorate
+
+
+def _args(out: PathArg, eval: Evaluation, select_eval: Evaluation,  # noqa: A002
+          report_eval: Evaluation, score_key: Optional[str], direction: Optional[str], eval_timeout: float, keep: bool,
+          max_candidates: int, max_shard_size: Union[str, int], threads: int, max_memory: Optional[str],
+          store: Optional[PathArg], device: str, quiet: bool, roles: Roles, layers: Layers,
+          match: Optional[str], exclude: Optional[str]) -> "_core.SweepArgs":
+    """The options every sweep takes, as _core.SweepArgs."""
+    from . import _checked_int, _set_selection
 
     a = _core.SweepArgs()
     a.out = os.fspath(out)
     for name, value in (("eval", eval), ("select_eval", select_eval), ("report_eval", report_eval)):
-        command, fn = _evaluation(value)
+        command, fn = _evaluation(value, name)
         setattr(a, name, command)
         if fn is not None:  # the binding's callables default to None (the command runs)
             setattr(a, name + "_fn", fn)
     a.score_key = score_key or ""
     a.direction = direction or ""
+    a.python = sys.executable or "python3"  # what {python} stands for in a command: this interpreter
     a.eval_timeout = float(eval_timeout)
     a.keep = bool(keep)
-    a.max_candidates = int(max_candidates)
+    a.max_candidates = _checked_int(max_candidates, "max_candidates")
     a.max_shard_size = str(max_shard_size)
-    a.threads = int(threads)
+    a.threads = _checked_int(threads, "threads", 0)
     a.max_memory = "" if max_memory is None else str(max_memory)
     a.store = "" if store is None else os.fspath(store)
     a.device = device
@@ -147,15 +214,15 @@ def _args(out, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa:
     return a
 
 
-def _run(core_sweep, out, options: dict, *inputs, per_head: bool = False):
-    """Runs `core_sweep(*inputs, args)` with the options as _core.SweepArgs; progress=True shows the
-    evaluations done as a tqdm bar (stderr lines without tqdm) instead of the engine's lines. Returns
-    (out, what core_sweep returned)."""
-    options = dict(options)
-    allowed = [p for p in inspect.signature(_args).parameters if p != "out"] + ["progress"]
-    refuse_unknown("sweep." + core_sweep.__name__.removeprefix("sweep_"), options, allowed)
-    with _progress.display(options.pop("progress", False)) as report:
-        a = _args(out, **options)
+def _run(core_sweep, common: dict, *inputs, per_head: bool = False):
+    """Runs `core_sweep(*inputs, args)` with the common options (`common`: the caller's locals, of which
+    _args's names are taken) as _core.SweepArgs; progress=True shows the evaluations done as a tqdm bar
+    (stderr lines without tqdm) instead of the engine's lines. Returns (out, what core_sweep returned)."""
+    import inspect
+
+    names = inspect.signature(_args).parameters
+    with _progress.display(common["progress"]) as report:
+        a = _args(**{n: common[n] for n in names})
         a.per_head = bool(per_head)  # sweep truncate's own option
         if report is not None:  # the field defaults to None (nanobind refuses None for an object field)
             a.progress = report
@@ -163,64 +230,106 @@ def _run(core_sweep, out, options: dict, *inputs, per_head: bool = False):
     return a.out, r
 
 
-def rewind(*, base, model, out, reference=None, orders: Union[str, Sequence[str]] = "importance,random",
-           seeds: int = 5, seed: int = 0, fractions: Union[str, Sequence[float]] = "0:1:0.1",
-           scale_scope: str = "global", kv_policy: str = "all", **options) -> SweepResult:
+@_sweep("rewind")
+def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
+           orders: Union[str, Sequence[str]] = "importance,random", seeds: int = 5, seed: int = 0,
+           fractions: Grid = "0:1:0.1", scale_scope: str = "global", kv_policy: str = "all",
+           eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+        report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
+        eval_timeout: float = 6 * 3600,
+        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
+        exclude: Optional[str] = None) -> SweepResult:
     """`sweep rewind`: rewind curves — for each ordering of the heads (importance, agreement, pl_ks,
     random; random with `seeds` seeds from `seed`) and each fraction, the model with that fraction of
     heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
     `reference` for the importance score). Returns the curve and the summary (AUC per ordering, and
     against the random orderings)."""
-    return _result(_run(_core.sweep_rewind, out, options, _spec(base), _spec(model),
-                        None if reference is None else _spec(reference), _list_spec(orders), int(seeds),
-                        int(seed), scale_scope, kv_policy, _grid(fractions)))
+    from . import _checked_int
+
+    return _result(_run(_core.sweep_rewind, locals(), _spec(base, "base"), _spec(model),
+                        None if reference is None else _spec(reference, "reference"), _list_spec(orders),
+                        _checked_int(seeds, "seeds"), _checked_int(seed, "seed", 0), scale_scope, kv_policy,
+                        _grid(fractions, "fractions")))
 
 
-def rewind_each(*, base, model, out, reference=None, scale_scope: str = "global", kv_policy: str = "all",
-                **options) -> SweepResult:
+@_sweep("rewind_each")
+def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, scale_scope: str = "global",
+                kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+        report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
+        eval_timeout: float = 6 * 3600,
+        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
+        exclude: Optional[str] = None) -> SweepResult:
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
     whose rewind raises the score most) and the summary; `curve` is None."""
-    return _result(_run(_core.sweep_rewind_each, out, options, _spec(base), _spec(model),
-                        None if reference is None else _spec(reference), scale_scope, kv_policy),
+    return _result(_run(_core.sweep_rewind_each, locals(), _spec(base, "base"), _spec(model),
+                        None if reference is None else _spec(reference, "reference"), scale_scope, kv_policy),
                    heads_effect=True)
 
 
-def validate(*, base, model, out, reference=None, second_reference=None, k: Optional[int] = None, seeds: int = 5,
-             seed: int = 0, direction: Optional[str] = None, scale_scope: str = "global", kv_policy: str = "all",
-             **options) -> SweepResult:
+@_sweep("validate")
+def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, second_reference: Any = None,
+             k: Optional[int] = None, seeds: int = 5, seed: int = 0,
+             scale_scope: str = "global", kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+        report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
+        eval_timeout: float = 6 * 3600,
+        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
+        exclude: Optional[str] = None) -> SweepResult:
     """`sweep validate`: does the head ranking predict what rewinding heads does? Every head rewound
     alone (its harm: the score lost, in `direction`: "higher" or "lower" is better; by default the one a
     known `score_key` implies, else required) against its importance (Spearman with a bootstrap
     interval and a permutation p-value); the k least and k most important heads (k: a quarter by
     default) against `seeds` random sets matched to each; with `second_reference`, the ranking's
-    stability (Kendall tau-b, the heads that move). Returns heads_validation, sets, the verdict and the
+    stability (Kendall tau-b, the heads that move). Returns heads_validation (rank 1 = the most
+    important head; rewind_order: the CSV's rank, 0 = the least important), sets, the verdict and the
     summary."""
-    from . import _table
+    from . import _checked_int, _heads_table, _table
 
-    run = _run(_core.sweep_validate, out, options, _spec(base), _spec(model),
-               None if reference is None else _spec(reference),
-               None if second_reference is None else _spec(second_reference), int(k or 0), int(seeds), int(seed),
+    run = _run(_core.sweep_validate, locals(), _spec(base, "base"), _spec(model),
+               None if reference is None else _spec(reference, "reference"),
+               None if second_reference is None else _spec(second_reference, "second_reference"),
+               _checked_int(k or 0, "k", 0), _checked_int(seeds, "seeds", 0), _checked_int(seed, "seed", 0),
                direction or "", scale_scope, kv_policy)
     result = _result(run)
     sets = result.summary.get("sets", [])
     names = list(dict.fromkeys(name for s in sets for name in s))
-    result.heads_validation, result.curve = result.curve, None
+    result.heads_validation = _heads_table(run[1]["table"], group=(), names=("rank", "rank_second"))
+    result.curve = None
     result.sets = _table({name: [s.get(name) for s in sets] for name in names})
     result.verdict = list(result.summary.get("verdict", []))
     return result
 
 
-def truncate(*, base, model, out, keeps: Union[str, Sequence[float]] = "0:1:0.1", per_head: bool = False,
-             **options) -> SweepResult:
+@_sweep("truncate")
+def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", per_head: bool = False,
+             eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+        report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
+        eval_timeout: float = 6 * 3600,
+        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
+        exclude: Optional[str] = None) -> SweepResult:
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
     separately), scored by `eval`. Returns the curve and the summary."""
-    return _result(_run(_core.sweep_truncate, out, options, _spec(base), _spec(model), _grid(keeps),
+    return _result(_run(_core.sweep_truncate, locals(), _spec(base, "base"), _spec(model), _grid(keeps, "keeps"),
                         per_head=per_head))
 
 
-def interpolate(a, b, *, out, omegas: Union[str, Sequence[float]] = "0:1:0.1", **options) -> SweepResult:
+@_sweep("interpolate")
+def interpolate(a: Any, b: Any, *, out: PathArg, omegas: Grid = "0:1:0.1", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+        report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
+        eval_timeout: float = 6 * 3600,
+        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
+        progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
+        exclude: Optional[str] = None) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
     scored by `eval`. Returns the curve, the references (a and b as they are) and the summary."""
-    return _result(_run(_core.sweep_interpolate, out, options, _spec(a), _spec(b), _grid(omegas)))
+    return _result(_run(_core.sweep_interpolate, locals(), _spec(a, "a"), _spec(b, "b"), _grid(omegas, "omegas")))

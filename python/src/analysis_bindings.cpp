@@ -163,7 +163,7 @@ void generate(const std::string& out, const std::string& preset, std::optional<i
     o.domains = domains, o.reference = reference, o.domain_heads_per_layer = domain_heads;
     o.generic_heads_per_layer = generic_heads, o.seed = seed, o.only = models;
     o.dtype = synth::parse_family_dtype(dtype);
-    o.max_shard_bytes = static_cast<std::uint64_t>(shard_mb * 1e6);
+    o.max_shard_bytes = synth::family_shard_bytes(shard_mb);
     run_interruptible([&] {
         synth::generate_family(out, o);
         return 0;

@@ -27,6 +27,7 @@ namespace {
 
 struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub and add_run_options)
     std::string out, eval, select_eval, report_eval, score_key, direction;
+    std::string python;  // what {python} stands for: the package passes sys.executable
     double eval_timeout = sweep::kDefaultEvalTimeout;
     bool keep = false;
     std::int64_t max_candidates = edit::kDefaultMaxCandidates;
@@ -87,6 +88,7 @@ nb::dict outputs_of(const sweep::SweepOutputs& o) {
 sweep::SweepOptions options_of(const SweepArgs& a) {
     sweep::SweepOptions o;
     o.out = a.out, o.eval = a.eval, o.select_eval = a.select_eval, o.report_eval = a.report_eval;
+    o.python = a.python;
     o.score_key = a.score_key, o.direction = a.direction, o.eval_timeout = a.eval_timeout, o.keep = a.keep,
     o.max_shard_size = a.max_shard_size, o.per_head = a.per_head, o.max_candidates = a.max_candidates;
     o.run = {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, a.quiet};
@@ -176,6 +178,7 @@ void bind_sweeps(nb::module_& m) {
         .def_rw("report_eval", &SweepArgs::report_eval)
         .def_rw("score_key", &SweepArgs::score_key)
         .def_rw("direction", &SweepArgs::direction)
+        .def_rw("python", &SweepArgs::python)
         .def_rw("eval_timeout", &SweepArgs::eval_timeout)
         .def_rw("keep", &SweepArgs::keep)
         .def_rw("max_shard_size", &SweepArgs::max_shard_size)

@@ -234,9 +234,11 @@ void KernelConfig::check() const {
     if (null_draws < 1 || null_draws > 10000)
         throw InputError(
             fmt::format("--null-draws: expected a number of draws in [1, 10000], found {}", null_draws));
-    if (alpha_ci_draws < 0)
-        throw InputError(
-            fmt::format("--alpha-ci: expected a number of draws >= 0, found {}", alpha_ci_draws));
+    // Bounded as --null-draws: each draw is a whole power-law refit per matrix, and the bootstrap of
+    // one matrix is not interrupted (10000 draws: seconds on a large matrix, not hours).
+    if (alpha_ci_draws < 0 || alpha_ci_draws > kMaxAlphaCiDraws)
+        throw InputError(fmt::format("--alpha-ci: expected a number of draws in [0, {}] (0: off), found {}",
+                                     kMaxAlphaCiDraws, alpha_ci_draws));
     if (p_value_bootstraps < 1 || p_value_bootstraps > 100000)
         throw InputError(fmt::format("--p-value-draws: expected a number of draws in [1, 100000], found {}",
                                      p_value_bootstraps));

@@ -175,23 +175,19 @@ void note_missing_roles(FigureContext& ctx, const std::string& figure,
     }
 }
 
-std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records) {
+std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records,
+                                  bool layerless) {
     std::vector<std::string> names;
     for (const auto* r : records)
-        if (r->layer) names.push_back(r->role);
+        if (r->layer || (layerless && !r->head)) names.push_back(r->role);
     return roles_of(ctx, names);
 }
 
-std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<std::string>& role_names) {
+std::vector<std::string> roles_of(const FigureContext&, const std::vector<std::string>& role_names) {
     std::set<model::Role> present;
     for (const auto& name : role_names)
         if (auto role = model::role_from_name(name)) present.insert(*role);
     std::vector<std::string> out;
-    if (ctx.config.roles.empty()) {
-        for (auto role : {model::Role::attn_q, model::Role::attn_v, model::Role::mlp_down})
-            if (present.count(role)) out.emplace_back(model::role_name(role));
-        if (!out.empty()) return out;
-    }
     for (auto role : present) out.emplace_back(model::role_name(role));
     return out;
 }

@@ -52,9 +52,11 @@ void note_missing_models(FigureContext& ctx, const std::string& figure,
 void note_missing_roles(FigureContext& ctx, const std::string& figure,
                         const std::vector<std::string>& present, const std::string& what);
 
-// Roles among `records` (whole matrices with a layer), in model::Role order; limited to the
-// selection, or by default to attn_q, attn_v, mlp_down when present (the paper's W_Q, W_V, W_FC2).
-std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records);
+// Roles among `records` (matrices with a layer; with `layerless`, also whole matrices without one:
+// embeddings, lm_head), in model::Role order: every role present (the records are the selection's), so
+// that no fitted matrix is left out of the figures.
+std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<const Record*>& records,
+                                  bool layerless = false);
 // The same rule over role names (of matrices with a layer).
 std::vector<std::string> roles_of(const FigureContext& ctx, const std::vector<std::string>& role_names);
 

@@ -15,7 +15,7 @@ namespace diffract::report {
 Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vector<std::string>& categories,
                   const std::string& id, const std::string& x_label) {
     const auto records = records_with(ctx, field);
-    const auto roles = roles_of(ctx, records);
+    const auto roles = roles_of(ctx, records, /*layerless=*/true);  // embeddings and lm_head too
     const double panel_w = std::clamp(60.0 * static_cast<double>(categories.size()), 220.0, 420.0);
     auto layout = grid_layout(static_cast<int>(roles.size()), 3, panel_w, 210, 0);
     if (rotated_categories({x_label, {}, false, categories, false}, panel_w))

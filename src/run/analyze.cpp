@@ -228,7 +228,9 @@ void analyze_task(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         for (auto s : task.slots)
             if (s != i && slots.unit_of(s) == i) custom_slots.push_back(s);
         std::size_t ticks = 0;  // a fit with too few points skips its draws: the rest is advanced below
+        // Each resampling draw: progress, and Ctrl-C noticed within a matrix's bootstrap.
         auto on_draw = [&] {
+            throw_if_cancelled();
             if (ticks < draws) ++ticks, advance(1);
         };
         const auto& wanted = builtin ? fields.compute : kStoredVectors;

@@ -297,11 +297,23 @@ namespace {
 Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
                      const std::string& log_path) {
     if (e.in_process) return {e.in_process(model_path), {}};
-    std::string cmd = e.command;
-    const std::string quoted = shell_quote(model_path);
-    for (std::size_t p = cmd.find("{model}"); p != std::string::npos;
-         p = cmd.find("{model}", p + quoted.size()))
-        cmd.replace(p, 7, quoted);
+    if (e.python.empty() && e.command.find("{python}") != std::string::npos)
+        throw InputError(
+            fmt::format("{}: '{{python}}' needs an interpreter (set DIFFRACT_PYTHON or put "
+                        "python3 on PATH)",
+                        flag));
+    // One pass, so that a path holding "{python}" is not replaced again.
+    std::string cmd;
+    for (std::size_t i = 0; i < e.command.size();) {
+        const std::string_view rest = std::string_view(e.command).substr(i);
+        if (rest.starts_with("{model}")) {
+            cmd += shell_quote(model_path), i += 7;
+        } else if (rest.starts_with("{python}")) {
+            cmd += shell_quote(e.python), i += 8;
+        } else {
+            cmd += e.command[i++];
+        }
+    }
     Log log(log_path, flag);
     log.write(fmt::format("== {}: {}\n", flag, cmd));
     int out_pipe[2];

@@ -68,9 +68,9 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
         throw InputError(
             fmt::format("--eval-timeout: expected seconds >= 0 (0: no limit), found {}", o.eval_timeout));
     // The timeout is not part of the journal's fingerprint: a sweep may resume with another.
-    c.eval = {o.eval, o.score_key, o.eval_timeout};
-    c.select_eval = {o.select_eval, o.score_key, o.eval_timeout};
-    c.report_eval = {o.report_eval, o.score_key, o.eval_timeout};
+    c.eval = {o.eval, o.score_key, o.python, o.eval_timeout};
+    c.select_eval = {o.select_eval, o.score_key, o.python, o.eval_timeout};
+    c.report_eval = {o.report_eval, o.score_key, o.python, o.eval_timeout};
     c.keep = o.keep;
     c.quiet = o.run.quiet;
     c.max_candidates = edit::check_max_candidates(o.max_candidates);

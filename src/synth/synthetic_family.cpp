@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -289,8 +291,30 @@ nlohmann::json pairs(const std::vector<std::vector<int>>& per_layer) {
 
 }  // namespace
 
+std::uint64_t family_shard_bytes(double shard_mb) {
+    // 2^53 MB is far beyond any disk; below it the product is exact enough and fits 64 bits.
+    if (!std::isfinite(shard_mb) || shard_mb < 0 || shard_mb > 9e15)
+        throw InputError(fmt::format(
+            "--shard-mb: expected a size in MB >= 0 (0: one file per model), found {}", shard_mb));
+    return static_cast<std::uint64_t>(shard_mb * 1e6);
+}
+
 void generate_family(const std::string& out_dir, const FamilyOptions& options) {
     FamilyOptions o = options;
+    // Each size named by its flag: a negative or zero size is bad input, not an internal failure.
+    for (const auto& [flag, value, least] : {std::tuple<const char*, int, int>{"--layers", o.layers, 1},
+                                             {"--hidden", o.hidden, 1},
+                                             {"--heads", o.heads, 1},
+                                             {"--kv-heads", o.kv_heads, 0},
+                                             {"--intermediate", o.intermediate, 1},
+                                             {"--vocab", o.vocab, 1},
+                                             {"--domain-heads", o.domain_heads_per_layer, 0},
+                                             {"--generic-heads", o.generic_heads_per_layer, 0}})
+        if (value < least)
+            throw InputError(fmt::format(
+                "{}: expected a number >= {}{}, found {}", flag, least,
+                least == 0 && std::string_view(flag) == "--kv-heads" ? " (0: as many as --heads)" : "",
+                value));
     if (o.kv_heads == 0) o.kv_heads = o.heads;
     if (o.heads <= 0 || o.kv_heads <= 0 || o.hidden % o.heads != 0 || o.heads % o.kv_heads != 0)
         throw InputError(fmt::format("synthetic family: hidden {} / heads {} / kv heads {} do not divide",

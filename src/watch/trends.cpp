@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -59,6 +60,17 @@ Alert alert_at(const Observation& o, std::string kind, std::string field, double
     return a;
 }
 
+// `value` with as few significant digits (3 at least) as tell it apart from `threshold` as printed,
+// so that an alert never reads "2 < 2" for 1.99996.
+std::string beside(double value, double threshold) {
+    const std::string limit = fmt::format("{:g}", threshold);
+    for (int digits = 3; digits < 17; ++digits) {
+        std::string text = fmt::format("{:.{}g}", value, digits);
+        if (text != limit) return text;
+    }
+    return fmt::format("{:.17g}", value);
+}
+
 // Whole matrices: WeightWatcher's alpha range, and jumps of alpha and stable rank.
 void matrix_alerts(const std::vector<const Observation*>& steps, const AlertThresholds& t,
                    std::vector<Alert>& out) {
@@ -69,13 +81,12 @@ void matrix_alerts(const std::vector<const Observation*>& steps, const AlertThre
         const bool low = alpha<t.alpha_low, high = alpha> t.alpha_high;  // false for NaN
         if (low && !was_low)
             out.push_back(alert_at(*o, "over_fit", "pl_alpha", alpha, kNaN, t.alpha_low,
-                                   fmt::format("{} pl_alpha {:.3g} < {:g}: over-fit by WeightWatcher's rule",
-                                               o->tensor, alpha, t.alpha_low)));
+                                   fmt::format("{} pl_alpha {} < {:g}: over-fit by WeightWatcher's rule",
+                                               o->tensor, beside(alpha, t.alpha_low), t.alpha_low)));
         if (high && !was_high)
-            out.push_back(
-                alert_at(*o, "under_trained", "pl_alpha", alpha, kNaN, t.alpha_high,
-                         fmt::format("{} pl_alpha {:.3g} > {:g}: under-trained by WeightWatcher's rule",
-                                     o->tensor, alpha, t.alpha_high)));
+            out.push_back(alert_at(*o, "under_trained", "pl_alpha", alpha, kNaN, t.alpha_high,
+                                   fmt::format("{} pl_alpha {} > {:g}: under-trained by WeightWatcher's rule",
+                                               o->tensor, beside(alpha, t.alpha_high), t.alpha_high)));
         if (!std::isnan(alpha)) was_low = low, was_high = high;
         if (previous) {
             const double a0 = value_of(*previous, "pl_alpha");

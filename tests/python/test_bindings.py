@@ -101,6 +101,9 @@ def test_open_named_and_errors_like_cli(family_f32, tmp_path):
                                           ({"metrics": "nope"}, "--metrics"), ({"layers": "x"}, "--layers"),
                                           ({"max_memory": "lots"}, "--max-memory")])
 def test_option_errors_match_cli(family_f32, tmp_path, kwargs, flag):
+    """The CLI's message, its options named as the Python arguments (issue 51: --metrics → metrics=)."""
+    from diffract_spectral._keywords import python_names
+
     (key, value), = kwargs.items()
     cli = run(["analyze", family_f32 / "math", "--out", tmp_path / "o", "--store", tmp_path / "s.sqlite", "--quiet",
                "--" + key.replace("_", "-"), value], check=False)
@@ -109,7 +112,7 @@ def test_option_errors_match_cli(family_f32, tmp_path, kwargs, flag):
     assert message.startswith(flag)
     with pytest.raises(diffract.InputError) as e:
         diffract.analyze(family_f32 / "math", store=tmp_path / "s.sqlite", **kwargs)
-    assert str(e.value) == message
+    assert str(e.value) == python_names(message) and str(e.value).startswith(key + "=:")
 
 
 def test_bf16_views_and_decoded_fallback(family_bf16_sharded, monkeypatch):
@@ -290,7 +293,12 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
     res = diffract.compare([f / "math", f / "code"], base=diffract.open(f / "pretrained"), reference=f / "text",
                            top_k=5, order="agreement", store=tmp_path / "py.sqlite", out=tmp_path / "py")
     pd.testing.assert_frame_equal(res.matrices, pd.read_csv(tmp_path / "cli" / "compare.csv"), check_dtype=False)
-    pd.testing.assert_frame_equal(res.heads, pd.read_csv(tmp_path / "cli" / "heads.csv"), check_dtype=False)
+    heads_csv = pd.read_csv(tmp_path / "cli" / "heads.csv")
+    # Python presents rank as 1 = the most important head and keeps heads.csv's rank as rewind_order.
+    pd.testing.assert_frame_equal(res.heads.drop(columns=["rank"]).rename(columns={"rewind_order": "rank"}),
+                                  heads_csv, check_dtype=False)
+    n = heads_csv.groupby("model")["rank"].transform("size")
+    assert list(res.heads["rank"]) == list(n - heads_csv["rank"])
     assert len(res.skipped) == 0 and res.computed > 0
     for name in ["compare.csv", "heads.csv"]:
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
@@ -299,7 +307,7 @@ def test_compare_equals_cli_csv(family_f32, tmp_path):
     a = load_file(str(safetensors_file(f / "math")))[row["tensor"]].astype(np.float64)
     b = load_file(str(safetensors_file(f / "pretrained")))[row["tensor"]].astype(np.float64)
     np.testing.assert_allclose(row["delta_frob_norm"], np.linalg.norm(a - b), rtol=1e-9)
-    with pytest.raises(diffract.InputError, match="--scale-scope"):
+    with pytest.raises(diffract.InputError, match="scale_scope="):
         diffract.compare([f / "math"], base=f / "pretrained", scale_scope="nope", store=tmp_path / "py.sqlite")
 
 
@@ -324,7 +332,8 @@ def test_compare_takes_in_memory_models(family_f32, tmp_path):
 def test_custom_metric_is_a_column_and_stored(family_f32, tmp_path):
     calls = []
 
-    @diffract.metric(needs=["weights_svals"])
+    # version= fixed: the default version hashes the closure, and `calls` grows with every call
+    @diffract.metric(needs=["weights_svals"], version="1")
     def top3_energy(s):
         """Share of the spectrum's energy in the 3 largest singular values."""
         calls.append(1)
@@ -410,7 +419,9 @@ def test_custom_metric_errors(family_f32, tmp_path):
     with pytest.raises(diffract.InputError, match="built-in field"):
         diffract.metric(name="l2_norm")(lambda s: 0.0)
     with pytest.raises(diffract.InputError, match="unknown input 'gradients'"):
-        diffract.metric(needs=["gradients"])(lambda g: 0.0)
+        diffract.metric(needs=["gradients"], name="g")(lambda g: 0.0)
+    with pytest.raises(diffract.InputError, match="a lambda has no name: give name="):
+        diffract.metric()(lambda s: 0.0)  # it would register as "<lambda>"
 
     @diffract.metric(needs=["weights_svals"])
     def broken(s):
@@ -455,7 +466,7 @@ def test_ctrl_c_interrupts_cleanly(family_f32, tmp_path):
     calls = []
     sent = []
 
-    @diffract.metric(needs=["weights_svals"])
+    @diffract.metric(needs=["weights_svals"], version="1")  # fixed: `calls` in its closure grows
     def slow(s):
         """A slow metric that presses Ctrl-C itself once three matrices are done (no timing race)."""
         calls.append(1)
@@ -515,7 +526,7 @@ def test_edits_against_numpy(family_f32, tmp_path):
     for k, w in edited(tmp_path / "m").items():
         np.testing.assert_allclose(w, model[k], atol=1e-12)
 
-    with pytest.raises(diffract.InputError, match="give exactly one of --keep, --rank and --energy"):
+    with pytest.raises(diffract.InputError, match="give exactly one of keep=, rank= and energy="):
         diffract.edit.truncate(base=base, model=model, out=tmp_path / "t2")
 
 
@@ -534,7 +545,7 @@ def test_rewind_heads_and_fraction(family_f32, tmp_path):
     assert len(py["heads"]) == 2
     for name in ["rewound_heads.csv", *sorted(p.name for p in (tmp_path / "cli").glob("*.safetensors"))]:
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
-    with pytest.raises(diffract.InputError, match="give exactly one of --fraction and --heads"):
+    with pytest.raises(diffract.InputError, match="give exactly one of fraction= and heads="):
         diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "r2")
     # A heads list follows the heads file's rules: at least one head, none twice.
     with pytest.raises(diffract.InputError, match="lists no heads"):
@@ -576,7 +587,7 @@ def test_generate_equals_cli(tmp_path):
     for f in sorted((tmp_path / "cli").rglob("*")):
         if f.is_file():
             assert (tmp_path / "py" / f.relative_to(tmp_path / "cli")).read_bytes() == f.read_bytes(), f
-    with pytest.raises(diffract.InputError, match="--dtype: expected BF16, F16 or F32"):
+    with pytest.raises(diffract.InputError, match="dtype=: expected BF16, F16 or F32"):
         diffract.generate(out=tmp_path / "bad", dtype="F64")
 
 

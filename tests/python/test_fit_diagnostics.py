@@ -246,5 +246,5 @@ def test_python_options_equal_the_cli(model, tmp_path):
         for f in ("pl_alpha", "pl_n_tail", "pl_alpha_ci_low", "pl_alpha_ci_high"):
             assert (math.isnan(r[f]) and c[f] == "nan") or r[f] == float(c[f]), f
     assert (tmp_path / "py" / "weightwatcher.csv").read_bytes() == (cli / "weightwatcher.csv").read_bytes()
-    with pytest.raises(Exception, match="--min-fit-size"):
+    with pytest.raises(Exception, match="min_fit_size="):
         diffract.analyze(str(d), metrics="pl_alpha", store=str(tmp_path / "b.sqlite"), min_fit_size=-1)

@@ -64,5 +64,5 @@ def test_python_takes_the_same_option(matrix, tmp_path):
     assert finite
     for v in finite:
         assert abs(v * 9 - round(v * 9)) < 1e-9
-    with pytest.raises(diffract.InputError, match="--p-value-draws"):
+    with pytest.raises(diffract.InputError, match="p_value_draws="):
         diffract.analyze(str(matrix), metrics=FIELDS, p_value_draws=0, store=tmp_path / "s.sqlite")

@@ -36,7 +36,7 @@ def test_truncate_as_lora_needs_a_rank(family_f32, tmp_path):
     with pytest.raises(diffract.InputError, match="give the adapter's rank"):
         diffract.edit.truncate(base=family_f32 / "pretrained", model=family_f32 / "math", keep=0.5, as_lora=True,
                                out=tmp_path / "x")
-    with pytest.raises(diffract.InputError, match="--per-head has no LoRA form"):
+    with pytest.raises(diffract.InputError, match="per_head= has no LoRA form"):
         diffract.edit.truncate(base=family_f32 / "pretrained", model=family_f32 / "math", rank=2, as_lora=True,
                                per_head=True, out=tmp_path / "y")
 
@@ -79,7 +79,7 @@ def test_rewind_by_fraction_matches_the_cli(family_f32, tmp_path):
     r = diffract.edit.rewind(base=f / "pretrained", model=f / "math", reference=f / "text", fraction=0.25,
                              out=tmp_path / "py", store=tmp_path / "s.sqlite")
     assert len(r["heads"]) > 0 and digest(tmp_path / "cli") == digest(tmp_path / "py")
-    with pytest.raises(diffract.InputError, match="exactly one of --fraction and --heads"):
+    with pytest.raises(diffract.InputError, match="exactly one of fraction= and heads="):
         diffract.edit.rewind(base=f / "pretrained", model=f / "math", out=tmp_path / "z")
 
 
@@ -90,7 +90,7 @@ def test_interpolate_grid(family_f32, tmp_path):
     r = diffract.edit.interpolate(f / "pretrained", f / "math", grid=[0, 0.5, 1], out=tmp_path / "py")
     assert [d for _, d in r["checkpoints"]] == ["omega_0.00", "omega_0.50", "omega_1.00"]
     assert digest(tmp_path / "cli") == digest(tmp_path / "py")
-    with pytest.raises(diffract.InputError, match="exactly one of --omega and --grid"):
+    with pytest.raises(diffract.InputError, match="exactly one of omega= and grid="):
         diffract.edit.interpolate(f / "pretrained", f / "math", out=tmp_path / "q")
     with pytest.raises(diffract.InputError, match="101 candidates exceed the limit"):
         diffract.edit.interpolate(f / "pretrained", f / "math", grid="0:1:0.01", max_candidates=10,

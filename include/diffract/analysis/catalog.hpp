@@ -51,6 +51,9 @@ inline constexpr int kDefaultPValueDraws = 100;
 // change, so results of an older version are never reused.
 inline constexpr std::string_view kKernelConfigVersion = "v3";
 
+// The most --alpha-ci bootstrap draws (per matrix) KernelConfig::check accepts.
+inline constexpr int kMaxAlphaCiDraws = 10000;
+
 struct KernelConfig {
     Precision precision = Precision::f64;
     linalg::SvdRoute route = linalg::SvdRoute::auto_route;

@@ -27,9 +27,10 @@ namespace diffract::sweep {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// A shell command with `{model}` standing for the candidate's path (inserted single-quoted). Its
-// score: the last number printed on stdout, or with `score_key` the field (dotted path) of the last
-// stdout line that is a JSON object holding it.
+// A shell command with `{model}` standing for the candidate's path and `{python}` for the front end's
+// Python interpreter (`python`: Python's sys.executable, the CLI's $DIFFRACT_PYTHON or python3 from
+// PATH), each inserted single-quoted. Its score: the last number printed on stdout, or with `score_key` the
+// field (dotted path) of the last stdout line that is a JSON object holding it.
 // --eval-timeout's default: 6 hours, well above a perplexity evaluation of a 7B model on a held-out
 // set, and a bound on a command that never ends.
 constexpr double kDefaultEvalTimeout = 6 * 3600;
@@ -37,6 +38,9 @@ constexpr double kDefaultEvalTimeout = 6 * 3600;
 struct EvalCommand {
     std::string command;  // the shell command; with `in_process`, its description (journal, messages)
     std::string score_key;
+    // What `{python}` stands for in the command; a command naming `{python}` with none is an InputError.
+    // Not part of the journal's fingerprint (the command is, with `{python}` as written).
+    std::string python = {};
     // A command running longer is ended with every process it started (its process group) and the
     // sweep stops as bad input; 0: no limit.
     double timeout_seconds = kDefaultEvalTimeout;

@@ -14,6 +14,9 @@ namespace diffract::sweep {
 
 struct SweepOptions {
     std::string out, eval, select_eval, report_eval, score_key;
+    // The interpreter `{python}` stands for in the evaluation commands (EvalCommand::python): the front
+    // end's own (Python's sys.executable; the CLI's $DIFFRACT_PYTHON, else python3 found on PATH).
+    std::string python;
     double eval_timeout = kDefaultEvalTimeout;  // seconds per evaluation; 0: no limit
     bool keep = false;
     std::string max_shard_size = "5G";

@@ -53,6 +53,10 @@ void generate_family(const std::string& out_dir, const FamilyOptions& options);
 // `kv_heads` keeps full attention. Throws InputError naming --preset for another name.
 void apply_preset(FamilyOptions& o, const std::string& preset, const std::set<std::string>& given);
 
+// --shard-mb as the byte size of FamilyOptions::max_shard_bytes: a finite number of MB >= 0 (0: one
+// file per model), else InputError naming --shard-mb.
+std::uint64_t family_shard_bytes(double shard_mb);
+
 // The storage dtype of a family: BF16, F16 or F32 (InputError naming --dtype otherwise).
 DType parse_family_dtype(const std::string& text);
 
