@@ -544,7 +544,7 @@ def _warn_nonfinite(lines) -> None:
 
 @_python_errors
 def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequence] = "default", heads: bool = True,
-            precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
+            allow_partial: bool = False, precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
             max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu",
             roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None,
             progress: bool = False, out: Optional[PathArg] = None, min_fit_size: int = 50, alpha_ci: int = 0,
@@ -555,7 +555,9 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
     models: one model or a list — spec strings (PATH, org/name[@rev], NAME=PATH), Checkpoints, dicts
     of arrays / state_dicts, a 2-D numpy array or torch tensor (a one-matrix model, its tensor named
     "weight"), or model objects (transformers, PEFT, torch nn.Module: from_model); model= is the same
-    argument by WeightWatcher's name (give one of the two). Options mirror the CLI (--metrics, --no-heads → heads=False,
+    argument by WeightWatcher's name (give one of the two). allow_partial=True skips matrices of a type
+    or quantization scheme that is not decoded (counted in a warning) instead of raising. Options mirror
+    the CLI (--metrics, --no-heads → heads=False, --allow-partial,
     --precision, --svd-route, --seed, --threads, --max-memory, --store, --device, --roles, --layers,
     --match, --exclude, --min-fit-size, --alpha-ci, --alpha-ci-seed, --null-draws, --p-value-draws,
     --convention); metrics may name
@@ -568,7 +570,7 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
     models = _model_list("analyze", models, model)
     _refresh_metrics()
     with _progress.display(progress) as sink:
-        r = _core.analyze(_model_args(models), _metrics_spec(metrics), bool(heads), precision,
+        r = _core.analyze(_model_args(models), _metrics_spec(metrics), bool(heads), bool(allow_partial), precision,
                           svd_route, _checked_int(seed, "seed"), _checked_int(min_fit_size, "min_fit_size", 0, _INT32[1]),
                           _checked_int(alpha_ci, "alpha_ci", 0, MAX_ALPHA_CI),
                           _checked_int(alpha_ci_seed, "alpha_ci_seed", 0, 2**64 - 1),

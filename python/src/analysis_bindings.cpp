@@ -40,9 +40,9 @@ run::RunOptions run_options(const RunArgs& a) {
 }
 
 nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics, bool heads,
-                 const std::string& precision, const std::string& svd_route, std::int64_t seed,
-                 int min_fit_size, int alpha_ci, std::uint64_t alpha_ci_seed, int null_draws,
-                 int p_value_draws, const std::string& convention, const RunArgs& run,
+                 bool allow_partial, const std::string& precision, const std::string& svd_route,
+                 std::int64_t seed, int min_fit_size, int alpha_ci, std::uint64_t alpha_ci_seed,
+                 int null_draws, int p_value_draws, const std::string& convention, const RunArgs& run,
                  const std::string& out) {
     run::AnalyzeOptions o;
     o.kernel = analysis::parse_kernel_options(
@@ -52,6 +52,7 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
     o.metrics = analysis::resolve_metrics_with_custom(metrics);
     o.heads = heads;
     o.run = run_options(run);
+    o.run.selection.allow_partial = allow_partial;
     o.run.out = out;
     const auto r = run_interruptible([&] {
         auto result = run::analyze(o);
@@ -201,10 +202,10 @@ void bind_analysis(nb::module_& m) {
         .def_rw("layers", &RunArgs::layers)
         .def_rw("match", &RunArgs::match)
         .def_rw("exclude", &RunArgs::exclude);
-    m.def("analyze", &analyze, nb::arg("models"), nb::arg("metrics"), nb::arg("heads"), nb::arg("precision"),
-          nb::arg("svd_route"), nb::arg("seed"), nb::arg("min_fit_size"), nb::arg("alpha_ci"),
-          nb::arg("alpha_ci_seed"), nb::arg("null_draws"), nb::arg("p_value_draws"), nb::arg("convention"),
-          nb::arg("run"), nb::arg("out"));
+    m.def("analyze", &analyze, nb::arg("models"), nb::arg("metrics"), nb::arg("heads"),
+          nb::arg("allow_partial"), nb::arg("precision"), nb::arg("svd_route"), nb::arg("seed"),
+          nb::arg("min_fit_size"), nb::arg("alpha_ci"), nb::arg("alpha_ci_seed"), nb::arg("null_draws"),
+          nb::arg("p_value_draws"), nb::arg("convention"), nb::arg("run"), nb::arg("out"));
     m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(),
           nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
           nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("delta_only"),

@@ -36,9 +36,8 @@ std::uint32_t field(Word&& word, std::int64_t i, int bits) {
     return static_cast<std::uint32_t>(v & ((std::uint64_t{1} << bits) - 1));
 }
 
-// `n` values of a tensor from element `first` as f32 (scales, zero points, indices, maps).
-std::vector<float> values_of(const TensorInfo& t, std::size_t first, std::size_t n) {
-    std::vector<float> out(n);
+// `n` values of a tensor from element `first` as f32 into out (scales, zero points, indices, maps).
+void values_into(const TensorInfo& t, std::size_t first, std::size_t n, float* out) {
     const std::byte* p = t.bytes().data() + first * dtype_size(t.dtype);
     switch (t.dtype) {
         case DType::I32:
@@ -59,8 +58,13 @@ std::vector<float> values_of(const TensorInfo& t, std::size_t first, std::size_t
             for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<std::uint8_t>(p[i]));
             break;
         default:
-            convert_to_f32(p, t.dtype, n, out.data());
+            convert_to_f32(p, t.dtype, n, out);
     }
+}
+
+std::vector<float> values_of(const TensorInfo& t, std::size_t first, std::size_t n) {
+    std::vector<float> out(n);
+    values_into(t, first, n, out.data());
     return out;
 }
 
@@ -92,6 +96,8 @@ std::vector<std::int64_t> column_groups(const QuantizedWeight& q, const Block& b
 void decode_scaled(const QuantizedWeight& q, const Block& b) {
     const std::int64_t grid_cols = (q.cols + q.block_cols - 1) / q.block_cols;
     const std::size_t es = dtype_size(q.codes.dtype);
+    const std::int64_t g0 = b.col0 / q.block_cols, g1 = (b.col0 + b.m - 1) / q.block_cols;
+    std::vector<float> scales(static_cast<std::size_t>(g1 - g0 + 1));
     for (std::int64_t i = 0; i < b.n; ++i) {
         const std::int64_t r = b.row0 + i;
         float* dst = b.out + i * b.m;
@@ -102,13 +108,19 @@ void decode_scaled(const QuantizedWeight& q, const Block& b) {
         else
             convert_to_f32(src, q.codes.dtype, static_cast<std::size_t>(b.m), dst);
         if (q.scheme == QuantScheme::int8_row) {
-            const float s = values_of(q.scale, static_cast<std::size_t>(r), 1)[0] / 127.0f;
+            float s;
+            values_into(q.scale, static_cast<std::size_t>(r), 1, &s);
+            s /= 127.0f;
             for (std::int64_t c = 0; c < b.m; ++c) dst[c] *= s;
             continue;
         }
-        const std::int64_t g0 = b.col0 / q.block_cols, g1 = (b.col0 + b.m - 1) / q.block_cols;
-        const auto scales = values_of(q.scale, static_cast<std::size_t>((r / q.block_rows) * grid_cols + g0),
-                                      static_cast<std::size_t>(g1 - g0 + 1));
+        values_into(q.scale, static_cast<std::size_t>((r / q.block_rows) * grid_cols + g0), scales.size(),
+                    scales.data());
+        if (q.block_cols >= b.m + (b.col0 % q.block_cols)) {  // one scale for the row's whole block
+            const float s = scales[0];
+            for (std::int64_t c = 0; c < b.m; ++c) dst[c] *= s;
+            continue;
+        }
         for (std::int64_t c = 0; c < b.m; ++c)
             dst[c] *= scales[static_cast<std::size_t>((b.col0 + c) / q.block_cols - g0)];
     }
@@ -191,13 +203,19 @@ void decode_grouped(const QuantizedWeight& q, const Block& b) {
             zero[static_cast<std::size_t>(g * b.n + i)] = static_cast<float>(z) + zero_shift;
         }
     }
+    const bool whole_fields = 32 % q.bits == 0;
+    const auto mask = static_cast<std::uint32_t>((std::uint64_t{1} << q.bits) - 1);
     for (std::int64_t j = 0; j < b.m; ++j) {
         const std::int64_t c = b.col0 + j;
+        const std::int64_t word_row = c * q.bits / 32;
+        const auto shift = static_cast<unsigned>((c * q.bits) % 32);
         const std::size_t g = static_cast<std::size_t>(groups[static_cast<std::size_t>(j)] * b.n);
         for (std::int64_t i = 0; i < b.n; ++i) {
             const std::int64_t r = b.row0 + i;
             std::uint32_t code;
-            if (q.scheme == QuantScheme::gptq)
+            if (q.scheme == QuantScheme::gptq && whole_fields)  // 2, 4, 8 bits: fields never cross words
+                code = (word_at(codes, static_cast<std::size_t>(word_row * q.rows + r)) >> shift) & mask;
+            else if (q.scheme == QuantScheme::gptq)
                 code = field(
                     [&](std::int64_t k) { return word_at(codes, static_cast<std::size_t>(k * q.rows + r)); },
                     c, q.bits);

@@ -294,6 +294,38 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
 
 namespace {
 
+// The process between diffract and an evaluation's shell: it dies with diffract, even when diffract is
+// killed by SIGKILL (then nothing of diffract runs to stop the evaluation), and takes the evaluation's
+// process group with it (sh does not always exec the command, so a signal to sh alone would leave the
+// evaluator running). Otherwise it waits for the shell and ends as the shell ended. Runs between fork
+// and exec of a threaded process: async-signal-safe calls only.
+void kill_evaluation_group(int) {
+    ::kill(0, SIGKILL);
+    ::_exit(137);
+}
+
+[[noreturn]] void supervise_evaluation(pid_t diffract, const char* cmd) {
+    struct sigaction on_death {};
+    on_death.sa_handler = kill_evaluation_group;
+    ::sigaction(SIGUSR2, &on_death, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGUSR2);
+    if (::getppid() != diffract) kill_evaluation_group(0);  // diffract died before the request took effect
+    const pid_t shell = ::fork();
+    if (shell == 0) {
+        ::signal(SIGUSR2, SIG_DFL);
+        ::execl("/bin/sh", "sh", "-c", cmd, static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    if (shell < 0) ::_exit(127);
+    int status = 0;
+    while (::waitpid(shell, &status, 0) < 0)
+        if (errno != EINTR) ::_exit(127);
+    if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+    ::signal(WTERMSIG(status), SIG_DFL);
+    ::kill(::getpid(), WTERMSIG(status));
+    ::_exit(128 + WTERMSIG(status));
+}
+
 Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
                      const std::string& log_path) {
     if (e.in_process) return {e.in_process(model_path), {}};
@@ -330,15 +362,10 @@ Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const 
     if (pid == 0) {
         // The child: a process group of its own, stdout to the pipe, stderr to the log, default signals.
         ::setpgid(0, 0);
-        // Killed with diffract, even by SIGKILL (nothing of diffract runs then to stop it). The signal
-        // survives the exec, and sh runs a simple command by exec'ing it, so the evaluator itself gets it.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) ::_exit(127);  // diffract died before the request took effect
         ::signal(SIGINT, SIG_DFL), ::signal(SIGTERM, SIG_DFL), ::signal(SIGPIPE, SIG_DFL);
         ::dup2(out_pipe[1], STDOUT_FILENO);
         ::dup2(log.fd(), STDERR_FILENO);
-        ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-        ::_exit(127);
+        supervise_evaluation(parent, cmd.c_str());
     }
     ::setpgid(pid, pid);  // also here: no race with the child's own call
     ::close(out_pipe[1]);

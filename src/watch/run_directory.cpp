@@ -36,6 +36,12 @@ std::int64_t mtime_ns(const fs::file_time_type& t) {
 
 }  // namespace
 
+std::optional<std::int64_t> step_in_name(const std::string& name) {
+    const auto key = parse_step(name);
+    if (!key || key->unit != "step") return std::nullopt;
+    return key->exact;
+}
+
 bool is_model_directory(const fs::path& dir) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -57,11 +63,6 @@ bool is_shard_name(const std::string& name) {
 
 // The step as its digits say (never through a double, which merges steps above 2^53); a step too large
 // for 64 bits is no step (a name, not a training run's counter).
-std::optional<std::int64_t> step_in_name(const std::string& name) {
-    const auto key = parse_step(name);
-    if (!key || key->unit != "step") return std::nullopt;
-    return key->exact;
-}
 
 // global_step of a trainer_state.json; nullopt when the file does not parse or holds none.
 std::optional<std::int64_t> trainer_global_step(const fs::path& file) {

@@ -240,6 +240,12 @@ private:
         if (std::mismatch(out.begin(), out.end(), run.begin(), run.end()).first == out.end())
             throw InputError(fmt::format("--out {}: is or holds the run directory {}, which watch reads",
                                          o_.run.out, o_.run_dir));
+        // Beside the checkpoints, a name that carries a step is one the next look would take for a
+        // checkpoint (and then refuse as an input): refused now, before anything is written.
+        if (out.parent_path() == run && step_in_name(out.filename().string()))
+            throw InputError(fmt::format("--out {}: named like a checkpoint of the run {} (its name carries a "
+                                         "step), which watch would read as one: give it another name",
+                                         o_.run.out, o_.run_dir));
     }
 
     bool wanted(const FoundCheckpoint& c) const {

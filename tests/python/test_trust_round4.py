@@ -487,3 +487,53 @@ print(json.dumps({"chunks": [1.7e308 * f, 1.6e308 * f, 1.75e308], "score": f}))
     lo, hi = s["auc_diff_ci95_chunks"]
     assert lo is not None and hi is not None and lo <= hi, s
     assert s["chunks"] == 3
+
+
+def test_an_out_named_like_a_checkpoint_of_the_run_is_refused_at_once(family_f32, tmp_path):
+    """--out run/checkpoint-999 would be read as a checkpoint by the next look: refused the first time."""
+    r = tmp_path / "run"
+    shutil.copytree(family_f32 / "math", r / "step_100")
+    for name in ("checkpoint-999", "step_5"):
+        p = run(["watch", r, "--out", r / name, "--store", tmp_path / "s.sqlite", "--settle", "0", "--quiet"],
+                check=False)
+        assert_input_error(p, name, "named like a checkpoint")
+        assert not (r / name).exists()
+    run(["watch", r, "--out", r / "results", "--store", tmp_path / "s.sqlite", "--settle", "0", "--quiet"])
+    run(["watch", r, "--out", r / "results", "--store", tmp_path / "s.sqlite", "--settle", "0", "--quiet"])
+
+
+def test_the_evaluator_dies_with_diffract(family_f32, tmp_path):
+    """kill -9 of diffract during an evaluation: the evaluator (which diffract cannot stop then) is killed
+    by the kernel with it (PR_SET_PDEATHSIG), not left running."""
+    import signal
+    import time
+    pid_file = tmp_path / "eval.pid"
+    evaluator = tmp_path / "slow_eval.py"
+    evaluator.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    p = subprocess.Popen([binary(), "sweep", "interpolate", family_f32 / "math", family_f32 / "code",
+                          "--omegas", "0,1", "--eval", f"{sys.executable} {evaluator} {{model}}",
+                          "--out", tmp_path / "i", "--store", tmp_path / "s.sqlite", "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        evaluator_pid = int(pid_file.read_text())
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        def alive(pid):  # a zombie waiting for its new parent to reap it is dead
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except (FileNotFoundError, ProcessLookupError):
+                return False
+        for _ in range(100):  # the kernel delivers the signal on the parent's exit
+            if not alive(evaluator_pid):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(evaluator_pid, signal.SIGKILL)
+            raise AssertionError("the evaluator outlived diffract")
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -61,6 +61,10 @@ std::vector<FoundCheckpoint> find_checkpoints(const std::string& run_dir, double
 // integer; nullopt for anything else (a file still being written, or not Trainer's).
 std::optional<std::int64_t> parse_trainer_state(std::string_view text);
 
+// The step a run-directory entry's name carries ("checkpoint-500", "step_300", "model-step7.gguf"'s
+// stem), exactly; nullopt for names without one (and for token counts).
+std::optional<std::int64_t> step_in_name(const std::string& name);
+
 // Whether `dir` holds a model's weights itself (then it is one checkpoint, not a run of them).
 bool is_model_directory(const std::filesystem::path& dir);
 
