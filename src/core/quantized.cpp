@@ -1,5 +1,6 @@
 #include "diffract/core/quantized.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -177,54 +178,63 @@ void decode_packed_int(const QuantizedWeight& q, const Block& b) {
 // (a column of qweight per output for GPTQ, eight outputs per word for AWQ) are read along memory.
 void decode_grouped(const QuantizedWeight& q, const Block& b) {
     const auto groups = column_groups(q, b);
-    const std::int64_t ngroups = q.scale.shape[0];
+    // The block's rows' scales and zero points of the groups its columns use, [group − g0][row].
+    const std::int64_t g0 = *std::min_element(groups.begin(), groups.end()),
+                       g1 = *std::max_element(groups.begin(), groups.end());
     const std::int64_t zero_words = q.zeros->shape[1];
     const float zero_shift = q.zero_minus_one ? 1.0f : 0.0f;
     const std::byte* codes = q.codes.bytes().data();
     const std::byte* zeros = q.zeros->bytes().data();
-    // The block's rows' scales and zero points of every group, [group][row].
-    std::vector<float> scale(static_cast<std::size_t>(ngroups * b.n)), zero(scale.size());
-    for (std::int64_t g = 0; g < ngroups; ++g) {
-        const auto s =
-            values_of(q.scale, static_cast<std::size_t>(g * q.rows + b.row0), static_cast<std::size_t>(b.n));
+    const bool gptq = q.scheme == QuantScheme::gptq;
+    std::vector<float> scale(static_cast<std::size_t>((g1 - g0 + 1) * b.n)), zero(scale.size());
+    for (std::int64_t g = g0; g <= g1; ++g) {
+        float* s = scale.data() + (g - g0) * b.n;
+        float* z = zero.data() + (g - g0) * b.n;
+        values_into(q.scale, static_cast<std::size_t>(g * q.rows + b.row0), static_cast<std::size_t>(b.n), s);
+        auto zero_word = [&](std::int64_t k) {
+            return word_at(zeros, static_cast<std::size_t>(g * zero_words + k));
+        };
         for (std::int64_t i = 0; i < b.n; ++i) {
             const std::int64_t r = b.row0 + i;
-            const std::uint32_t z =
-                q.scheme == QuantScheme::gptq
-                    ? field(
-                          [&](std::int64_t k) {
-                              return word_at(zeros, static_cast<std::size_t>(g * zero_words + k));
-                          },
-                          r, q.bits)
-                    : (word_at(zeros, static_cast<std::size_t>(g * zero_words + r / 8)) >>
-                       (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) &
-                          0xF;
-            scale[static_cast<std::size_t>(g * b.n + i)] = s[static_cast<std::size_t>(i)];
-            zero[static_cast<std::size_t>(g * b.n + i)] = static_cast<float>(z) + zero_shift;
+            const std::uint32_t stored =
+                gptq ? field(zero_word, r, q.bits)
+                     : (zero_word(r / 8) >> (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) & 0xF;
+            z[i] = static_cast<float>(stored) + zero_shift;
         }
     }
-    const bool whole_fields = 32 % q.bits == 0;
     const auto mask = static_cast<std::uint32_t>((std::uint64_t{1} << q.bits) - 1);
     for (std::int64_t j = 0; j < b.m; ++j) {
         const std::int64_t c = b.col0 + j;
-        const std::int64_t word_row = c * q.bits / 32;
-        const auto shift = static_cast<unsigned>((c * q.bits) % 32);
-        const std::size_t g = static_cast<std::size_t>(groups[static_cast<std::size_t>(j)] * b.n);
-        for (std::int64_t i = 0; i < b.n; ++i) {
-            const std::int64_t r = b.row0 + i;
-            std::uint32_t code;
-            if (q.scheme == QuantScheme::gptq && whole_fields)  // 2, 4, 8 bits: fields never cross words
-                code = (word_at(codes, static_cast<std::size_t>(word_row * q.rows + r)) >> shift) & mask;
-            else if (q.scheme == QuantScheme::gptq)
-                code = field(
+        const std::size_t g = static_cast<std::size_t>((groups[static_cast<std::size_t>(j)] - g0) * b.n);
+        const float* s = scale.data() + g;
+        const float* z = zero.data() + g;
+        float* dst = b.out + j;
+        if (gptq && 32 % q.bits == 0) {  // 2, 4, 8 bits: a column's fields sit in one word row
+            const std::byte* words =
+                codes + static_cast<std::size_t>((c * q.bits / 32) * q.rows + b.row0) * 4;
+            const auto shift = static_cast<unsigned>((c * q.bits) % 32);
+            for (std::int64_t i = 0; i < b.n; ++i)
+                dst[i * b.m] =
+                    (static_cast<float>((word_at(words, static_cast<std::size_t>(i)) >> shift) & mask) -
+                     z[i]) *
+                    s[i];
+        } else if (gptq) {
+            for (std::int64_t i = 0; i < b.n; ++i) {
+                const std::int64_t r = b.row0 + i;
+                const auto code = field(
                     [&](std::int64_t k) { return word_at(codes, static_cast<std::size_t>(k * q.rows + r)); },
                     c, q.bits);
-            else
-                code = (word_at(codes, static_cast<std::size_t>(c * (q.rows / 8) + r / 8)) >>
-                        (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) &
-                       0xF;
-            b.at(i, j) = (static_cast<float>(code) - zero[g + static_cast<std::size_t>(i)]) *
-                         scale[g + static_cast<std::size_t>(i)];
+                dst[i * b.m] = (static_cast<float>(code) - z[i]) * s[i];
+            }
+        } else {
+            const std::byte* words = codes + static_cast<std::size_t>(c * (q.rows / 8)) * 4;
+            for (std::int64_t i = 0; i < b.n; ++i) {
+                const std::int64_t r = b.row0 + i;
+                const auto code = (word_at(words, static_cast<std::size_t>(r / 8)) >>
+                                   (kAwqNibble[static_cast<std::size_t>(r % 8)] * 4)) &
+                                  0xF;
+                dst[i * b.m] = (static_cast<float>(code) - z[i]) * s[i];
+            }
         }
     }
 }
