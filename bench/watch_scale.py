@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does `diffract watch` scale with the length of a run? Runs of N tiny checkpoints (checkpoint-<k>/, each
+"""Does `diffract watch` scale with the length of a run? Runs of N tiny checkpoints (step_<k>/, each
 a hard-linked copy of one generated model: the store computes the first and reuses the rest, as a run
 re-watched or a run whose steps share tensors) for each N of --sizes, timing
   watch_s     one `diffract watch` over the run (a fresh store)
@@ -39,7 +39,7 @@ print(f"{'N':>6} {'watch_s':>9} {'per_ckpt_ms':>11} {'rewatch_s':>9} {'per_ckpt_
 for n in map(int, args.sizes.split(",")):
     run = root / f"run{n}"
     for k in range(n):
-        d = run / f"checkpoint-{k + 1}"
+        d = run / f"step_{k + 1}"
         d.mkdir(parents=True)
         for f in model.iterdir():
             os.link(f, d / f.name)
