@@ -282,3 +282,14 @@ def test_edits_of_quantized_checkpoints_are_refused(tmp_path):
     p = run(["edit", "interpolate", orig, q, "--omega", "0.5", "--out", tmp_path / "e"], check=False)
     assert_input_error(p, "does not write quantized checkpoints", "fp8 e4m3, block 32×32")
     assert not (tmp_path / "e").exists()
+
+
+def test_python_describe_names_the_scheme_as_inspect_does(tmp_path):
+    import diffract_spectral as diffract
+    cfg, encode = SCHEMES[8][1], SCHEMES[8][2]  # gptq act-order
+    d, w, _ = write_model(tmp_path / "q", cfg, encode, seed=2)
+    info = diffract.describe(str(d))
+    assert info == json.loads(run(["inspect", d, "--json"]).stdout)
+    kinds = {t["name"]: t["quantization"] for t in info["tensors"]}
+    assert all(kinds[n].startswith("gptq int4 group 16") for n in w)
+    assert info["quantization"]["scheme"].startswith("gptq")
