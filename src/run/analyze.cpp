@@ -324,7 +324,13 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
         kStoredVectors);
     // Counted per unit: one whose slots were all reused is reused, any other is computed.
     std::size_t pending_units = 0;
-    for (std::size_t i = 0; i < units.size(); ++i) pending_units += !pending_slots(slots, job, i).empty();
+    result.per_model.assign(o.models.size(), {});
+    for (std::size_t i = 0; i < units.size(); ++i) {
+        const bool pending = !pending_slots(slots, job, i).empty();
+        pending_units += pending;
+        auto& counts = result.per_model[units[i].model];
+        (pending ? counts.computed : counts.reused) += 1;
+    }
     result.reused = units.size() - pending_units;
 
     // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the

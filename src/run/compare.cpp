@@ -116,6 +116,12 @@ CompareResult compare(const CompareOptions& o) {
         plan.slots(), [&](std::size_t slot) { return plan.source(slot); }, stored_fields(o.precision),
         compare_vector_fields());
     result.reused = job.reused();
+    result.per_model.assign(plan.models.size(), {});
+    for (std::size_t s = 0; s < plan.slots(); ++s)
+        if (plan.compared(s)) {
+            auto& counts = result.per_model[plan.where(s).model];
+            (job.pending(s) ? counts.computed : counts.reused) += 1;
+        }
 
     job.run(compare_tasks(plan, job), [&](const Task& task, const Job::Done& done, const Job::Advance&,
                                           linalg::Backend& backend) {

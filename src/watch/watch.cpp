@@ -128,6 +128,57 @@ void check_architecture(const Architecture& first, const std::string& first_name
                     ck.path, first_name, what));
 }
 
+// How many checkpoints one analyze (and compare) job takes: enough that a job's setup is paid rarely over
+// a long run, few enough that the tables follow a first look over many checkpoints.
+constexpr std::size_t kCheckpointsPerJob = 64;
+
+// Which of a job's checkpoints a warning line is about: the first whose files it names, else the first.
+std::size_t owner(const std::string& warning, const std::vector<formats::Checkpoint>& models) {
+    for (std::size_t i = 0; i < models.size(); ++i)
+        if (warning.find(models[i].path + "/") != std::string::npos ||
+            warning.find(models[i].path + ":") != std::string::npos)
+            return i;
+    return 0;
+}
+
+// One checkpoint's share of a job over several (its `index` among the job's models): its rows, its
+// counts, and the warnings that name it (those naming none go with the first).
+run::AnalyzeResult analysis_part(const run::AnalyzeResult& all,
+                                 const std::vector<formats::Checkpoint>& models, std::size_t index) {
+    const auto& ck = models[index];
+    run::AnalyzeResult p;
+    p.fields = all.fields, p.convention = all.convention;
+    for (const auto& r : all.rows)
+        if (r.model == ck.name) p.rows.push_back(r);
+    for (const auto& g : all.aggregates)
+        if (g.first == ck.name) p.aggregates.push_back(g);
+    p.per_model = {all.per_model.at(index)};
+    p.computed = p.per_model[0].computed, p.reused = p.per_model[0].reused;
+    for (const auto& w : all.warnings)
+        if (owner(w, models) == index) p.warnings.push_back(w);
+    return p;
+}
+
+run::CompareResult comparison_part(const run::CompareResult& all,
+                                   const std::vector<formats::Checkpoint>& models, std::size_t index) {
+    const auto& ck = models[index];
+    run::CompareResult p;
+    p.ranking = all.ranking, p.allow_partial = all.allow_partial;
+    for (const auto& r : all.rows)
+        if (r.model == ck.name) p.rows.push_back(r);
+    for (const auto& h : all.heads)
+        if (h.model == ck.name) p.heads.push_back(h);
+    for (const auto& s : all.skipped)
+        if (s.model == ck.name) p.skipped.push_back(s);
+    for (const auto& f : all.findings)
+        if (f.find(ck.name) != std::string::npos) p.findings.push_back(f);
+    p.per_model = {all.per_model.at(index)};
+    p.computed = p.per_model[0].computed, p.reused = p.per_model[0].reused;
+    for (const auto& w : all.warnings)
+        if (owner(w, models) == index) p.warnings.push_back(w);
+    return p;
+}
+
 // Appends the rows of `part` (a table with the same columns, or none) to `all`.
 void append_rows(Table& all, const Table& part) {
     if (part.columns.empty()) return;
@@ -243,9 +294,10 @@ private:
         // Beside the checkpoints, a name that carries a step is one the next look would take for a
         // checkpoint (and then refuse as an input): refused now, before anything is written.
         if (out.parent_path() == run && step_in_name(out.filename().string()))
-            throw InputError(fmt::format("--out {}: named like a checkpoint of the run {} (its name carries a "
-                                         "step), which watch would read as one: give it another name",
-                                         o_.run.out, o_.run_dir));
+            throw InputError(
+                fmt::format("--out {}: named like a checkpoint of the run {} (its name carries a "
+                            "step), which watch would read as one: give it another name",
+                            o_.run.out, o_.run_dir));
     }
 
     bool wanted(const FoundCheckpoint& c) const {
@@ -384,26 +436,38 @@ private:
             if (first_name_.empty()) first_name_ = r.checkpoint.path, first_arch_ = arch;
             check_architecture(first_arch_, first_name_, arch, r.checkpoint);
         }
-        for (auto& r : ready) {
-            analyse(*r.entry, std::move(r.checkpoint));
-            r.entry->analysed = std::move(r.signature);
-        }
+        for (std::size_t first = 0; first < ready.size(); first += kCheckpointsPerJob)
+            analyse_batch(ready, first, std::min(ready.size(), first + kCheckpointsPerJob));
     }
 
-    void analyse(Entry& e, formats::Checkpoint ck) {
+    // The checkpoints ready[first, end) as one analyze (and compare) job: a job's setup and store look-up
+    // is paid once for them all, and its results are split back per checkpoint.
+    void analyse_batch(std::vector<Ready>& ready, std::size_t first, std::size_t end) {
         run::AnalyzeOptions a;
         a.metrics = o_.metrics, a.heads = o_.heads, a.kernel = o_.kernel, a.run = o_.run;
+        for (std::size_t k = first; k < end; ++k) a.models.push_back(std::move(ready[k].checkpoint));
         std::optional<run::CompareOptions> c;
         if (base_) {
             c.emplace();
             static_cast<analysis::CompareSettings&>(*c) = {};
             c->precision = o_.kernel.precision, c->route = o_.kernel.route, c->delta_only = o_.delta_only;
-            c->base = *base_, c->models = {ck}, c->heads = o_.heads, c->ranking = o_.ranking, c->run = o_.run;
+            c->base = *base_, c->models = a.models, c->heads = o_.heads, c->ranking = o_.ranking,
+            c->run = o_.run;
             c->suggest_allow_partial = false;
         }
-        a.models = {std::move(ck)};
-        e.analysis = run::analyze(a);
-        if (c) e.comparison = run::compare(*c);
+        const auto analysis = run::analyze(a);
+        std::optional<run::CompareResult> comparison;
+        if (c) comparison = run::compare(*c);
+        for (std::size_t k = first; k < end; ++k) {
+            auto& e = *ready[k].entry;
+            e.analysis = analysis_part(analysis, a.models, k - first);
+            if (comparison) e.comparison = comparison_part(*comparison, a.models, k - first);
+            finish(e);
+            e.analysed = std::move(ready[k].signature);
+        }
+    }
+
+    void finish(Entry& e) {
         e.done = true;
         e.rows = step_rows(e);
         const std::size_t computed = e.analysis->computed + (e.comparison ? e.comparison->computed : 0);
@@ -438,13 +502,13 @@ private:
         return s;
     }
 
-    // The tables after an analysed checkpoint: written when the last writing took less than a third of
-    // the time since (and always at the end of a pass), so that rewriting every table over every step
-    // stays a bounded share of the run however many checkpoints it has (a run of a thousand checkpoints
-    // all reused from the store would otherwise spend its time rewriting them).
+    // The tables after an analysed checkpoint: written when the last writing took under a fifth of the
+    // time since (and always at the end of a pass), so that rewriting every table over every step stays
+    // a bounded share of the run however many checkpoints it has (a run of a thousand checkpoints all
+    // reused from the store would otherwise spend its time rewriting them).
     void write_if_due() {
         changed_ = true;
-        if (last_write_end_ && std::chrono::steady_clock::now() - *last_write_end_ < 2 * last_write_cost_)
+        if (last_write_end_ && std::chrono::steady_clock::now() - *last_write_end_ < 4 * last_write_cost_)
             return;
         write();
     }

@@ -38,6 +38,7 @@ struct AnalyzeResult {
     std::vector<MetricRow> rows;
     std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
     std::size_t computed = 0, reused = 0;
+    std::vector<WorkCounts> per_model;  // the same, per model in order
     // One line per tensor with non-finite entries (nonfinite_warning): the CLI prints each as
     // "diffract: warning: <line>", Python issues a RuntimeWarning.
     std::vector<std::string> warnings;

@@ -50,6 +50,7 @@ struct CompareResult {
     analysis::HeadRankOptions ranking;
     bool allow_partial = false;
     std::size_t computed = 0, reused = 0;  // (model, matrix) pairs
+    std::vector<WorkCounts> per_model;     // the same, per model in order (the reference last)
     std::size_t whole_route = 0;           // of the computed: on the whole-matrix route (gesdd or fallback)
     // One line per tensor (of the base or a model) with non-finite entries (nonfinite_warning).
     std::vector<std::string> warnings;

@@ -27,6 +27,11 @@ struct UnitRow {
     std::map<std::string, double> values;
 };
 
+// What a job did for one of its models: units computed, and units whose results were reused.
+struct WorkCounts {
+    std::size_t computed = 0, reused = 0;
+};
+
 // The identity columns of `unit` of the model called `model`.
 UnitRow unit_row(const std::string& model, const analysis::MatrixUnit& unit);
 
