@@ -257,6 +257,16 @@ void Job::look_up(std::size_t slots, const Source& source, const StoredFields& s
             ++reused_;
         }
     }
+    // A store on a read-only file system serves what it holds; a result it lacks could not be kept.
+    if (store_ && store_->read_only_medium())
+        if (const auto missing = std::count(state_.begin(), state_.end(), kPending); missing > 0)
+            throw_input_error(
+                store_->path(), "",
+                fmt::format("the results store is on a read-only file system and lacks {} of this "
+                            "{}'s {} results, which could not be kept (give --store on a writable "
+                            "file system)",
+                            missing, label_,
+                            state_.size() - std::count(state_.begin(), state_.end(), kInactive)));
     broadcast_bytes(state_);
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -215,7 +216,13 @@ void create_store_file(const std::string& path) {
 
 Store::Store(const std::string& path, StoreMode mode) : path_(path) {
     std::error_code ec;
-    const bool writable = mode == StoreMode::read_write;
+    bool writable = mode == StoreMode::read_write;
+    if (struct statvfs fs_info{}; writable && fs::is_regular_file(path, ec) &&
+                                  ::statvfs(path.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY)) {
+        read_only_medium_ = true;
+        writable = false;
+        mode = StoreMode::read_only;
+    }
     if (writable) {
         const auto parent = fs::path(path).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
@@ -333,6 +340,7 @@ auto in_transaction(sqlite3* db, const std::string& path, F&& body) {
 
 void Store::record_model(const std::string& name, const std::string& path,
                          const std::vector<TensorRecord>& tensors) {
+    if (read_only_medium_) return;  // bookkeeping only: what a read-only store holds stays as it is
     std::lock_guard lock(mu_);
     in_transaction(db_, path_, [&] {
         // A name moved to another checkpoint keeps nothing of the one it named before.
@@ -383,6 +391,7 @@ void Store::record_model(const std::string& name, const std::string& path,
 }
 
 void Store::record_pair(const std::string& name, const std::string& base) {
+    if (read_only_medium_) return;  // bookkeeping only: what a read-only store holds stays as it is
     std::lock_guard lock(mu_);
     Statement st(db_, path_, "INSERT OR IGNORE INTO pairs(name, other) VALUES(?, ?)");
     st.bind(1, name).bind(2, base).step();
@@ -412,6 +421,9 @@ std::optional<FieldValues> Store::get(const ResultKey& key, const std::vector<st
 void Store::put(const ResultKey& key, const FieldValues& values,
                 const std::vector<std::string>& vector_fields) {
     if (key.content.empty()) throw std::logic_error("store: a result without a content id");
+    if (read_only_medium_)
+        throw_input_error(path_, "",
+                          "the results store is on a read-only file system: a result cannot be kept");
     std::lock_guard lock(mu_);
     in_transaction(db_, path_, [&] {
         Statement st(db_, path_,
@@ -448,6 +460,7 @@ std::optional<std::string> Store::cached_hash(const FileIdentity& file, std::uin
 
 void Store::cache_hash(const FileIdentity& file, std::uint64_t offset, std::uint64_t length,
                        const std::string& hash) {
+    if (read_only_medium_) return;
     std::lock_guard lock(mu_);
     Statement st(
         db_, path_,

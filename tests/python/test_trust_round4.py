@@ -537,3 +537,25 @@ def test_the_evaluator_dies_with_diffract(family_f32, tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_a_store_on_a_read_only_mount_serves_a_fully_stored_run(family_f32, tmp_path):
+    """A store on a read-only file system: a run whose results it holds succeeds (nothing written); one
+    that would have to keep new results is refused in one line naming the store, before computing."""
+    src, mnt = tmp_path / "src", tmp_path / "ro"
+    src.mkdir(), mnt.mkdir()
+    run(["analyze", family_f32 / "pretrained", "--out", tmp_path / "a0", "--store", src / "s.sqlite", "--quiet"])
+    if subprocess.run(["mount", "--bind", src, mnt], capture_output=True).returncode != 0:
+        pytest.skip("bind mounts need root with CAP_SYS_ADMIN")
+    try:
+        assert subprocess.run(["mount", "-o", "remount,ro,bind", mnt], capture_output=True).returncode == 0
+        before = (src / "s.sqlite").read_bytes()
+        p = run(["analyze", family_f32 / "pretrained", "--out", tmp_path / "a1", "--store", mnt / "s.sqlite"])
+        assert "reused" in p.stderr
+        assert (tmp_path / "a1" / "metrics.csv").read_text() == (tmp_path / "a0" / "metrics.csv").read_text()
+        p = run(["analyze", family_f32 / "math", "--out", tmp_path / "a2", "--store", mnt / "s.sqlite"], check=False)
+        assert_input_error(p, str(mnt / "s.sqlite"), "read-only file system")
+        assert not (tmp_path / "a2").exists()
+        assert (src / "s.sqlite").read_bytes() == before
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)

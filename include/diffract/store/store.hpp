@@ -79,6 +79,10 @@ public:
     Store& operator=(const Store&) = delete;
 
     const std::string& path() const { return path_; }
+    // Opened for writing on a read-only file system (a store shipped on a read-only mount): it serves
+    // its results; the bookkeeping writes (models, pairs, hash cache) are skipped, and a job that would
+    // have to put a result refuses before computing it (run/job.cpp).
+    bool read_only_medium() const { return read_only_medium_; }
 
     // Records that the model called `name` (at `path`) holds `tensors` in this run. The name's rows of
     // earlier runs are dropped unless the same file still has the identity it had then.
@@ -129,6 +133,7 @@ private:
     std::string path_;
     sqlite3* db_ = nullptr;
     std::recursive_mutex mu_;  // one connection, used by every worker thread
+    bool read_only_medium_ = false;
 };
 
 // The block as shown in outputs: the store's block key without its region ("attn_q:3").
