@@ -141,41 +141,48 @@ std::size_t owner(const std::string& warning, const std::vector<formats::Checkpo
     return 0;
 }
 
+// The elements of `all` that belong to the model called `name`.
+template <typename T, typename Of>
+std::vector<T> of_model(const std::vector<T>& all, const std::string& name, Of model_of) {
+    std::vector<T> out;
+    for (const auto& x : all)
+        if (model_of(x) == name) out.push_back(x);
+    return out;
+}
+
 // One checkpoint's share of a job over several (its `index` among the job's models): its rows, its
 // counts, and the warnings that name it (those naming none go with the first).
+template <typename Result>
+void share_counts_and_warnings(Result& part, const Result& all,
+                               const std::vector<formats::Checkpoint>& models, std::size_t index) {
+    part.per_model = {all.per_model.at(index)};
+    part.computed = part.per_model[0].computed, part.reused = part.per_model[0].reused;
+    for (const auto& w : all.warnings)
+        if (owner(w, models) == index) part.warnings.push_back(w);
+}
+
 run::AnalyzeResult analysis_part(const run::AnalyzeResult& all,
                                  const std::vector<formats::Checkpoint>& models, std::size_t index) {
-    const auto& ck = models[index];
+    const auto& name = models[index].name;
     run::AnalyzeResult p;
     p.fields = all.fields, p.convention = all.convention;
-    for (const auto& r : all.rows)
-        if (r.model == ck.name) p.rows.push_back(r);
-    for (const auto& g : all.aggregates)
-        if (g.first == ck.name) p.aggregates.push_back(g);
-    p.per_model = {all.per_model.at(index)};
-    p.computed = p.per_model[0].computed, p.reused = p.per_model[0].reused;
-    for (const auto& w : all.warnings)
-        if (owner(w, models) == index) p.warnings.push_back(w);
+    p.rows = of_model(all.rows, name, [](const auto& r) { return r.model; });
+    p.aggregates = of_model(all.aggregates, name, [](const auto& g) { return g.first; });
+    share_counts_and_warnings(p, all, models, index);
     return p;
 }
 
 run::CompareResult comparison_part(const run::CompareResult& all,
                                    const std::vector<formats::Checkpoint>& models, std::size_t index) {
-    const auto& ck = models[index];
+    const auto& name = models[index].name;
     run::CompareResult p;
     p.ranking = all.ranking, p.allow_partial = all.allow_partial;
-    for (const auto& r : all.rows)
-        if (r.model == ck.name) p.rows.push_back(r);
-    for (const auto& h : all.heads)
-        if (h.model == ck.name) p.heads.push_back(h);
-    for (const auto& s : all.skipped)
-        if (s.model == ck.name) p.skipped.push_back(s);
+    p.rows = of_model(all.rows, name, [](const auto& r) { return r.model; });
+    p.heads = of_model(all.heads, name, [](const auto& h) { return h.model; });
+    p.skipped = of_model(all.skipped, name, [](const auto& k) { return k.model; });
     for (const auto& f : all.findings)
-        if (f.find(ck.name) != std::string::npos) p.findings.push_back(f);
-    p.per_model = {all.per_model.at(index)};
-    p.computed = p.per_model[0].computed, p.reused = p.per_model[0].reused;
-    for (const auto& w : all.warnings)
-        if (owner(w, models) == index) p.warnings.push_back(w);
+        if (f.find(name) != std::string::npos) p.findings.push_back(f);
+    share_counts_and_warnings(p, all, models, index);
     return p;
 }
 
