@@ -43,6 +43,10 @@ int run_analyze(const AnalyzeArgs& a) {
                    result.rows.size(), result.computed, result.reused, o.run.resolved_store(),
                    result.computed == 0 && result.reused > 0
                        ? fmt::format(": all {} results reused from the store", result.reused)
+                   : result.computed > 0 && result.reused > 0
+                       // Units are whole matrices and head blocks of very different cost: a resumed run
+                       // says how much of the work it really redid.
+                       ? fmt::format("; the computed ones {:.0f} % of the work", 100 * result.computed_work)
                        : "",
                    a.out);
     return 0;

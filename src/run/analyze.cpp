@@ -325,13 +325,17 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     // Counted per unit: one whose slots were all reused is reused, any other is computed.
     std::size_t pending_units = 0;
     result.per_model.assign(o.models.size(), {});
+    double all_work = 0, pending_work = 0;
     for (std::size_t i = 0; i < units.size(); ++i) {
         const bool pending = !pending_slots(slots, job, i).empty();
         pending_units += pending;
+        all_work += units[i].unit.flops();
+        if (pending) pending_work += units[i].unit.flops();
         auto& counts = result.per_model[units[i].model];
         (pending ? counts.computed : counts.reused) += 1;
     }
     result.reused = units.size() - pending_units;
+    result.computed_work = all_work > 0 ? pending_work / all_work : 0;
 
     // On a device a task is one stored tensor's pending units (its whole matrix and its heads): the
     // tensor is uploaded once at its storage width and the blocks' singular values computed

@@ -559,3 +559,25 @@ def test_a_store_on_a_read_only_mount_serves_a_fully_stored_run(family_f32, tmp_
         assert (src / "s.sqlite").read_bytes() == before
     finally:
         subprocess.run(["umount", mnt], capture_output=True)
+
+
+def test_a_resumed_analyze_says_how_much_of_the_work_it_redid(family_f32, tmp_path):
+    """Units are whole matrices and head blocks of very different cost: the summary of a run that reused
+    part of its results gives the computed units' share of the work (their SVD cost, 4mn² + 8n³ with
+    m ≥ n, over every unit's), so hundreds of cheap head blocks are not read as most of the run redone."""
+    import re
+    store = tmp_path / "s.sqlite"
+    run(["analyze", family_f32 / "pretrained", "--roles", "mlp_up,mlp_down", "--out", tmp_path / "a0",
+         "--store", store, "--quiet"])
+    p = run(["analyze", family_f32 / "pretrained", "--out", tmp_path / "a1", "--store", store])
+    with open(tmp_path / "a1" / "metrics.csv", newline="") as f:
+        units = list(csv.DictReader(f))
+
+    def cost(r):
+        m, n = max(int(r["rows"]), int(r["cols"])), min(int(r["rows"]), int(r["cols"]))
+        return 4.0 * m * n * n + 8.0 * n ** 3
+    redone = sum(cost(r) for r in units if r["role"] not in ("mlp_up", "mlp_down")) / sum(cost(r) for r in units)
+    m = re.search(r"\((\d+) computed, (\d+) reused from .*; the computed ones (\d+) % of the work\)", p.stderr)
+    assert m, p.stderr
+    assert int(m.group(3)) == round(100 * redone)
+    assert int(m.group(1)) == sum(r["role"] not in ("mlp_up", "mlp_down") for r in units)

@@ -39,6 +39,9 @@ struct AnalyzeResult {
     std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
     std::size_t computed = 0, reused = 0;
     std::vector<WorkCounts> per_model;  // the same, per model in order
+    // The computed units' share of the run's work (their SVD cost estimates over every unit's): a resumed
+    // run's hundreds of computed head blocks may be a few percent of it.
+    double computed_work = 0;
     // One line per tensor with non-finite entries (nonfinite_warning): the CLI prints each as
     // "diffract: warning: <line>", Python issues a RuntimeWarning.
     std::vector<std::string> warnings;
