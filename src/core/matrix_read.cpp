@@ -57,12 +57,6 @@ Matrix<T> read_quantized(const TensorInfo& t, const MatrixBlock& b) {
 
 template <typename T>
 Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
-    if (t.quant) {
-        check_block_inside(t, b);
-        const BusyScope reading;
-        test_fault_block_reads();
-        return read_quantized<T>(t, b);
-    }
     if (!dtype_is_float(t.dtype))
         throw_input_error(
             t.path(), t.name,
@@ -70,6 +64,7 @@ Matrix<T> read_matrix(const TensorInfo& t, const MatrixBlock& b) {
     check_block_inside(t, b);
     const BusyScope reading;  // the pages of a mapped input are read here
     test_fault_block_reads();
+    if (t.quant) return read_quantized<T>(t, b);
     const std::int64_t C = stored_cols(t);
     const auto bytes = t.bytes();
     Matrix<T> out(b.logical_rows(), b.logical_cols());

@@ -15,16 +15,23 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Tensors a scheme stores beside its weights that are no part of any weight matrix: activation and
-// KV-cache scales, compressed-tensors' stored shapes, bitsandbytes' format tags.
-constexpr std::array<std::string_view, 12> kIgnoredSuffixes{".input_scale",      ".input_global_scale",
-                                                            ".input_zero_point", ".activation_scale",
-                                                            ".output_scale",     ".k_scale",
-                                                            ".v_scale",          ".q_scale",
-                                                            ".kv_scale",         ".prob_scale",
-                                                            ".weight_format",    ".weight_shape"};
-
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The values of an I32 or I64 tensor (the caller checked the dtype).
+std::vector<std::int64_t> integers_of(const TensorInfo& t) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(t.numel()));
+    const auto* b = t.bytes().data();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (t.dtype == DType::I64) {
+            std::memcpy(&out[i], b + 8 * i, 8);
+        } else {
+            std::int32_t v;
+            std::memcpy(&v, b + 4 * i, 4);
+            out[i] = v;
+        }
+    }
+    return out;
+}
 
 std::string dims(std::int64_t a, std::int64_t b) { return fmt::format("{}×{}", a, b); }
 
@@ -161,6 +168,21 @@ void pair_scaled(Pairing& p, const TensorInfo& w, const TensorInfo& s,
     p.add(w.name, decoded_matrix(w.name, std::move(q)));
 }
 
+// Every column's group of a group-index tensor (GPTQ g_idx, compressed-tensors weight_g_idx) names one of
+// `groups` groups, checked once here so that decoding indexes freely. Returns whether the order departs
+// from c / group_size (act-order).
+bool check_group_index(const TensorInfo& index, std::int64_t groups, std::int64_t group_size) {
+    const auto idx = integers_of(index);
+    bool ordered = false;
+    for (std::size_t c = 0; c < idx.size(); ++c) {
+        if (idx[c] < 0 || idx[c] >= groups)
+            refuse(index,
+                   fmt::format("g_idx[{}] = {} names no group (expected 0..{})", c, idx[c], groups - 1));
+        ordered = ordered || idx[c] != static_cast<std::int64_t>(c) / group_size;
+    }
+    return ordered;
+}
+
 // ---- configuration ------------------------------------------------------------------------------
 
 std::optional<std::int64_t> int_key(const Json& j, const char* key, const std::string& label) {
@@ -235,20 +257,11 @@ void pair_packed_int(Pairing& p, int bits, std::optional<std::int64_t> group, co
             refuse(t, "compressed-tensors pack-quantized with zero points (asymmetric) is not decoded");
         require_dtype(shape, {DType::I32, DType::I64}, "pack-quantized");
         if (shape.numel() != 2) refuse(shape, "pack-quantized weight_shape is not two integers");
-        std::int64_t rc[2];
-        for (int i = 0; i < 2; ++i) {
-            const auto* b = shape.bytes().data();
-            if (shape.dtype == DType::I64)
-                std::memcpy(&rc[i], b + 8 * i, 8);
-            else {
-                std::int32_t v;
-                std::memcpy(&v, b + 4 * i, 4);
-                rc[i] = v;
-            }
-            if (rc[i] < 1 || rc[i] > (std::int64_t{1} << 31))
+        const auto rc = integers_of(shape);
+        for (const auto v : rc)
+            if (v < 1 || v > (std::int64_t{1} << 31))
                 refuse(shape,
-                       fmt::format("pack-quantized weight_shape holds {} (expected a positive size)", rc[i]));
-        }
+                       fmt::format("pack-quantized weight_shape holds {} (expected a positive size)", v));
         require_shape(t, {rc[0], ceil_div(rc[1] * bits, 32)}, "pack-quantized");
         require_dtype(s, {DType::F32, DType::BF16, DType::F16}, "pack-quantized");
         auto q = std::make_shared<QuantizedWeight>();
@@ -330,23 +343,7 @@ void pair_gptq_awq(Pairing& p, bool awq, int bits, std::int64_t group, bool v1, 
         if (const auto* gi = p.find(x + ".g_idx"); gi && !awq) {
             require_dtype(*gi, {DType::I32, DType::I64}, scheme);
             require_shape(*gi, {cols}, scheme);
-            // The group of each input column, checked once here so that decoding indexes freely.
-            std::vector<std::int64_t> idx(static_cast<std::size_t>(cols));
-            const auto* b = gi->bytes().data();
-            for (std::int64_t c = 0; c < cols; ++c) {
-                std::int64_t v;
-                if (gi->dtype == DType::I64)
-                    std::memcpy(&v, b + 8 * c, 8);
-                else {
-                    std::int32_t w;
-                    std::memcpy(&w, b + 4 * c, 4);
-                    v = w;
-                }
-                if (v < 0 || v >= groups)
-                    refuse(*gi,
-                           fmt::format("g_idx[{}] = {} names no group (expected 0..{})", c, v, groups - 1));
-                ordered = ordered || v != c / g;
-            }
+            ordered = check_group_index(*gi, groups, g);
             q->group_index = *gi;
             p.consume(gi->name);
         }
@@ -484,8 +481,7 @@ void pair_mxfp4(Pairing& p) {
 
 void drop_ignored(Pairing& p) {
     for (const auto& t : p.tensors())
-        for (auto suffix : kIgnoredSuffixes)
-            if (ends_with(t.name, suffix)) p.consume(t.name);
+        if (model::is_quantization_side_tensor(t.name)) p.consume(t.name);
 }
 
 }  // namespace

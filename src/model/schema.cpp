@@ -158,34 +158,36 @@ bool role_is_attention(Role r) {
            r == Role::attn_qkv;
 }
 
+bool is_quantization_side_tensor(std::string_view name) {
+    static constexpr std::array<std::string_view, 12> kSuffixes{".input_scale",      ".input_global_scale",
+                                                                ".input_zero_point", ".activation_scale",
+                                                                ".output_scale",     ".k_scale",
+                                                                ".v_scale",          ".q_scale",
+                                                                ".kv_scale",         ".prob_scale",
+                                                                ".weight_format",    ".weight_shape"};
+    return std::any_of(kSuffixes.begin(), kSuffixes.end(), [&](auto s) { return name.ends_with(s); });
+}
+
 bool is_quantization_part(std::string_view name) {
-    static constexpr std::array<std::string_view, 24> kSuffixes{".weight_scale",
-                                                                ".weight_scale_inv",
-                                                                ".weight_zero_point",
-                                                                ".weight_global_scale",
-                                                                ".weight_g_idx",
-                                                                ".weight_shape",
-                                                                ".input_scale",
-                                                                ".input_global_scale",
-                                                                ".input_zero_point",
-                                                                ".activation_scale",
-                                                                ".output_scale",
-                                                                ".k_scale",
-                                                                ".v_scale",
-                                                                ".q_scale",
-                                                                ".kv_scale",
-                                                                ".scales",
-                                                                ".qzeros",
-                                                                ".g_idx",
-                                                                ".SCB",
-                                                                ".absmax",
-                                                                ".quant_map",
-                                                                ".nested_absmax",
-                                                                ".nested_quant_map",
-                                                                "_scales"};
-    for (auto s : kSuffixes)
-        if (name.ends_with(s)) return true;
-    return name.find(".quant_state.") != std::string_view::npos;
+    static constexpr std::array<std::string_view, 15> kWeightParts{".weight_scale",
+                                                                   ".weight_scale_inv",
+                                                                   ".weight_zero_point",
+                                                                   ".weight_global_scale",
+                                                                   ".weight_g_idx",
+                                                                   ".scales",
+                                                                   ".qzeros",
+                                                                   ".g_idx",
+                                                                   ".SCB",
+                                                                   ".absmax",
+                                                                   ".quant_map",
+                                                                   ".nested_absmax",
+                                                                   ".nested_quant_map",
+                                                                   "_scales",
+                                                                   ".quant_state."};
+    return is_quantization_side_tensor(name) ||
+           std::any_of(kWeightParts.begin(), kWeightParts.end(), [&](auto s) {
+               return s == ".quant_state." ? name.find(s) != std::string_view::npos : name.ends_with(s);
+           });
 }
 
 TensorRole classify_tensor(std::string_view name) {

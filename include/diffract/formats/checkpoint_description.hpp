@@ -14,9 +14,9 @@ namespace diffract::formats {
 // target_modules as configured, ranks and alphas in use, targets [{module, tensor, rank, alpha,
 // scale}], replaced [tensor]), quantization (null, or {scheme, matrices: {kind: count}, undecoded}),
 // packed_experts (how many packed expert tensors were split per expert), parameters, tensors [{name,
-// dtype, shape, layer, role, expert (null outside mixtures of experts), quantization, file}] (a quantized matrix's
-// dtype is its scheme, e.g. "fp8 e4m3, block 128×128"). Throws InputError when the head geometry does
-// not divide an attention projection.
+// dtype, shape, layer, role, expert (null outside mixtures of experts), quantization, file}] (a quantized
+// matrix's dtype is its scheme, e.g. "fp8 e4m3, block 128×128"). Throws InputError when the head geometry
+// does not divide an attention projection.
 nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck);
 
 }  // namespace diffract::formats

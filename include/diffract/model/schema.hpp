@@ -79,6 +79,9 @@ TensorRole classify_tensor(std::string_view name);
 // points, group indices, absmax, activation and KV-cache scales: formats/quantized_safetensors.hpp).
 // Such a tensor is never a matrix of any table, paired or not; its role is `other`.
 bool is_quantization_part(std::string_view name);
+// Of those, the ones no weight's values come from: activation and KV-cache scales, compressed-tensors'
+// stored shapes, bitsandbytes' format tags. A quantized checkpoint's reader drops them.
+bool is_quantization_side_tensor(std::string_view name);
 
 // Every geometry value (config.json: num_attention_heads/n_head/num_heads/n_heads,
 // num_key_value_heads/n_head_kv/num_kv_heads, hidden_size/n_embd/d_model, head_dim,
