@@ -279,6 +279,7 @@ void pair_packed_int(Pairing& p, int bits, std::optional<std::int64_t> group, co
         if (const auto* g = p.find(x + "_g_idx")) {
             require_dtype(*g, {DType::I32, DType::I64}, "pack-quantized");
             require_shape(*g, {rc[1]}, "pack-quantized");
+            check_group_index(*g, s.shape[1], q->block_cols);
             q->group_index = *g;
             p.consume(g->name);
         }

@@ -264,6 +264,19 @@ def test_malformed_pairings_name_the_tensor(tmp_path, damage, needle):
     assert_input_error(run(["inspect", d], check=False), needle)
 
 
+def test_a_pack_quantized_group_index_naming_no_group_is_refused(tmp_path):
+    """compressed-tensors' weight_g_idx is checked as GPTQ's g_idx is: a group past the scales is a
+    refusal naming it, never a read outside the scale tensor."""
+    rng = np.random.default_rng(4)
+    tensors, _ = qf.packed_int("model.layers.0.self_attn.q_proj", rng.standard_normal((64, 64)), rng, bits=4, group=32)
+    tensors["model.layers.0.self_attn.q_proj.weight_g_idx"] = qf.plain(np.full(64, 1000, np.int32))
+    d = tmp_path / "m"
+    d.mkdir()
+    qf.write_safetensors(d / "model.safetensors", tensors)
+    (d / "config.json").write_text(json.dumps(config(SCHEMES[13][1])))
+    assert_input_error(run(["inspect", d], check=False), "weight_g_idx", "g_idx[0] = 1000 names no group")
+
+
 def test_fp8_scales_without_a_config_are_paired_by_name(tmp_path):
     rng = np.random.default_rng(2)
     w = rng.standard_normal((48, 64)) * 0.02
