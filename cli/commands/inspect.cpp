@@ -60,9 +60,21 @@ int run_inspect(const InspectArgs& a) {
         const auto& g = *ck.schema.heads;
         fmt::print("heads:        {} query, {} key/value, head_dim {}, hidden {}\n", g.n_heads, g.n_kv_heads,
                    g.head_dim, g.hidden);
+        if (g.latent)
+            fmt::print("              latent attention: qk_nope {} + qk_rope {}, v_head_dim {}\n",
+                       g.key_nope_dim(), g.qk_rope_head_dim, g.value_dim());
     } else {
         fmt::print("heads:        not split\n");
     }
+    for (const auto& [component, tower] : ck.schema.towers) {
+        const auto* g = tower.heads ? &*tower.heads : nullptr;
+        fmt::print("{:<14}{}\n", fmt::format("{}:", model::component_name(component)),
+                   g ? fmt::format("{} heads, head_dim {}, width {}", g->n_heads, g->head_dim, g->hidden)
+                     : std::string("heads not split"));
+    }
+    if (const auto& e = d["experts"]; !e.is_null())
+        fmt::print("experts:      {} routed in {} layers{}\n", e["routed"].get<int>(), e["layers"].get<int>(),
+                   e["shared"].get<bool>() ? ", and shared experts" : "");
     if (const auto& q = d["quantization"]; !q.is_null()) {
         std::vector<std::string> kinds;
         for (const auto& [kind, n] : q["matrices"].items())
@@ -78,14 +90,17 @@ int run_inspect(const InspectArgs& a) {
     std::size_t dtype_width = 8;
     for (const auto& t : d["tensors"])
         dtype_width = std::max(dtype_width, t["dtype"].get<std::string>().size());
-    fmt::print("{:<56} {:<{}} {:<16} {:>5} {:<10} {}\n", "name", "dtype", dtype_width, "shape", "layer",
-               "role", "file");
-    for (const auto& t : d["tensors"])
-        fmt::print("{:<56} {:<{}} {:<16} {:>5} {:<10} {}\n", t["name"].get<std::string>(),
+    fmt::print("{:<56} {:<{}} {:<16} {:<9} {:>5} {:<18} {:>6} {}\n", "name", "dtype", dtype_width, "shape",
+               "component", "layer", "role", "expert", "file");
+    for (const auto& t : d["tensors"]) {
+        const auto kind = t["expert_kind"].get<std::string>();
+        const std::string expert = !t["expert"].is_null() ? t["expert"].dump() : (kind.empty() ? "-" : kind);
+        fmt::print("{:<56} {:<{}} {:<16} {:<9} {:>5} {:<18} {:>6} {}\n", t["name"].get<std::string>(),
                    t["dtype"].get<std::string>(), dtype_width,
                    shape_string(t["shape"].get<std::vector<std::int64_t>>()),
-                   t["layer"].is_null() ? "-" : t["layer"].dump(), t["role"].get<std::string>(),
-                   t["file"].get<std::string>());
+                   t["component"].get<std::string>(), t["layer"].is_null() ? "-" : t["layer"].dump(),
+                   t["role"].get<std::string>(), expert, t["file"].get<std::string>());
+    }
     return 0;
 }
 

@@ -9,8 +9,12 @@ void add_selection_options(CLI::App* sub, run::RunOptionText& a) {
     sub->add_option("--roles", a.roles,
                     "Only these roles (comma-separated: "
                     "attn_q,attn_k,attn_v,attn_o,attn_qkv,mlp_gate,mlp_up,mlp_down,mlp_gate_up,embed,lm_head,"
-                    "norm,other)");
+                    "norm,attn_q_a,attn_kv_a,attn_kv_b,router,shared_expert_gate,other)");
     sub->add_option("--layers", a.layers, "Only these layers (e.g. 0-3,7)");
+    sub->add_option("--experts", a.experts,
+                    "Only these mixture-of-experts experts (e.g. 0-7,12; 'shared' for the shared experts)");
+    sub->add_option("--component", a.components,
+                    "Only these components (comma-separated: language,vision,audio,projector)");
     sub->add_option("--match", a.match, "Only tensors whose name matches this regex");
     sub->add_option("--exclude", a.exclude, "Skip tensors whose name matches this regex");
 }

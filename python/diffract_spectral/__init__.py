@@ -56,7 +56,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 PathArg = Union[str, os.PathLike]
 Roles = Union[str, Sequence[str], None]  # "attn_q,mlp_down" or a list of role names
-Layers = Union[str, int, Sequence[int], None]  # "0-3,7", a layer index or a list of them
+Layers = Union[str, int, Sequence[int], None]
+Experts = Union[str, int, Sequence[Union[int, str]], None]  # "0-7,shared", an expert index or a list
+Components = Union[str, Sequence[str], None]  # "language,vision" or a list of component names  # "0-3,7", a layer index or a list of them
 
 _ML_DTYPE_NAMES = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 _NUMPY_TO_DTYPE = {
@@ -359,7 +361,7 @@ def _checked_int(value: Any, arg: str, minimum: Optional[int] = None, maximum: i
     return n
 
 
-def _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude) -> "_core.RunArgs":
+def _run_args(threads, max_memory, store, device, progress, roles, layers, match, exclude, experts, component) -> "_core.RunArgs":
     """The shared run options (--threads, --max-memory, --store, --device, selection) for the engine;
     progress: None or the callable receiving the engine's (done, total, label) reports (_progress)."""
     r = _core.RunArgs()
@@ -369,16 +371,50 @@ def _run_args(threads, max_memory, store, device, progress, roles, layers, match
     r.device = device
     if progress is not None:  # the field defaults to None (nanobind refuses None for an object field)
         r.progress = progress
-    _set_selection(r, roles, layers, match, exclude)
+    _set_selection(r, roles, layers, match, exclude, experts, component)
     return r
 
 
-def _set_selection(args, roles, layers, match, exclude) -> None:
-    """The selection flags (--roles, --layers, --match, --exclude) on a bound argument struct."""
+def _set_selection(args, roles, layers, match, exclude, experts, component) -> None:
+    """The selection flags (--roles, --layers, --match, --exclude, --experts, --component) on a bound
+    argument struct."""
     args.roles = _roles_spec(roles)
     args.layers = _layers_spec(layers)
     args.match = match or ""
     args.exclude = exclude or ""
+    args.experts = _experts_spec(experts)
+    args.components = _names_spec(component, "component", "\"language,vision\" or a list of component names")
+
+
+def _experts_spec(experts) -> str:
+    """--experts as text: "0-7,shared" as is, or an int, "shared", or an iterable of them."""
+    if experts is None or isinstance(experts, str):
+        return experts or ""
+    items = [experts] if not hasattr(experts, "__iter__") else list(experts)
+    out = []
+    for x in items:
+        if isinstance(x, str) and x == "shared":
+            out.append(x)
+            continue
+        try:
+            out.append(str(_checked_int(x, "experts", 0, _INT32[1])))
+        except (TypeError, ValueError):
+            raise TypeError(f"experts=: {x!r} is not an expert index or 'shared'") from None
+    return ",".join(out)
+
+
+def _names_spec(value, arg: str, expected: str) -> str:
+    """A comma-separated list flag as text: as is, or an iterable of names (strings)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{arg}=: expected {expected}, not {type(value).__name__}") from None
+    for r in items:
+        if not isinstance(r, str):
+            raise TypeError(f"{arg}=: {r!r} is not a name (a string)")
+    return ",".join(items)
 
 
 def _roles_spec(roles) -> str:
@@ -476,28 +512,32 @@ class Analysis:
 
     @property
     def summary(self) -> pd.DataFrame:
-        """One row per model: `model`, `matrices` (the whole matrices analysed, head blocks left out),
+        """One row per model and component (a multimodal model's language model and towers apart):
+        `model`, `component`, `matrices` (the whole matrices analysed, head blocks left out),
         the aggregates (aggregates.csv's IN_MODEL fields), and the mean over the model's whole matrices
         (NaN values skipped) of each of pl_alpha, pl_alpha_weighted, stable_rank and mp_soft_rank that
         was computed (WeightWatcher's get_summary: alpha, alpha_weighted, stable_rank, mp_softrank). A
         DataFrame, or a dict of lists without pandas."""
         rows, agg = _columns_of(self.metrics), _columns_of(self.aggregates)
-        models = list(dict.fromkeys(list(agg.get("model", [])) + list(rows.get("model", []))))
-        heads = rows.get("head", [None] * len(rows.get("model", [])))
+        n = len(rows.get("model", []))
+        row_keys = list(zip(rows.get("model", []), rows.get("component", ["language"] * n)))
+        agg_keys = list(zip(agg.get("model", []), agg.get("component", ["language"] * len(agg.get("model", [])))))
+        keys = list(dict.fromkeys(agg_keys + row_keys))
+        heads = rows.get("head", [None] * n)
         whole = [_is_missing(h) for h in heads]
-        out: dict = {"model": models, "matrices": []}
+        out: dict = {"model": [k[0] for k in keys], "component": [k[1] for k in keys], "matrices": []}
         for name in agg:
-            if name != "model":
+            if name not in ("model", "component"):
                 out[name] = []
         means = [f for f in SUMMARY_MEANS if f in rows]
         for f in means:
             out[f] = []
-        for m in models:
-            mine = [i for i, (rm, w) in enumerate(zip(rows.get("model", []), whole)) if rm == m and w]
+        for key in keys:
+            mine = [i for i, (rk, w) in enumerate(zip(row_keys, whole)) if rk == key and w]
             out["matrices"].append(len(mine))
-            at = list(agg.get("model", [])).index(m) if m in agg.get("model", []) else None
+            at = agg_keys.index(key) if key in agg_keys else None
             for name in agg:
-                if name != "model":
+                if name not in ("model", "component"):
                     out[name].append(agg[name][at] if at is not None else float("nan"))
             for f in means:
                 out[f].append(_finite_mean(rows[f][i] for i in mine))
@@ -546,7 +586,8 @@ def _warn_nonfinite(lines) -> None:
 def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequence] = "default", heads: bool = True,
             allow_partial: bool = False, precision: str = "f64", svd_route: str = "auto", seed: int = 42, threads: int = 0,
             max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu",
-            roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None,
+            roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None,
             progress: bool = False, out: Optional[PathArg] = None, min_fit_size: int = 50, alpha_ci: int = 0,
             alpha_ci_seed: int = 0, null_draws: int = 1, p_value_draws: int = 100,
             convention: str = "diffract") -> Analysis:
@@ -576,7 +617,7 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
                           _checked_int(alpha_ci_seed, "alpha_ci_seed", 0, 2**64 - 1),
                           _checked_int(null_draws, "null_draws", 1, _INT32[1]),
                           _checked_int(p_value_draws, "p_value_draws", 1, _INT32[1]), convention,
-                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
+                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude, experts, component),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
@@ -588,7 +629,8 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
             heads: bool = True, allow_partial: bool = False, delta_only: bool = False, threads: int = 0,
             max_memory: Optional[Union[str, int]] = None,
             store: Optional[PathArg] = None, device: str = "cpu", roles: Roles = None, layers: Layers = None,
-            match: Optional[str] = None, exclude: Optional[str] = None, progress: bool = False,
+            match: Optional[str] = None, exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, progress: bool = False,
             out: Optional[PathArg] = None) -> Comparison:
     """`diffract compare MODEL... --base BASE`: every matrix and head block of each model (one or a
     list) against the base, and the per-head update norms, importance and ranking (with `reference`).
@@ -608,7 +650,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
                           _checked_int(top_k, "top_k", 0, _INT32[1]), scale_scope, order,
                           _checked_int(seed, "seed", 0, 2**64 - 1), precision, svd_route, bool(heads),
                           bool(allow_partial), bool(delta_only),
-                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude),
+                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude, experts, component),
                           "" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
@@ -647,7 +689,8 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
           until_step: Optional[int] = None, poll: float = 10, settle: float = 2, alpha_low: float = 2,
           alpha_high: float = 6, alpha_jump: float = 1.0, stable_rank_jump: float = 0.2, head_share: float = 0.5,
           threads: int = 0, max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu",
-          roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None,
+          roles: Roles = None, layers: Layers = None, match: Optional[str] = None, exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None,
           progress: bool = False) -> Watch:
     """`diffract watch RUN_DIR --out DIR`: every checkpoint of a training run (Trainer's checkpoint-<step>/,
     step-named model directories or files), analysed (and compared with `base`) through the store, so a
@@ -674,7 +717,7 @@ def watch(run_dir: Union[str, os.PathLike], *, out: Union[str, os.PathLike], bas
                         _checked_int(every, "every", 1),
                         None if until_step is None else _checked_int(until_step, "until_step"), float(poll),
                         float(settle), t,
-                        _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude), notice)
+                        _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude, experts, component), notice)
     _warn_nonfinite(r["warnings"])
     tables = {k: _table(r[k]) for k in ("checkpoints", "metrics", "aggregates", "compare", "trends", "alerts")}
     tables["heads"] = _heads_table(r["heads"], group=("step", "model"))

@@ -6,7 +6,10 @@ import math
 
 # Integer identity columns that may be empty (a whole matrix has no head, an embedding no layer): pandas'
 # nullable Int64, so that they stay integers instead of becoming floats with NaN for the missing ones.
-NULLABLE_INT_COLUMNS = ("layer", "head")
+NULLABLE_INT_COLUMNS = ("layer", "head", "expert")
+# Text identity columns that are empty where they do not apply (expert_kind of a matrix that is no
+# expert's): missing values (NaN), as pandas reads the empty cells of the CSV files.
+NULLABLE_TEXT_COLUMNS = ("expert_kind",)
 # Counts the engine carries as numbers (NaN where a fit was not made): Int64 too, when every value is
 # a whole number or missing, so `df.hard_rank` is an integer column as `diffract metrics` describes it.
 COUNT_COLUMNS = ("rows", "cols", "greater_dim", "lower_dim", "nonfinite_count", "hard_rank", "mp_num_spikes",
@@ -35,6 +38,9 @@ def table(columns: dict, pd=None):
     for name in NULLABLE_INT_COLUMNS:
         if name in df.columns:
             df[name] = pd.array(list(columns[name]), dtype="Int64")
+    for name in NULLABLE_TEXT_COLUMNS:
+        if name in df.columns:
+            df[name] = [float("nan") if v == "" else v for v in columns[name]]
     for name in COUNT_COLUMNS:
         if name in df.columns and name not in NULLABLE_INT_COLUMNS and _whole_or_missing(columns[name]):
             values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in columns[name]]

@@ -5,7 +5,7 @@ differ from the input's; rewind adds "heads": [(layer, head), ...]).
 Arguments follow the CLI: the positionals of `edit interpolate A B` are positional, every option is a
 keyword of the same name (--out DIR is out=DIR, --omega W omega=W). Models are spec strings,
 Checkpoints, dicts of arrays (in memory) or model objects. Every edit also takes, as explicit keywords,
-max_shard_size ("5G"), roles, layers, match, exclude, device, progress (True: a tqdm bar over the
+max_shard_size ("5G"), roles, layers, match, exclude, experts, component, device, progress (True: a tqdm bar over the
 tensors written) and allow_nonfinite (--allow-nonfinite: edit tensors holding NaN/Inf, keeping those
 entries unchanged; by default such a tensor is refused with InputError), and the SVD edits (truncate,
 transplant, permute) take per_head. The GIL is released while writing.
@@ -26,6 +26,8 @@ _PER_HEAD_EDITS = ("truncate", "transplant", "permute")
 
 Roles = Union[str, Sequence[str], None]
 Layers = Union[str, int, Sequence[int], None]
+Experts = Union[str, int, Sequence[Union[int, str]], None]  # "0-7,shared", an expert index or a list
+Components = Union[str, Sequence[str], None]  # "language,vision" or a list of component names
 
 _COMMON_DOC = """
     Options every edit takes: progress (True: a tqdm bar over the tensors written), max_shard_size
@@ -62,8 +64,8 @@ def _model(m, arg: str = "model"):
 
 @contextlib.contextmanager
 def _common(progress: bool, max_shard_size: Union[str, int], per_head: bool, device: str, roles: Roles,
-            layers: Layers, match: Optional[str], exclude: Optional[str],
-            allow_nonfinite: bool) -> Iterator["_core.EditArgs"]:
+            layers: Layers, match: Optional[str], exclude: Optional[str], experts: Experts,
+            component: Components, allow_nonfinite: bool) -> Iterator["_core.EditArgs"]:
     """The options every edit takes, as _core.EditArgs, for the duration of the edit (progress=True: its
     bar, closed on the way out)."""
     from . import _set_selection
@@ -76,7 +78,7 @@ def _common(progress: bool, max_shard_size: Union[str, int], per_head: bool, dev
         c.per_head = bool(per_head)
         c.allow_nonfinite = bool(allow_nonfinite)
         c.device = device
-        _set_selection(c, roles, layers, match, exclude)
+        _set_selection(c, roles, layers, match, exclude, experts, component)
         yield c
 
 
@@ -145,7 +147,8 @@ def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: An
            as_lora: bool = False, threads: int = 0, max_memory: Optional[Union[str, int]] = None,
            store: Optional[Union[str, os.PathLike]] = None, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit rewind`: give heads' Q, K, V, O blocks the base's values. Exactly one of `fraction` (rank
     the heads with compare and rewind round(fraction × heads) lowest) and `heads`: a heads CSV path,
     compare's heads table (`cmp.heads`, or any subset of its rows: a DataFrame, a dict of lists, rows
@@ -158,7 +161,7 @@ def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: An
 
     heads = _heads_arg(heads)
     seed, threads = _checked_int(seed, "seed", 0, 2**64 - 1), _checked_int(threads, "threads", 0, 2**31 - 1)
-    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_rewind(os.fspath(out), _model(base, "base"), _model(model),
                                  None if reference is None else _model(reference, "reference"), fraction, heads,
                                  order, scale_scope, seed, kv_policy, o_bias, bool(as_lora), c, threads,
@@ -171,7 +174,8 @@ def truncate(*, base: Any, model: Any, out: Union[str, os.PathLike], keep: Optio
              rank: Optional[int] = None, energy: Optional[float] = None, as_lora: bool = False,
              per_head: bool = False, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit truncate`: W = W_base + the best rank-k approximation of W − W_base; exactly one of keep
     (k = ceil(keep × min(rows, cols))), rank (k) and energy (fewest values holding that share of Σs²).
     per_head: truncate each attention head block separately. as_lora (with rank): write the rank-k
@@ -179,7 +183,7 @@ def truncate(*, base: Any, model: Any, out: Union[str, os.PathLike], keep: Optio
     from . import _checked_int
 
     rank = None if rank is None else _checked_int(rank, "rank", 0, 2**63 - 1)
-    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_truncate(os.fspath(out), _model(base, "base"), _model(model), keep, rank, energy,
                                    bool(as_lora), c)
 
@@ -188,11 +192,12 @@ def truncate(*, base: Any, model: Any, out: Union[str, os.PathLike], keep: Optio
 def merge_lora(*, adapter: Union[str, os.PathLike], out: Union[str, os.PathLike],
                base: Optional[Union[str, os.PathLike]] = None, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit merge-lora`: W = W_base + scale·B·A, a PEFT LoRA adapter merged into its base and written as
     a plain checkpoint laid out as the base. base: a path or id (default: the adapter's
     base_model_name_or_path)."""
-    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_merge_lora(os.fspath(out), os.fspath(adapter), "" if base is None else os.fspath(base), c)
 
 
@@ -200,9 +205,10 @@ def merge_lora(*, adapter: Union[str, os.PathLike], out: Union[str, os.PathLike]
 def transplant(*, base: Any, model: Any, out: Union[str, os.PathLike], per_head: bool = False,
                progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit transplant`: W = U_model diag(σ_base) V_modelᵀ (per_head: per attention head block)."""
-    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_transplant(os.fspath(out), _model(base, "base"), _model(model), c)
 
 
@@ -210,13 +216,14 @@ def transplant(*, base: Any, model: Any, out: Union[str, os.PathLike], per_head:
 def permute(*, model: Any, out: Union[str, os.PathLike], seed: int = 42, per_head: bool = False,
             progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit permute`: each matrix's singular values permuted (seeded by seed and the matrix name;
     per_head: per attention head block)."""
     from . import _checked_int
 
     seed = _checked_int(seed, "seed", 0, 2**64 - 1)
-    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, per_head, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_permute(os.fspath(out), _model(model), seed, c)
 
 
@@ -225,7 +232,8 @@ def interpolate(a: Any, b: Any, *, out: Union[str, os.PathLike], omega: Optional
                 grid: Union[str, Sequence[float], None] = None, max_candidates: int = 1000,
                 progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit interpolate A B --omega W --out DIR`: W = (1 − ω) A + ω B (ω = 0 or 1 copy A's or B's
     bytes). Or grid ("START:STOP:STEP" or a list of ωs, at most max_candidates): one checkpoint per ω in
     OUT/omega_X.XX, written all or nothing; returns {"checkpoints": [(ω, directory name), ...]}."""
@@ -235,7 +243,7 @@ def interpolate(a: Any, b: Any, *, out: Union[str, os.PathLike], omega: Optional
 
     grid = None if grid is None else _grid(grid, "grid")
     max_candidates = _checked_int(max_candidates, "max_candidates", 1)
-    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_interpolate(os.fspath(out), _model(a, "a"), _model(b, "b"),
                                       None if omega is None else float(omega), grid or "", int(max_candidates), c)
 
@@ -245,7 +253,8 @@ def merge(*, base: Any, models: Sequence[Any], out: Union[str, os.PathLike], met
           weights: Sequence[float] = (), density: float = 1.0, lambda_: float = 1.0,
           normalize: Optional[bool] = None, seed: int = 0, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None, allow_nonfinite: bool = False) -> dict:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None, allow_nonfinite: bool = False) -> dict:
     """`edit merge`: mergekit's task arithmetic, ties, dare_linear or dare_ties over the models' deltas
     from base. normalize None: the method's default (--normalize / --no-normalize: True / False)."""
     if isinstance(models, (str, bytes, os.PathLike)):  # one path would be iterated as its characters
@@ -253,7 +262,7 @@ def merge(*, base: Any, models: Sequence[Any], out: Union[str, os.PathLike], met
     from . import _checked_int
 
     seed = _checked_int(seed, "seed", 0, 2**64 - 1)
-    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, allow_nonfinite) as c:
+    with _common(progress, max_shard_size, False, device, roles, layers, match, exclude, experts, component, allow_nonfinite) as c:
         return _core.edit_merge(os.fspath(out), _model(base, "base"), [_model(m, "models") for m in models],
                                 method, [float(w) for w in weights], float(density), float(lambda_), normalize,
                                 seed, c)

@@ -158,6 +158,8 @@ def _evaluation(value: Evaluation, arg: str = "eval"):
 
 Roles = Union[str, Sequence[str], None]
 Layers = Union[str, int, Sequence[int], None]
+Experts = Union[str, int, Sequence[Union[int, str]], None]  # "0-7,shared", an expert index or a list
+Components = Union[str, Sequence[str], None]  # "language,vision" or a list of component names
 Grid = Union[str, Sequence[float]]
 PathArg = Union[str, os.PathLike]
 
@@ -170,7 +172,7 @@ _COMMON_DOC = """
     evaluation, 6 h; 0: none), keep (keep the candidates in out/candidates/), max_candidates (refuse
     larger sweeps, 1000), max_shard_size (a candidate's largest shard, "5G"), threads, max_memory, store,
     device, quiet (no progress lines), progress (True: a tqdm bar of the evaluations) and the selection
-    roles, layers, match, exclude. Returns a SweepResult."""
+    roles, layers, match, exclude, experts, component. Returns a SweepResult."""
 
 
 def _sweep(name: str):
@@ -187,7 +189,8 @@ def _args(out: PathArg, eval: Evaluation, select_eval: Evaluation,  # noqa: A002
           report_eval: Evaluation, score_key: Optional[str], direction: Optional[str], eval_timeout: float, keep: bool,
           max_candidates: int, max_shard_size: Union[str, int], threads: int, max_memory: Optional[str],
           store: Optional[PathArg], device: str, quiet: bool, roles: Roles, layers: Layers,
-          match: Optional[str], exclude: Optional[str]) -> "_core.SweepArgs":
+          match: Optional[str], exclude: Optional[str], experts: Experts,
+          component: Components) -> "_core.SweepArgs":
     """The options every sweep takes, as _core.SweepArgs."""
     from . import _checked_int, _set_selection
 
@@ -210,7 +213,7 @@ def _args(out: PathArg, eval: Evaluation, select_eval: Evaluation,  # noqa: A002
     a.store = "" if store is None else os.fspath(store)
     a.device = device
     a.quiet = bool(quiet)
-    _set_selection(a, roles, layers, match, exclude)
+    _set_selection(a, roles, layers, match, exclude, experts, component)
     return a
 
 
@@ -240,7 +243,8 @@ def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None) -> SweepResult:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None) -> SweepResult:
     """`sweep rewind`: rewind curves — for each ordering of the heads (importance, agreement, pl_ks,
     random; random with `seeds` seeds from `seed`) and each fraction, the model with that fraction of
     heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
@@ -262,7 +266,8 @@ def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, s
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None) -> SweepResult:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None) -> SweepResult:
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
     whose rewind raises the score most) and the summary; `curve` is None."""
@@ -280,7 +285,8 @@ def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, seco
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None) -> SweepResult:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None) -> SweepResult:
     """`sweep validate`: does the head ranking predict what rewinding heads does? Every head rewound
     alone (its harm: the score lost, in `direction`: "higher" or "lower" is better; by default the one a
     known `score_key` implies, else required) against its importance (Spearman with a bootstrap
@@ -314,7 +320,8 @@ def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", pe
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None) -> SweepResult:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None) -> SweepResult:
     """`sweep truncate`: the truncation curve — for each fraction in `keeps`, the base plus the delta
     truncated to that fraction of its singular values (per_head: each attention head block
     separately), scored by `eval`. Returns the curve and the summary."""
@@ -329,7 +336,8 @@ def interpolate(a: Any, b: Any, *, out: PathArg, omegas: Grid = "0:1:0.1", eval:
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
-        exclude: Optional[str] = None) -> SweepResult:
+        exclude: Optional[str] = None, experts: Experts = None,
+        component: Components = None) -> SweepResult:
     """`sweep interpolate A B`: the interpolation curve — for each ω in `omegas`, (1 − ω) A + ω B,
     scored by `eval`. Returns the curve, the references (a and b as they are) and the summary."""
     return _result(_run(_core.sweep_interpolate, locals(), _spec(a, "a"), _spec(b, "b"), _grid(omegas, "omegas")))

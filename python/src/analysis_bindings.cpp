@@ -28,13 +28,13 @@ struct RunArgs {
     int threads = 0;
     std::string max_memory, store, device = "cpu";
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
-    std::string roles, layers, match, exclude;
+    std::string roles, layers, match, exclude, experts, components;
 };
 
 run::RunOptions run_options(const RunArgs& a) {
     const bool progress = !a.progress.is_none();
     auto run = run::parse_run_options(
-        {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, !progress});
+        {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.threads, a.max_memory, a.store, a.device, !progress});
     run.progress_sink = progress_sink(a.progress);
     return run;
 }
@@ -200,6 +200,8 @@ void bind_analysis(nb::module_& m) {
         .def_rw("progress", &RunArgs::progress, "None, or a callable receiving (done, total, label)")
         .def_rw("roles", &RunArgs::roles)
         .def_rw("layers", &RunArgs::layers)
+        .def_rw("experts", &RunArgs::experts)
+        .def_rw("components", &RunArgs::components)
         .def_rw("match", &RunArgs::match)
         .def_rw("exclude", &RunArgs::exclude);
     m.def("analyze", &analyze, nb::arg("models"), nb::arg("metrics"), nb::arg("heads"),

@@ -26,12 +26,12 @@ struct EditArgs {  // the options every edit takes
     bool per_head = false;
     bool allow_nonfinite = false;
     std::string device = "cpu";
-    std::string roles, layers, match, exclude;
+    std::string roles, layers, match, exclude, experts, components;
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    auto c = edit::parse_edit_common({a.roles, a.layers, a.match, a.exclude}, a.device, a.per_head,
+    auto c = edit::parse_edit_common({a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.device, a.per_head,
                                      a.max_shard_size);
     c.allow_nonfinite = a.allow_nonfinite;
     c.progress = progress_sink(a.progress);
@@ -80,7 +80,7 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
     std::shared_ptr<const formats::Checkpoint> ref;
     if (!heads) {
         job.run = run::parse_run_options(
-            {{a.roles, a.layers, a.match, a.exclude}, threads, max_memory, store, a.device, /*quiet=*/true});
+            {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, threads, max_memory, store, a.device, /*quiet=*/true});
         job.run.progress_sink = job.common.progress;  // the head ranking's compare, then the edit
         job.run.progress = static_cast<bool>(job.run.progress_sink);
         if (reference) ref = opened(*reference), job.reference = ref.get();
@@ -188,6 +188,8 @@ void bind_edits(nb::module_& m) {
         .def_rw("device", &EditArgs::device)
         .def_rw("roles", &EditArgs::roles)
         .def_rw("layers", &EditArgs::layers)
+        .def_rw("experts", &EditArgs::experts)
+        .def_rw("components", &EditArgs::components)
         .def_rw("match", &EditArgs::match)
         .def_rw("exclude", &EditArgs::exclude)
         .def_rw("progress", &EditArgs::progress, "None, or a callable receiving (done, total, label)");

@@ -36,7 +36,7 @@ struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub an
     int threads = 0;
     std::string max_memory, store, device = "cpu";
     bool quiet = false;
-    std::string roles, layers, match, exclude;
+    std::string roles, layers, match, exclude, experts, components;
     // Callables evaluated in this process (None: the command above); the command then describes the
     // callable for the journal's fingerprint.
     nb::object eval_fn = nb::none(), select_eval_fn = nb::none(), report_eval_fn = nb::none();
@@ -91,7 +91,7 @@ sweep::SweepOptions options_of(const SweepArgs& a) {
     o.python = a.python;
     o.score_key = a.score_key, o.direction = a.direction, o.eval_timeout = a.eval_timeout, o.keep = a.keep,
     o.max_shard_size = a.max_shard_size, o.per_head = a.per_head, o.max_candidates = a.max_candidates;
-    o.run = {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, a.quiet};
+    o.run = {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.threads, a.max_memory, a.store, a.device, a.quiet};
     return o;
 }
 
@@ -191,6 +191,8 @@ void bind_sweeps(nb::module_& m) {
         .def_rw("quiet", &SweepArgs::quiet)
         .def_rw("roles", &SweepArgs::roles)
         .def_rw("layers", &SweepArgs::layers)
+        .def_rw("experts", &SweepArgs::experts)
+        .def_rw("components", &SweepArgs::components)
         .def_rw("match", &SweepArgs::match)
         .def_rw("exclude", &SweepArgs::exclude)
         .def_rw("eval_fn", &SweepArgs::eval_fn)

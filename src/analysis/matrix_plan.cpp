@@ -70,11 +70,13 @@ std::vector<MatrixUnit> plan_matrices(const formats::Checkpoint& ck, const Selec
         if (!selection.selects(t.name, r) || model::is_quantization_part(t.name)) continue;
         if (t.shape.size() < 2 || !dtype_is_float(t.dtype) || ck.unsupported_types.count(t.name)) continue;
         if (selection.selects_role(r.role))
-            out.push_back({&t, model::whole_matrix(ck.schema, t), r.layer, r.role, std::nullopt});
+            out.push_back({&t, model::whole_matrix(ck.schema, t), r.layer, r.role, std::nullopt, r.expert,
+                           r.expert_kind, r.component});
         if (!heads) continue;
         for (const auto& hb : model::head_blocks(ck.schema, t, r.role))
             if (selection.selects_role(hb.proj) || selection.selects_role(r.role))
-                out.push_back({&t, hb.block, r.layer, hb.proj, hb.head});
+                out.push_back(
+                    {&t, hb.block, r.layer, hb.proj, hb.head, r.expert, r.expert_kind, r.component});
     }
     if (out.empty()) {
         // Nothing analysable: a selected matrix of a type that is not read is an error naming the

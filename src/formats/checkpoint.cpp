@@ -316,20 +316,25 @@ Checkpoint open_checkpoint(std::string_view spec) {
     read_quantized_weights(ck, config_label);
     split_packed_experts(ck);
     ck.schema = model::schema_from_config(ck.config, config_label);
-    if (ck.format == CheckpointFormat::gguf)
-        ck.schema.conv1d_transposed = false;  // llama.cpp stores every linear as [out, in]
-    // The layer count, when the config gives one, bounds the tensors' layer indices (a lone shard
-    // may hold fewer layers, never more).
+    if (ck.format == CheckpointFormat::gguf) {
+        // llama.cpp stores every linear as [out, in], and its converters write fused qkv as [q; k; v].
+        ck.schema.conv1d_transposed = false;
+        if (ck.schema.qkv_layout != model::QkvLayout::separate)
+            ck.schema.qkv_layout = model::QkvLayout::concatenated;
+    }
+    model::check_head_geometry(ck.schema, ck.tensors);
+    // The layer count, when the config gives one, bounds the language model's layer indices (a lone
+    // shard may hold fewer layers, never more); a tower's layers are its own.
     if (ck.schema.num_layers)
         for (const auto& t : ck.tensors)
-            if (const auto layer = model::classify_tensor(t.name).layer;
-                layer && *layer >= *ck.schema.num_layers)
+            if (const auto r = model::classify_tensor(t.name);
+                r.component == model::Component::language && r.layer && *r.layer >= *ck.schema.num_layers)
                 throw_input_error(
                     t.path(), t.name,
                     fmt::format("layer index beyond the configured layer count ({}: expected "
                                 "below {}, found {})",
                                 ck.format == CheckpointFormat::gguf ? "block_count" : "num_hidden_layers",
-                                *ck.schema.num_layers, *layer));
+                                *ck.schema.num_layers, r.layer.value()));
     return ck;
 }
 

@@ -71,6 +71,35 @@ Json describe_quantization(const Checkpoint& ck) {
         {"undecoded", ck.undecoded_quantization.empty() ? Json(nullptr) : Json(ck.undecoded_quantization)}};
 }
 
+namespace {
+
+Json geometry_json(const model::HeadGeometry& g) {
+    Json j{{"num_attention_heads", g.n_heads},
+           {"num_key_value_heads", g.n_kv_heads},
+           {"head_dim", g.head_dim},
+           {"hidden_size", g.hidden}};
+    if (g.latent) j["qk_rope_head_dim"] = g.qk_rope_head_dim, j["v_head_dim"] = g.value_dim();
+    return j;
+}
+
+// The mixture-of-experts summary: how many routed experts (distinct indices), in how many layers, and
+// whether shared experts are present; null for a dense model.
+Json experts_json(const Checkpoint& ck) {
+    std::set<int> routed, layers;
+    bool shared = false;
+    for (const auto& t : ck.tensors) {
+        const auto r = model::classify_tensor(t.name);
+        if (r.expert_kind == model::ExpertKind::shared) shared = true;
+        if (r.expert_kind != model::ExpertKind::routed || !r.expert) continue;
+        routed.insert(*r.expert);
+        if (r.layer) layers.insert(*r.layer);
+    }
+    if (routed.empty() && !shared) return nullptr;
+    return {{"routed", routed.size()}, {"layers", layers.size()}, {"shared", shared}};
+}
+
+}  // namespace
+
 Json describe_checkpoint(const Checkpoint& ck) {
     // The head geometry is checked against every attention projection here, so that a bad config is
     // reported when a checkpoint is described (inspect, Python's describe) rather than half-way through
@@ -82,15 +111,13 @@ Json describe_checkpoint(const Checkpoint& ck) {
     out["format"] = format_name(ck.format);
     out["architecture"] = ck.schema.architecture;
     out["family"] = ck.schema.family;
-    if (ck.schema.heads) {
-        const auto& g = *ck.schema.heads;
-        out["heads"] = {{"num_attention_heads", g.n_heads},
-                        {"num_key_value_heads", g.n_kv_heads},
-                        {"head_dim", g.head_dim},
-                        {"hidden_size", g.hidden}};
-    } else {
-        out["heads"] = nullptr;
-    }
+    out["heads"] = ck.schema.heads ? geometry_json(*ck.schema.heads) : Json(nullptr);
+    out["towers"] = Json::object();
+    for (const auto& [component, tower] : ck.schema.towers)
+        out["towers"][std::string(model::component_name(component))] = {
+            {"heads", tower.heads ? geometry_json(*tower.heads) : Json(nullptr)},
+            {"num_layers", tower.num_layers ? Json(*tower.num_layers) : Json(nullptr)}};
+    out["experts"] = experts_json(ck);
     out["quantization"] = describe_quantization(ck);
     out["packed_experts"] = ck.packed_experts;
     if (!ck.adapter.empty()) out["adapter"] = describe_adapter(ck);
@@ -106,7 +133,9 @@ Json describe_checkpoint(const Checkpoint& ck) {
              {"shape", t.shape},
              {"layer", r.layer ? Json(*r.layer) : Json(nullptr)},
              {"role", model::role_name(r.role)},
+             {"component", model::component_name(r.component)},
              {"expert", r.expert ? Json(*r.expert) : Json(nullptr)},
+             {"expert_kind", model::expert_kind_name(r.expert_kind)},
              {"quantization", t.quant && t.quant->scheme != QuantScheme::strided ? Json(t.quant->description)
                                                                                  : Json(nullptr)},
              {"file", t.path()}});

@@ -62,6 +62,23 @@ nlohmann::json gguf_config(const GgufFile& g, const std::string& label) {
                                                         {"feed_forward_length", "intermediate_size"}};
     for (const auto& [key, hf_key] : keys)
         if (const auto v = value(key); v && hf_key) cfg[hf_key] = *v;
+    // Multi-head latent attention (deepseek2 and its kin): key_length is the query/key head's width
+    // (non-rotary + rotary part), value_length the value head's; the MLA-absorbed conversions state
+    // the unabsorbed widths as key_length_mla and value_length_mla.
+    if (const auto kv_lora = value("attention.kv_lora_rank")) {
+        const auto rope = value("rope.dimension_count");
+        const auto key = value("attention.key_length_mla") ? value("attention.key_length_mla")
+                                                           : value("attention.key_length");
+        const auto val = value("attention.value_length_mla") ? value("attention.value_length_mla")
+                                                             : value("attention.value_length");
+        cfg.erase("head_dim");
+        if (!rope || !key || !val || *key <= *rope) return cfg;  // widths unknown: heads are not split
+        cfg["kv_lora_rank"] = *kv_lora;
+        if (const auto q_lora = value("attention.q_lora_rank")) cfg["q_lora_rank"] = *q_lora;
+        cfg["qk_rope_head_dim"] = *rope;
+        cfg["qk_nope_head_dim"] = *key - *rope;
+        cfg["v_head_dim"] = *val;
+    }
     if (!per_layer_heads) {
         if (heads) cfg["num_attention_heads"] = *heads;
         if (kv) cfg["num_key_value_heads"] = *kv;

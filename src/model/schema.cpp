@@ -1,110 +1,22 @@
-#include "diffract/model/schema.hpp"
-
+// A model's configuration as the schema reads it: the attention layout and head geometry of the
+// language model and of each tower, from config.json (or GGUF metadata mapped to the same keys).
 #include <algorithm>
 #include <array>
-#include <charconv>
 
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
+#include "diffract/model/schema.hpp"
 
 namespace diffract::model {
 namespace {
-
-constexpr std::array<std::string_view, 13> kRoleNames{
-    "attn_q",   "attn_k",      "attn_v", "attn_o",  "attn_qkv", "mlp_gate", "mlp_up",
-    "mlp_down", "mlp_gate_up", "embed",  "lm_head", "norm",     "other"};
-
-std::vector<std::string_view> split_dots(std::string_view s) {
-    std::vector<std::string_view> out;
-    std::size_t start = 0;
-    while (true) {
-        const auto dot = s.find('.', start);
-        out.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
-        if (dot == std::string_view::npos) break;
-        start = dot + 1;
-    }
-    return out;
-}
-
-std::optional<int> parse_int(std::string_view s) {
-    int v = 0;
-    if (s.empty()) return std::nullopt;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-    return v;
-}
-
-bool has(const std::vector<std::string_view>& comps, std::string_view c) {
-    return std::find(comps.begin(), comps.end(), c) != comps.end();
-}
-
-// Component `a` immediately followed by `b`.
-bool has_pair(const std::vector<std::string_view>& comps, std::string_view a, std::string_view b) {
-    for (std::size_t i = 0; i + 1 < comps.size(); ++i)
-        if (comps[i] == a && comps[i + 1] == b) return true;
-    return false;
-}
 
 std::string lower(std::string_view s) {
     std::string out(s);
     std::transform(out.begin(), out.end(), out.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return out;
-}
-
-Role classify_role(const std::vector<std::string_view>& c, bool in_layer) {
-    for (auto part : c) {
-        const auto l = lower(part);
-        if (l.find("norm") != std::string::npos || l.starts_with("ln_") || l == "ln") return Role::norm;
-    }
-    // GGUF's packed experts, split per expert (formats/packed_experts.hpp).
-    if (has(c, "ffn_gate_up_exps"))
-        return has(c, "gate") ? Role::mlp_gate : (has(c, "up") ? Role::mlp_up : Role::mlp_gate_up);
-    if (has(c, "ffn_gate_exps")) return Role::mlp_gate;
-    if (has(c, "ffn_up_exps")) return Role::mlp_up;
-    if (has(c, "ffn_down_exps")) return Role::mlp_down;
-    // Fused projections first: their names contain the separate ones' substrings.
-    if (has(c, "qkv_proj") || has(c, "c_attn") || has(c, "query_key_value") || has(c, "attn_qkv") ||
-        has(c, "Wqkv"))
-        return Role::attn_qkv;
-    if (has(c, "gate_up_proj")) return Role::mlp_gate_up;
-    // T5: the feed-forward's wi/wo (wo is not an attention output there), and attention's bare q/k/v/o.
-    if (has(c, "DenseReluDense")) {
-        if (has(c, "wi_0")) return Role::mlp_gate;
-        if (has(c, "wi") || has(c, "wi_1")) return Role::mlp_up;
-        if (has(c, "wo")) return Role::mlp_down;
-    }
-    if (has(c, "SelfAttention") || has(c, "EncDecAttention")) {
-        if (has(c, "q")) return Role::attn_q;
-        if (has(c, "k")) return Role::attn_k;
-        if (has(c, "v")) return Role::attn_v;
-        if (has(c, "o")) return Role::attn_o;
-    }
-    if (has(c, "q_proj") || has(c, "query") || has(c, "attn_q") || has(c, "wq")) return Role::attn_q;
-    if (has(c, "k_proj") || has(c, "key") || has(c, "attn_k") || has(c, "wk")) return Role::attn_k;
-    if (has(c, "v_proj") || has(c, "value") || has(c, "attn_v") || has(c, "wv")) return Role::attn_v;
-    if (has(c, "o_proj") || has(c, "attn_output") || has(c, "out_proj") || has(c, "wo") ||
-        has_pair(c, "attn", "c_proj") || has_pair(c, "attention", "dense") ||
-        has_pair(c, "self_attention", "dense") || (has(c, "attention") && has_pair(c, "output", "dense")))
-        return Role::attn_o;
-    if (has(c, "gate_proj") || has(c, "ffn_gate") || has(c, "w1")) return Role::mlp_gate;
-    if (has(c, "up_proj") || has(c, "ffn_up") || has(c, "c_fc") || has(c, "dense_h_to_4h") || has(c, "w3") ||
-        has(c, "fc1") || has_pair(c, "intermediate", "dense"))
-        return Role::mlp_up;
-    if (has(c, "down_proj") || has(c, "ffn_down") || has(c, "dense_4h_to_h") || has(c, "w2") ||
-        has(c, "fc2") || has_pair(c, "mlp", "c_proj") || (in_layer && has_pair(c, "output", "dense")))
-        return Role::mlp_down;
-    if (has(c, "embed_tokens") || has(c, "wte") || has(c, "wpe") || has(c, "embed_in") ||
-        has(c, "word_embeddings") || has(c, "position_embeddings") || has(c, "token_type_embeddings") ||
-        has(c, "token_embd") || has(c, "tok_embeddings") || has(c, "position_embd") ||
-        has(c, "token_types") || has(c, "embed_positions") ||
-        (!in_layer && c.size() == 2 && c[0] == "shared"))
-        return Role::embed;
-    if (has(c, "lm_head") || has(c, "embed_out") || (!in_layer && c.size() == 2 && c[0] == "output"))
-        return Role::lm_head;
-    return Role::other;
 }
 
 // The first of `keys` that the config gives (null counts as absent), validated; all the aliases given
@@ -127,8 +39,165 @@ std::optional<int> config_geometry(const nlohmann::json& cfg, std::initializer_l
     return out;
 }
 
-}  // namespace
+// The architectures whose attention tensors do not follow the standard layout, each with its reason.
+// Everything else with a head count and a head width (or hidden size) is split as standard: separate
+// q/k/v/o projections of heads × head_dim rows, or a fused qkv as [q; k; v] along rows.
+struct LayoutException {
+    std::string_view model_type;
+    std::string_view family;
+    QkvLayout qkv_layout;
+    bool conv1d_transposed;
+    bool split;  // false: heads are not split (the reason says why)
+    std::string_view reason;
+};
+constexpr std::array<LayoutException, 5> kLayoutExceptions{{
+    {"gpt2", "gpt2", QkvLayout::concatenated, true, true, "Conv1D stores weights as [in, out]"},
+    {"gpt_neox", "gpt_neox", QkvLayout::interleaved_per_head, false, true,
+     "query_key_value rows are [q_h; k_h; v_h] head by head"},
+    {"bloom", "bloom", QkvLayout::interleaved_per_head, false, true,
+     "query_key_value rows are [q_h; k_h; v_h] head by head"},
+    {"internlm2", "internlm2", QkvLayout::grouped_by_kv, false, true,
+     "wqkv rows are grouped by key/value head: [q × group; k; v] per group"},
+    {"qwen3_next", "qwen3_next", QkvLayout::separate, false, false,
+     "gated attention: q_proj holds each head's query and gate interleaved (twice heads × head_dim rows)"},
+}};
 
+// The model types whose standard layout was verified against transformers' modeling code (and llama.cpp's
+// GGUF naming): for them a config that contradicts a projection is an error, not a guess to drop.
+// Every other type with a head count is split on its geometry alone, and a mismatch there leaves its
+// heads unsplit with a warning (check_head_geometry).
+constexpr std::array<std::string_view, 38> kVerifiedTypes{
+    "llama",       "mistral",    "mixtral",    "qwen2",       "qwen2_moe",   "qwen3",       "qwen3_moe",
+    "olmo",        "olmo2",      "olmo3",      "olmoe",       "gemma",       "gemma2",      "gemma3",
+    "gemma3_text", "granite",    "granitemoe", "stablelm",    "deepseek",    "llama4_text", "qwen2moe",
+    "qwen3moe",    "qwen2vl",    "llama4",     "internlm2",   "phi3",        "gpt2",        "gpt_neox",
+    "bert",        "roberta",    "gpt_oss",    "deepseek_v2", "deepseek_v3", "deepseek2",   "bloom",
+    "falcon",      "starcoder2", "cohere2"};
+
+bool verified_type(std::string_view model_type) {
+    return std::find(kVerifiedTypes.begin(), kVerifiedTypes.end(), model_type) != kVerifiedTypes.end();
+}
+
+const LayoutException* layout_exception(std::string_view model_type) {
+    for (const auto& e : kLayoutExceptions)
+        if (e.model_type == model_type) return &e;
+    return nullptr;
+}
+
+// Falcon's fused query_key_value depends on its flags: grouped by key/value head with
+// new_decoder_architecture, [q; k; v] with one key/value head under multi_query, else interleaved per
+// head (falcon-rw).
+void falcon_layout(const nlohmann::json& cfg, ModelSchema& s, HeadGeometry& g) {
+    auto flag = [&](const char* key) {
+        const auto it = cfg.find(key);
+        return it != cfg.end() && it->is_boolean() && it->get<bool>();
+    };
+    s.family = "falcon";
+    if (flag("new_decoder_architecture"))
+        s.qkv_layout = QkvLayout::grouped_by_kv;
+    else if (flag("multi_query"))
+        s.qkv_layout = QkvLayout::concatenated, g.n_kv_heads = 1;
+    else
+        s.qkv_layout = QkvLayout::interleaved_per_head, g.n_kv_heads = g.n_heads;
+}
+
+std::string model_type_of(const nlohmann::json& cfg, const std::string& label) {
+    const auto m = cfg.find("model_type");
+    if (m == cfg.end() || m->is_null()) return "";
+    if (!m->is_string())
+        throw_input_error(
+            label, "",
+            fmt::format("key 'model_type' is not a string (expected a string, found {})", m->type_name()));
+    return m->get<std::string>();
+}
+
+// Multi-head latent attention's dimensions (kv_lora_rank present): the query/key head is
+// qk_nope_head_dim + qk_rope_head_dim wide, the value head v_head_dim. config.json's head_dim, where
+// DeepSeek's configs give one, is the rotary part and is not the head width.
+bool latent_geometry(const nlohmann::json& cfg, const std::string& label, HeadGeometry& g) {
+    if (!config_geometry(cfg, {"kv_lora_rank"}, label)) return false;
+    const auto nope = config_geometry(cfg, {"qk_nope_head_dim"}, label);
+    const auto rope = config_geometry(cfg, {"qk_rope_head_dim"}, label);
+    const auto v = config_geometry(cfg, {"v_head_dim"}, label);
+    (void)config_geometry(cfg, {"q_lora_rank"}, label);
+    if (!nope || !rope || !v)
+        throw_input_error(label, "",
+                          "kv_lora_rank (multi-head latent attention) without qk_nope_head_dim, "
+                          "qk_rope_head_dim and v_head_dim");
+    g.latent = true;
+    g.head_dim = *nope + *rope;
+    g.qk_rope_head_dim = *rope;
+    g.v_head_dim = *v;
+    return true;
+}
+
+// The language model's config: text_config where a multimodal wrapper nests it, else the config.
+const nlohmann::json& language_config(const nlohmann::json& config) {
+    const auto t = config.find("text_config");
+    return t != config.end() && t->is_object() ? *t : config;
+}
+
+int layer_count(const nlohmann::json& cfg, const std::string& label) {
+    return config_geometry(cfg, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, label)
+        .value_or(0);
+}
+
+// A tower's geometry: read leniently (a tower never makes the model unreadable), with the aliases the
+// vision and audio encoders use. Qwen2-VL's vision hidden_size is the language model's width and its
+// own is embed_dim, so embed_dim comes first.
+TowerSchema tower_schema(const nlohmann::json& cfg, std::string_view what, const std::string& label,
+                         std::vector<std::string>& warnings) {
+    TowerSchema t;
+    auto first = [&](std::initializer_list<const char*> keys) -> std::optional<int> {
+        for (const char* k : keys)
+            if (const auto it = cfg.find(k); it != cfg.end() && !it->is_null())
+                return geometry_value(*it, fmt::format("{}.{}", what, k), label);
+        return std::nullopt;
+    };
+    try {
+        const auto heads = first({"num_attention_heads", "num_heads", "encoder_attention_heads", "n_heads"});
+        const auto width = first({"embed_dim", "hidden_size", "d_model", "width"});
+        const auto head_dim = first({"head_dim"});
+        const auto kv = first({"num_key_value_heads"});
+        t.num_layers = first({"num_hidden_layers", "depth", "encoder_layers", "num_layers"});
+        if (!heads || (!width && !head_dim)) {
+            warnings.push_back(fmt::format("{} has no head count or width: its heads are not split", what));
+            return t;
+        }
+        HeadGeometry g;
+        g.n_heads = *heads;
+        g.n_kv_heads = kv.value_or(g.n_heads);
+        g.hidden = width.value_or(0);
+        g.head_dim = head_dim.value_or(0);
+        if (g.head_dim == 0) {
+            if (g.hidden % g.n_heads != 0)
+                throw InputError(fmt::format("width {} is not divisible by {} heads", g.hidden, g.n_heads));
+            g.head_dim = g.hidden / g.n_heads;
+        }
+        if (g.n_heads % g.n_kv_heads != 0)
+            throw InputError(
+                fmt::format("{} heads are not a multiple of {} key/value heads", g.n_heads, g.n_kv_heads));
+        t.heads = g;
+    } catch (const InputError& e) {
+        warnings.push_back(fmt::format("{}: its heads are not split ({})", what, e.what()));
+        t.heads.reset();
+    }
+    return t;
+}
+
+void read_towers(const nlohmann::json& config, const std::string& label, ModelSchema& s) {
+    constexpr std::array<std::pair<const char*, Component>, 3> kTowers{
+        {{"vision_config", Component::vision},
+         {"audio_config", Component::audio},
+         {"vision_tower_config", Component::vision}}};
+    for (const auto& [key, component] : kTowers) {
+        const auto it = config.find(key);
+        if (it == config.end() || !it->is_object() || s.towers.count(component)) continue;
+        s.towers[component] = tower_schema(*it, key, label, s.warnings);
+    }
+}
+
+}  // namespace
 std::optional<int> geometry_value(const nlohmann::json& value, std::string_view what,
                                   const std::string& label) {
     if (value.is_null()) return std::nullopt;
@@ -145,74 +214,10 @@ std::optional<int> geometry_value(const nlohmann::json& value, std::string_view 
                                   kMaxGeometryValue, found));
 }
 
-std::string_view role_name(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
-
-std::optional<Role> role_from_name(std::string_view name) {
-    for (std::size_t i = 0; i < kRoleNames.size(); ++i)
-        if (kRoleNames[i] == name) return static_cast<Role>(i);
-    return std::nullopt;
-}
-
-bool role_is_attention(Role r) {
-    return r == Role::attn_q || r == Role::attn_k || r == Role::attn_v || r == Role::attn_o ||
-           r == Role::attn_qkv;
-}
-
-bool is_quantization_side_tensor(std::string_view name) {
-    static constexpr std::array<std::string_view, 12> kSuffixes{".input_scale",      ".input_global_scale",
-                                                                ".input_zero_point", ".activation_scale",
-                                                                ".output_scale",     ".k_scale",
-                                                                ".v_scale",          ".q_scale",
-                                                                ".kv_scale",         ".prob_scale",
-                                                                ".weight_format",    ".weight_shape"};
-    return std::any_of(kSuffixes.begin(), kSuffixes.end(), [&](auto s) { return name.ends_with(s); });
-}
-
-bool is_quantization_part(std::string_view name) {
-    static constexpr std::array<std::string_view, 15> kWeightParts{".weight_scale",
-                                                                   ".weight_scale_inv",
-                                                                   ".weight_zero_point",
-                                                                   ".weight_global_scale",
-                                                                   ".weight_g_idx",
-                                                                   ".scales",
-                                                                   ".qzeros",
-                                                                   ".g_idx",
-                                                                   ".SCB",
-                                                                   ".absmax",
-                                                                   ".quant_map",
-                                                                   ".nested_absmax",
-                                                                   ".nested_quant_map",
-                                                                   "_scales",
-                                                                   ".quant_state."};
-    return is_quantization_side_tensor(name) ||
-           std::any_of(kWeightParts.begin(), kWeightParts.end(), [&](auto s) {
-               return s == ".quant_state." ? name.find(s) != std::string_view::npos : name.ends_with(s);
-           });
-}
-
-TensorRole classify_tensor(std::string_view name) {
-    const auto comps = split_dots(name);
-    TensorRole out;
-
-    static constexpr std::array<std::string_view, 6> kContainers{"layers", "layer", "h",
-                                                                 "blocks", "blk",   "block"};
-    for (std::size_t i = 0; i + 1 < comps.size(); ++i) {
-        if (std::find(kContainers.begin(), kContainers.end(), comps[i]) != kContainers.end()) {
-            if (auto v = parse_int(comps[i + 1])) {
-                out.layer = *v;
-                break;
-            }
-        }
-    }
-    for (std::size_t i = 0; i + 1 < comps.size(); ++i)
-        if (comps[i] == "experts" || comps[i].ends_with("_exps"))
-            if (auto v = parse_int(comps[i + 1])) {
-                out.expert = *v;
-                break;
-            }
-    // A scale or zero-point tensor keeps role other: no head blocks, never pooled with the weights.
-    if (!is_quantization_part(name)) out.role = classify_role(comps, out.layer.has_value());
-    return out;
+const HeadGeometry* ModelSchema::heads_of(Component c) const {
+    if (c == Component::language) return heads ? &*heads : nullptr;
+    const auto it = towers.find(c);
+    return it != towers.end() && it->second.heads ? &*it->second.heads : nullptr;
 }
 
 ModelSchema schema_from_config(const nlohmann::json& config, const std::string& label) {
@@ -227,73 +232,70 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         s.warnings.push_back("no config.json: architecture unknown, attention heads are not split");
         return s;
     }
-    std::string model_type;
-    if (auto m = config.find("model_type"); m != config.end() && !m->is_null()) {
-        if (!m->is_string())
-            throw_input_error(label, "",
-                              fmt::format("key 'model_type' is not a string (expected a string, found {})",
-                                          m->type_name()));
-        model_type = m->get<std::string>();
-    }
+    const std::string model_type = model_type_of(config, label);
     if (auto a = config.find("architectures");
         a != config.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
         s.architecture = (*a)[0].get<std::string>();
     else if (!model_type.empty())
         s.architecture = model_type;
-    const std::string mt = lower(model_type.empty() ? s.architecture : model_type);
+    read_towers(config, label, s);
 
-    // Separate q/k/v/o projections whose rows are heads × head_dim, by exact model type: a prefix would
-    // take in variants of other layouts (qwen3_next's gated q_proj has twice the rows), which are then
-    // unknown (heads not split).
-    static constexpr std::array<std::string_view, 25> kLlamaLike{
-        // Hugging Face model_type
-        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "olmo", "olmo2", "olmo3",
-        "olmoe", "gemma", "gemma2", "gemma3", "gemma3_text", "granite", "granitemoe", "stablelm", "deepseek",
-        "llama4_text",
-        // GGUF general.architecture where it is spelled differently
-        "qwen2moe", "qwen3moe", "qwen2vl", "llama4",
-        // Hugging Face's internlm2 fuses q/k/v into wqkv, grouped by KV head: not split (role 'other'), so
-        // only its wo is; its GGUF conversion has separate q/k/v.
-        "internlm2"};
-    if (std::find(kLlamaLike.begin(), kLlamaLike.end(), mt) != kLlamaLike.end())
-        s.family = "llama";
-    else if (mt == "phi3")
-        s.family = "phi3", s.qkv_layout = QkvLayout::concatenated;
-    else if (mt == "gpt2")
-        s.family = "gpt2", s.qkv_layout = QkvLayout::concatenated, s.conv1d_transposed = true;
-    else if (mt == "gpt_neox")
-        s.family = "gpt_neox", s.qkv_layout = QkvLayout::interleaved_per_head;
-    else if (mt == "bert" || mt == "roberta")
-        s.family = "bert";
-
-    if (s.family == "unknown") {
-        s.warnings.push_back(fmt::format("architecture '{}' is not recognised: attention heads are not split",
-                                         s.architecture));
-        return s;
-    }
-    // One rule for every geometry key: absent (or null), or a positive integer; aliases agree.
+    // The language model's geometry: its own keys under text_config, or the config's.
+    const nlohmann::json& lm = language_config(config);
+    const std::string lm_type = &lm == &config ? model_type : model_type_of(lm, label);
+    const std::string mt =
+        lower(!lm_type.empty() ? lm_type : (!model_type.empty() ? model_type : s.architecture));
     HeadGeometry g;
-    const auto heads =
-        config_geometry(config, {"num_attention_heads", "n_head", "num_heads", "n_heads"}, label);
-    const auto kv = config_geometry(config, {"num_key_value_heads", "n_head_kv", "num_kv_heads"}, label);
-    const auto hidden = config_geometry(config, {"hidden_size", "n_embd", "d_model"}, label);
-    const auto head_dim = config_geometry(config, {"head_dim"}, label);
-    if (const auto layers =
-            config_geometry(config, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, label)) {
-        // Multi-token-prediction layers follow the counted ones (DeepSeek-V3's num_nextn_predict_layers).
-        const auto nextn = config.find("num_nextn_predict_layers");
-        const bool extra = nextn != config.end() && nextn->is_number_integer() &&
+    const auto heads = config_geometry(lm, {"num_attention_heads", "n_head", "num_heads", "n_heads"}, label);
+    const auto kv = config_geometry(lm, {"num_key_value_heads", "n_head_kv", "num_kv_heads"}, label);
+    const auto hidden = config_geometry(lm, {"hidden_size", "n_embd", "d_model"}, label);
+    const auto head_dim = config_geometry(lm, {"head_dim", "d_kv"}, label);
+    if (const int layers = layer_count(lm, label)) {
+        // Multi-token-prediction layers follow the counted ones (DeepSeek-V3's num_nextn_predict_layers);
+        // an encoder-decoder's decoder may be deeper than its encoder (T5's num_decoder_layers).
+        const auto nextn = lm.find("num_nextn_predict_layers");
+        const bool extra = nextn != lm.end() && nextn->is_number_integer() &&
                            nextn->get<std::int64_t>() > 0 && nextn->get<std::int64_t>() <= kMaxGeometryValue;
-        s.num_layers = *layers + (extra ? static_cast<int>(nextn->get<std::int64_t>()) : 0);
+        const int decoder = config_geometry(lm, {"num_decoder_layers"}, label).value_or(0);
+        s.num_layers = std::max(layers, decoder) + (extra ? static_cast<int>(nextn->get<std::int64_t>()) : 0);
     }
-    (void)config_geometry(config, {"intermediate_size", "n_inner"}, label);
+    (void)config_geometry(lm, {"intermediate_size", "n_inner"}, label);
+    (void)config_geometry(lm, {"moe_intermediate_size"}, label);
     g.n_heads = heads.value_or(0);
     g.n_kv_heads = kv.value_or(g.n_heads);
     g.hidden = hidden.value_or(0);
     g.head_dim = head_dim.value_or(0);
+
+    const auto* exception = layout_exception(mt);
+    if (exception) {
+        s.qkv_layout = exception->qkv_layout;
+        s.conv1d_transposed = exception->conv1d_transposed;
+        if (!exception->split) {
+            s.family = exception->family;
+            s.warnings.push_back(fmt::format("architecture '{}' is not split into heads: {}", s.architecture,
+                                             exception->reason));
+            return s;
+        }
+    }
     if (g.n_heads <= 0) {
-        s.warnings.push_back("config.json has no head count: attention heads are not split");
+        s.warnings.push_back(
+            fmt::format("architecture '{}': config.json has no head count: attention heads are not split",
+                        s.architecture));
         return s;
+    }
+    s.family = exception ? exception->family : "standard";
+    s.geometry_verified = verified_type(mt);
+    if (mt == "falcon") {
+        falcon_layout(lm, s, g);
+        if (kv) g.n_kv_heads = *kv;
+    } else if (!kv) {
+        // One key/value head for every query head (GPT-BigCode's multi_query).
+        const auto mq = lm.find("multi_query");
+        if (mq != lm.end() && mq->is_boolean() && mq->get<bool>()) g.n_kv_heads = 1;
+    }
+    if (latent_geometry(lm, label, g)) {
+        s.family = "mla";
+        g.n_kv_heads = g.n_heads;  // every head has its own key and value rows in kv_b_proj
     }
     if (g.head_dim == 0 && g.hidden > 0) {
         if (g.hidden % g.n_heads != 0)
@@ -303,6 +305,7 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
         g.head_dim = g.hidden / g.n_heads;
     }
     if (g.head_dim <= 0) {
+        s.family = "unknown";
         s.warnings.push_back("config.json has no head_dim or hidden size: attention heads are not split");
         return s;
     }
@@ -312,101 +315,6 @@ ModelSchema schema_from_config(const nlohmann::json& config, const std::string& 
                                       g.n_heads, g.n_kv_heads));
     s.heads = g;
     return s;
-}
-
-MatrixBlock whole_matrix(const ModelSchema& schema, const TensorInfo& t) {
-    MatrixBlock b;
-    b.rows = t.shape.size() >= 1 ? t.shape[0] : 1;
-    b.cols = 1;
-    for (std::size_t i = 1; i < t.shape.size(); ++i) b.cols *= t.shape[i];
-    // Conv1D weights are [in, out]; embeddings and 1-D tensors are not Conv1D.
-    const auto role = classify_tensor(t.name).role;
-    b.transposed =
-        schema.conv1d_transposed && t.shape.size() == 2 && role != Role::embed && role != Role::lm_head;
-    return b;
-}
-
-std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& t, Role role) {
-    std::vector<HeadBlock> out;
-    if (!schema.heads || t.shape.size() != 2 || !role_is_attention(role)) return out;
-    const HeadGeometry& g = *schema.heads;
-    const std::int64_t d = g.head_dim;
-    const MatrixBlock whole = whole_matrix(schema, t);
-    // Logical (out × in) extent: rows are output features.
-    const std::int64_t out_dim = whole.transposed ? whole.cols : whole.rows;
-    const std::int64_t in_dim = whole.transposed ? whole.rows : whole.cols;
-    auto mismatch = [&](std::int64_t expected, std::int64_t found, const char* what) {
-        throw_input_error(
-            t.path(), t.name,
-            fmt::format("head geometry does not divide the projection: {} (expected {}, found {})", what,
-                        expected, found));
-    };
-    // Block over logical output rows [r0, r0+n) of the whole matrix, in stored coordinates.
-    auto out_rows = [&](std::int64_t r0, std::int64_t n) {
-        MatrixBlock b;
-        b.transposed = whole.transposed;
-        if (whole.transposed)
-            b.row0 = 0, b.rows = whole.rows, b.col0 = r0, b.cols = n;
-        else
-            b.row0 = r0, b.rows = n, b.col0 = 0, b.cols = whole.cols;
-        return b;
-    };
-    auto add_rows = [&](Role proj, int n, std::int64_t base, std::int64_t stride) {
-        for (int h = 0; h < n; ++h) out.push_back({h, proj, out_rows(base + h * stride, d)});
-    };
-    const std::int64_t q_rows = g.n_heads * d, kv_rows = g.n_kv_heads * d;
-    // The model width, when the config gives it: the projections' input (Q, K, V) or output (O) side.
-    if (g.hidden > 0) {
-        const bool o = role == Role::attn_o;
-        const std::int64_t side = o ? out_dim : in_dim;
-        if (side != g.hidden)
-            mismatch(g.hidden, side,
-                     o ? "output-projection rows = hidden_size" : "projection columns = hidden_size");
-    }
-    switch (role) {
-        case Role::attn_q:
-            if (out_dim != q_rows) mismatch(q_rows, out_dim, "query rows = num_attention_heads x head_dim");
-            add_rows(Role::attn_q, g.n_heads, 0, d);
-            break;
-        case Role::attn_k:
-        case Role::attn_v:
-            if (out_dim != kv_rows)
-                mismatch(kv_rows, out_dim, "key/value rows = num_key_value_heads x head_dim");
-            add_rows(role, g.n_kv_heads, 0, d);
-            break;
-        case Role::attn_o: {
-            if (in_dim != q_rows)
-                mismatch(q_rows, in_dim, "output-projection columns = num_attention_heads x head_dim");
-            for (int h = 0; h < g.n_heads; ++h) {
-                MatrixBlock b;
-                b.transposed = whole.transposed;
-                if (whole.transposed)
-                    b.row0 = h * d, b.rows = d, b.col0 = 0, b.cols = whole.cols;
-                else
-                    b.row0 = 0, b.rows = whole.rows, b.col0 = h * d, b.cols = d;
-                out.push_back({h, Role::attn_o, b});
-            }
-            break;
-        }
-        case Role::attn_qkv:
-            if (out_dim != q_rows + 2 * kv_rows)
-                mismatch(q_rows + 2 * kv_rows, out_dim, "fused qkv rows = (heads + 2 x kv heads) x head_dim");
-            if (schema.qkv_layout == QkvLayout::interleaved_per_head) {
-                if (g.n_kv_heads != g.n_heads)
-                    mismatch(g.n_heads, g.n_kv_heads, "interleaved qkv needs kv heads == heads");
-                add_rows(Role::attn_q, g.n_heads, 0, 3 * d);
-                add_rows(Role::attn_k, g.n_heads, d, 3 * d);
-                add_rows(Role::attn_v, g.n_heads, 2 * d, 3 * d);
-            } else {
-                add_rows(Role::attn_q, g.n_heads, 0, d);
-                add_rows(Role::attn_k, g.n_kv_heads, q_rows, d);
-                add_rows(Role::attn_v, g.n_kv_heads, q_rows + kv_rows, d);
-            }
-            break;
-        default:
-            break;
-    }
-    return out;
 }
 
 }  // namespace diffract::model

@@ -225,7 +225,7 @@ std::string figure_id(const std::string& a, const std::string& b) {
 FigureContext::FigureContext(const ReportData& d, const ReportConfig& c)
     : data(d),
       config(c),
-      selection(analysis::make_selection({c.roles, c.layers, "", ""})),
+      selection(analysis::make_selection({c.roles, c.layers, "", "", "", ""})),
       models(c.models.empty() ? d.models : c.models),
       colours(c.colours) {
     // Models take their colours in report order, whichever figure asks first.

@@ -262,7 +262,7 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         result.warnings.insert(result.warnings.end(), m.warnings.begin(), m.warnings.end());
     for (const auto& m : o.models)
         for (auto& w : analysis::unread_matrices(m, o.run.selection)) result.warnings.push_back(std::move(w));
-    std::vector<std::vector<FieldValues>> whole(o.models.size());
+    std::vector<std::map<model::Component, std::vector<FieldValues>>> whole(o.models.size());
     result.convention = o.convention;
     for (std::size_t i = 0; i < units.size(); ++i) {
         const auto& j = units[i];
@@ -295,10 +295,13 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
         else
             row.precision_bits = f64 ? 64 : 32;
         result.rows.push_back(std::move(row));
-        if (!j.unit.head) whole[j.model].push_back(std::move(values[i]));
+        if (!j.unit.head) whole[j.model][j.unit.component].push_back(std::move(values[i]));
     }
-    for (std::size_t m = 0; m < o.models.size(); ++m)
-        result.aggregates.emplace_back(o.models[m].name, model_aggregates(whole[m]));
+    for (std::size_t m = 0; m < o.models.size(); ++m) {
+        if (whole[m].empty()) whole[m][model::Component::language];  // a model of head blocks only
+        for (const auto& [component, matrices] : whole[m])
+            result.aggregates.push_back({o.models[m].name, component, model_aggregates(matrices)});
+    }
 }
 
 }  // namespace

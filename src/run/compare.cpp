@@ -85,7 +85,9 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                 row.nonfinite_count = nonfinite;
                 row.precision_bits = static_cast<int>(bits);
                 row.values = std::move(v->scalars);
-                if (unit.head && unit.layer) {
+                // The ranked heads are the language model's: a tower's heads are rows of compare.csv,
+                // never pooled into the language model's ranking.
+                if (unit.head && unit.layer && unit.component == model::Component::language) {
                     const auto& f = row.values;
                     heads[m].blocks.push_back({*unit.layer, unit.role, *unit.head, f.at("delta_frob_norm"),
                                                f.at("avg_l_agreement"), f.at("avg_r_agreement"),

@@ -49,7 +49,7 @@ bool heads_match(const formats::Checkpoint& base, const formats::Checkpoint& ck,
         return false;
     }
     const auto& g = *ck.schema.heads;
-    if (g.n_heads != bg.n_heads || g.n_kv_heads != bg.n_kv_heads || g.head_dim != bg.head_dim) {
+    if (g != bg) {
         mismatch(ck, ck.path, "", "heads",
                  fmt::format("head geometry differs from the base (expected {}, found {})",
                              geometry_string(bg), geometry_string(g)));

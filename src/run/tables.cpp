@@ -32,8 +32,13 @@ std::vector<Column<Row>> identity() {
     if constexpr (requires(const Row& r) { r.base; })
         c.push_back({column::base, [](const Row& r) -> Cell { return r.base; }});
     c.push_back({column::tensor, [](const Row& r) -> Cell { return r.tensor; }});
+    c.push_back({column::component,
+                 [](const Row& r) -> Cell { return std::string(model::component_name(r.component)); }});
     c.push_back({column::layer, [](const Row& r) { return optional_count(r.layer); }});
     c.push_back({column::role, [](const Row& r) -> Cell { return std::string(model::role_name(r.role)); }});
+    c.push_back({column::expert, [](const Row& r) { return optional_count(r.expert); }});
+    c.push_back({column::expert_kind,
+                 [](const Row& r) -> Cell { return std::string(model::expert_kind_name(r.expert_kind)); }});
     c.push_back({column::head, [](const Row& r) { return optional_count(r.head); }});
     c.push_back({column::rows, [](const Row& r) { return count(r.rows); }});
     c.push_back({column::cols, [](const Row& r) { return count(r.cols); }});
@@ -72,14 +77,16 @@ Table compare_table(const CompareResult& result) {
 }
 
 Table aggregates_table(const AnalyzeResult& result) {
-    using Aggregate = std::pair<std::string, std::map<std::string, double>>;
-    std::vector<Column<Aggregate>> columns{
-        {column::model, [](const Aggregate& a) -> Cell { return a.first; }}};
+    std::vector<Column<ModelAggregates>> columns{
+        {column::model, [](const ModelAggregates& a) -> Cell { return a.model; }},
+        {column::component,
+         [](const ModelAggregates& a) -> Cell { return std::string(model::component_name(a.component)); }}};
     for (const auto& f : analysis::field_catalog())
         if (f.level == analysis::Level::in_model)
-            columns.push_back({std::string(f.name), [name = std::string(f.name)](const Aggregate& a) -> Cell {
-                                   return value_or_nan(a.second, name);
-                               }});
+            columns.push_back(
+                {std::string(f.name), [name = std::string(f.name)](const ModelAggregates& a) -> Cell {
+                     return value_or_nan(a.values, name);
+                 }});
     return make_table(columns, result.aggregates);
 }
 

@@ -91,6 +91,9 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
                           {"layers", o.run.layers},
                           {"match", o.run.match},
                           {"exclude", o.run.exclude}});
+    // Only when given, so that the fingerprints of sweeps from before these flags still match.
+    if (!o.run.experts.empty()) c.fingerprint["experts"] = o.run.experts;
+    if (!o.run.components.empty()) c.fingerprint["components"] = o.run.components;
     return c;
 }
 

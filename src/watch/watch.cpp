@@ -167,7 +167,7 @@ run::AnalyzeResult analysis_part(const run::AnalyzeResult& all,
     run::AnalyzeResult p;
     p.fields = all.fields, p.convention = all.convention;
     p.rows = of_model(all.rows, name, [](const auto& r) { return r.model; });
-    p.aggregates = of_model(all.aggregates, name, [](const auto& g) { return g.first; });
+    p.aggregates = of_model(all.aggregates, name, [](const auto& g) { return g.model; });
     share_counts_and_warnings(p, all, models, index);
     return p;
 }

@@ -51,7 +51,9 @@ def numpy_fields(w):
 
 def test_metrics_csv_layout(analyzed):
     _, rows, _ = analyzed
-    assert list(rows[0])[:7] == ["model", "tensor", "layer", "role", "head", "rows", "cols"]
+    assert list(rows[0])[:10] == ["model", "tensor", "component", "layer", "role", "expert", "expert_kind", "head",
+                                  "rows", "cols"]
+    assert {r["component"] for r in rows} == {"language"} and not any(r["expert"] or r["expert_kind"] for r in rows)
     models = {r["model"] for r in rows}
     assert models == {"pretrained", "math"}
     q_heads = [r for r in rows if r["model"] == "math" and r["tensor"].endswith("layers.0.self_attn.q_proj.weight") and r["head"]]

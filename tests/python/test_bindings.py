@@ -192,8 +192,8 @@ def test_analyze_selection_options(family_f32, tmp_path):
     res = diffract.analyze(family_f32 / "math", metrics="frob_norm", heads=False, roles=["attn_q", "mlp_down"],
                            layers=[1], exclude="down", store=tmp_path / "s.sqlite", threads=1, precision="f32")
     df = res.metrics
-    assert list(df.columns) == ["model", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count",
-                                "precision", "frob_norm"]
+    assert list(df.columns) == ["model", "tensor", "component", "layer", "role", "expert", "expert_kind", "head",
+                                "rows", "cols", "nonfinite_count", "precision", "frob_norm"]
     assert list(df["role"]) == ["attn_q"] and list(df["layer"]) == [1] and df["head"].isna().all()
     assert list(df["precision"]) == ["f64"]  # a square matrix: the f32 Gram route does not serve it
     w = load_file(str(safetensors_file(family_f32 / "math")))[df["tensor"][0]]
@@ -204,8 +204,8 @@ def test_dicts_of_lists_without_pandas(family_f32, tmp_path, monkeypatch):
     monkeypatch.setattr(diffract, "_pandas", lambda: None)
     res = diffract.analyze(family_f32 / "math", metrics="l2_norm", heads=False, store=tmp_path / "s.sqlite")
     assert isinstance(res.metrics, dict) and isinstance(res.metrics["l2_norm"], list)
-    assert set(res.metrics) == {"model", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count",
-                                "precision", "l2_norm"}
+    assert set(res.metrics) == {"model", "tensor", "component", "layer", "role", "expert", "expert_kind", "head",
+                                "rows", "cols", "nonfinite_count", "precision", "l2_norm"}
     assert len({len(v) for v in res.metrics.values()}) == 1
     assert isinstance(res.aggregates, dict) and res.aggregates["model"] == ["math"]
     cmp = diffract.compare([family_f32 / "math"], base=family_f32 / "pretrained", heads=False,

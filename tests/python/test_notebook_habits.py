@@ -107,7 +107,8 @@ def test_summary_is_one_row_per_model(fam, tmp_path):
     assert row["matrices"] == len(whole)
     np.testing.assert_allclose(row["pl_alpha"], whole["pl_alpha"].mean(skipna=True), rtol=1e-12)
     np.testing.assert_allclose(row["stable_rank"], whole["stable_rank"].mean(), rtol=1e-12)
-    agg = res.aggregates.set_index("model")
+    assert list(s["component"]) == ["language", "language"]
+    agg = res.aggregates.set_index("model").drop(columns="component")
     for name in agg.columns:
         np.testing.assert_allclose(row[name], agg.loc["math", name], rtol=1e-12, equal_nan=True)
 

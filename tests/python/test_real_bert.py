@@ -114,7 +114,7 @@ def assert_carried(out: Path, edit: str):
 
 def test_inspect_reads_the_real_geometry(bert):
     out = run(["inspect", bert["base"]]).stdout
-    assert "BertModel (family bert)" in out
+    assert "BertModel (family standard)" in out
     assert "12 query, 12 key/value, head_dim 32, hidden 384" in out
     assert "tensors:      104" in out
     line = next(l for l in out.splitlines() if l.startswith("embeddings.position_ids"))

@@ -71,9 +71,10 @@ TEST(Table, MatrixTablesLeaveMissingLayerAndHeadEmptyAndNameFitStatuses) {
     EXPECT_EQ(t.columns.size(), run::identity_columns(false).size() + 2);
     EXPECT_EQ(run::identity_columns(true).size(), run::identity_columns(false).size() + 1);
     EXPECT_EQ(to_csv(t),
-              "model,tensor,layer,role,head,rows,cols,nonfinite_count,precision,alpha,pl_status\n"
-              "m,embed,,embed,,4,3,0,f64,2.5,ok\n"
-              "m,embed,,embed,,4,3,0,f32,2.5,ok\n");
+              "model,tensor,component,layer,role,expert,expert_kind,head,rows,cols,nonfinite_count,precision,"
+              "alpha,pl_status\n"
+              "m,embed,language,,embed,,,,4,3,0,f64,2.5,ok\n"
+              "m,embed,language,,embed,,,,4,3,0,f32,2.5,ok\n");
 }
 
 }  // namespace

@@ -18,7 +18,10 @@ struct MatrixUnit {
     std::optional<int> layer;
     model::Role role = model::Role::other;  // for head blocks: attn_q | attn_k | attn_v | attn_o
     std::optional<int> head;                // query head (Q, O) or key/value head (K, V)
-    std::string block_key() const;          // "" for whole matrices, "attn_q:3" for heads
+    std::optional<int> expert;              // a routed expert's index
+    model::ExpertKind expert_kind = model::ExpertKind::none;
+    model::Component component = model::Component::language;
+    std::string block_key() const;  // "" for whole matrices, "attn_q:3" for heads
     // The block key with the block's region in stored coordinates ("attn_q:3@0+64,0+384"): what a
     // stored result depends on besides the bytes, whatever config.json says about the geometry.
     std::string store_block() const;

@@ -33,10 +33,18 @@ struct AnalyzeOptions {
 
 using MetricRow = UnitRow;
 
+// One model's aggregates over the whole matrices of one of its components.
+struct ModelAggregates {
+    std::string model;
+    model::Component component = model::Component::language;
+    std::map<std::string, double> values;
+};
+
 struct AnalyzeResult {
     std::vector<std::string> fields;  // metrics.csv field columns, catalog order
     std::vector<MetricRow> rows;
-    std::vector<std::pair<std::string, std::map<std::string, double>>> aggregates;  // per model
+    // Per model and component (the language model, each tower): aggregates never pool components.
+    std::vector<ModelAggregates> aggregates;
     std::size_t computed = 0, reused = 0;
     std::vector<WorkCounts> per_model;  // the same, per model in order
     // The computed units' share of the run's work (their SVD cost estimates over every unit's): a resumed

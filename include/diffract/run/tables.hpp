@@ -18,7 +18,8 @@ namespace diffract::run {
 namespace column {
 inline constexpr char model[] = "model", base[] = "base", tensor[] = "tensor", layer[] = "layer",
                       role[] = "role", head[] = "head", rows[] = "rows", cols[] = "cols",
-                      nonfinite_count[] = "nonfinite_count", precision[] = "precision";
+                      nonfinite_count[] = "nonfinite_count", precision[] = "precision",
+                      component[] = "component", expert[] = "expert", expert_kind[] = "expert_kind";
 inline constexpr char reference[] = "reference", kv_head[] = "kv_head", kv_group_size[] = "kv_group_size",
                       update_norm[] = "update_norm", ref_update_norm[] = "ref_update_norm",
                       importance[] = "importance", agreement[] = "agreement", pl_ks[] = "pl_ks",

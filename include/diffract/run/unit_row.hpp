@@ -17,6 +17,9 @@ struct UnitRow {
     std::optional<int> layer;
     model::Role role = model::Role::other;  // text only in the tables (role_name)
     std::optional<int> head;
+    std::optional<int> expert;  // a routed expert's index (model::TensorRole)
+    model::ExpertKind expert_kind = model::ExpertKind::none;
+    model::Component component = model::Component::language;
     std::int64_t rows = 0, cols = 0;
     // NaN/Inf entries read at the run's precision (compare: positions where the model's or the base's
     // block holds one); when > 0 the unit was never factorised and every field is NaN.
