@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -217,12 +218,6 @@ void refuse_empty_edit(const EditJob& job, const EditPlan& plan) {
 // codes and scales for tensors it did not touch and lose them for those it did (and its
 // quantization_config would still claim every weight), so it is refused before anything is read.
 void refuse_quantized(const formats::Checkpoint& ck, std::string_view edit) {
-    if (ck.packed_experts > 0)
-        throw_input_error(
-            ck.path, "",
-            fmt::format("edit {} does not write checkpoints whose experts are packed ({} packed tensor{} "
-                        "read as one matrix per expert): the packed layout is not written back",
-                        edit, ck.packed_experts, ck.packed_experts == 1 ? "" : "s"));
     const auto scheme = !ck.quantization.empty() ? ck.quantization : ck.undecoded_quantization;
     if (scheme.empty()) return;
     const TensorInfo* first = nullptr;
@@ -300,6 +295,65 @@ void produce_tensor(const EditJob& job, const TensorInfo& t, const std::optional
         ++summary.changed;
 }
 
+// The tensors the output holds, in the primary's order: each of the primary's tensors, except that the
+// experts split from a packed tensor (formats/packed_experts.hpp) are written back as that one tensor, in
+// its own layout, where its first expert is.
+struct OutputTensor {
+    formats::TensorSpec spec;
+    std::vector<std::size_t> members;    // the primary's tensors written into it
+    const TensorInfo* packed = nullptr;  // the packed tensor the members are the experts of
+    bool edited = false;                 // some member is rewritten
+};
+
+std::vector<OutputTensor> output_tensors(const formats::Checkpoint& primary, const EditPlan& plan) {
+    std::vector<OutputTensor> out;
+    std::map<std::string, std::size_t> packed_at;
+    for (std::size_t i = 0; i < primary.tensors.size(); ++i) {
+        const auto& t = primary.tensors[i];
+        if (!t.packed) {
+            out.push_back({plan.specs[i], {i}, nullptr, plan.tensors[i].has_value()});
+            continue;
+        }
+        const auto& source = t.packed->source;
+        const auto [at, fresh] = packed_at.try_emplace(source.name, out.size());
+        if (fresh) out.push_back({{source.name, source.dtype, source.shape}, {}, &source, false});
+        auto& o = out[at->second];
+        o.members.push_back(i);
+        if (!plan.tensors[i]) continue;
+        // An edited block-quantised tensor is written as F32, as an unpacked one is.
+        o.edited = true;
+        o.spec.dtype = dtype_is_block(source.dtype) ? DType::F32 : source.dtype;
+    }
+    return out;
+}
+
+// A packed tensor with edited experts: its stored values (a block-quantised one's as F32), then each
+// edited expert's values written through its slot; the other experts' bytes stay as stored.
+void produce_packed(const EditJob& job, const EditPlan& plan, const OutputTensor& o, std::span<std::byte> out,
+                    EditSummary& summary) {
+    const auto& source = *o.packed;
+    const auto stored = o.spec.dtype == source.dtype ? source.bytes() : plain_view(source).bytes();
+    std::memcpy(out.data(), stored.data(), stored.size());
+    const std::size_t size = dtype_size(o.spec.dtype);
+    for (const auto i : o.members) {
+        if (!plan.tensors[i]) continue;
+        const auto& t = job.primary->tensors[i];
+        const auto& spec = plan.specs[i];
+        std::vector<std::byte> edited(spec.nbytes());
+        produce_tensor(job, t, plan.tensors[i], edited, summary);
+        const auto& slot = *t.packed;
+        std::vector<float> values(static_cast<std::size_t>(slot.rows * slot.cols));
+        convert_to_f32(edited.data(), spec.dtype, values.size(), values.data());
+        for (std::int64_t r = 0; r < slot.rows; ++r)
+            for (std::int64_t c = 0; c < slot.cols; ++c) {
+                const auto e =
+                    static_cast<std::size_t>(slot.first + r * slot.row_stride + c * slot.col_stride);
+                convert_from_f32(&values[static_cast<std::size_t>(r * slot.cols + c)], o.spec.dtype, 1,
+                                 out.data() + e * size);
+            }
+    }
+}
+
 }  // namespace
 
 // The stages: plan (and refuse) before anything is written, then write the tensors in the primary's
@@ -308,24 +362,33 @@ EditSummary run_edit(const std::string& out_dir, const EditJob& job) {
     const auto& primary = *job.primary;
     auto plan = plan_edit(job);
     const auto w = write_options(job, plan.summary);
-    const auto& specs = plan.specs;
+    const auto outputs = output_tensors(primary, plan);
+    std::vector<formats::TensorSpec> specs;
+    for (const auto& o : outputs) specs.push_back(o.spec);
     std::size_t next = 0;  // tensors are produced in the order given
     Progress progress("edit", specs.size(), static_cast<bool>(job.common.progress), job.common.progress);
     const formats::TensorProducer produce = [&](const formats::TensorSpec& spec, std::span<std::byte> out) {
         std::size_t i = next < specs.size() && specs[next].name == spec.name ? next : 0;
         while (i < specs.size() && specs[i].name != spec.name) ++i;
         next = i + 1;
-        produce_tensor(job, primary.tensors[i], plan.tensors[i], out, plan.summary);
+        const auto& o = outputs[i];
+        if (o.packed && o.edited)
+            produce_packed(job, plan, o, out, plan.summary);
+        else if (o.packed)
+            std::memcpy(out.data(), o.packed->bytes().data(), out.size());
+        else
+            produce_tensor(job, primary.tensors[o.members.front()], plan.tensors[o.members.front()], out,
+                           plan.summary);
         progress.advance();
     };
     if (primary.format == formats::CheckpointFormat::gguf) {
         // The GGUF is re-read for its stored metadata and ggml types; its tensors are the primary's.
         const auto source = formats::open_gguf(gguf_file_of(primary));
         std::vector<std::optional<DType>> rewritten;
-        for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
-            if (source.tensors.size() != plan.tensors.size() || source.tensors[i].name != specs[i].name)
+        for (std::size_t i = 0; i < outputs.size(); ++i) {
+            if (source.tensors.size() != outputs.size() || source.tensors[i].name != specs[i].name)
                 throw std::logic_error("run_edit: the GGUF's tensors differ from the checkpoint's");
-            rewritten.push_back(plan.tensors[i] ? std::optional<DType>(specs[i].dtype) : std::nullopt);
+            rewritten.push_back(outputs[i].edited ? std::optional<DType>(specs[i].dtype) : std::nullopt);
         }
         formats::write_model_directory(out_dir, w, [&](const std::string& tmp) {
             formats::write_gguf((std::filesystem::path(tmp) / w.weights_file).string(), source, rewritten,

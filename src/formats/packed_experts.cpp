@@ -86,6 +86,18 @@ TensorInfo transposed_expert(std::string name, const TensorInfo& slice, std::int
     return decoded_matrix(std::move(name), std::move(q));
 }
 
+// Records where `member` lies in `source` (PackedSlot): what an edit writes back through.
+TensorInfo in_slot(TensorInfo member, const TensorInfo& source, std::int64_t first, std::int64_t row_stride,
+                   std::int64_t col_stride, std::int64_t rows, std::int64_t cols) {
+    auto slot = std::make_shared<PackedSlot>();
+    slot->source = source;
+    slot->source.packed.reset();
+    slot->first = first, slot->row_stride = row_stride, slot->col_stride = col_stride;
+    slot->rows = rows, slot->cols = cols;
+    member.packed = std::move(slot);
+    return member;
+}
+
 }  // namespace
 
 void split_packed_experts(Checkpoint& ck) {
@@ -108,7 +120,7 @@ void split_packed_experts(Checkpoint& ck) {
             for (std::int64_t e = 0; e < E; ++e) {
                 auto b = element_slice(t, e * t.shape[1], {t.shape[1]});
                 b.name = fmt::format("{}.{}.{}.bias", p->owner, e, proj_name(p->kind));
-                out.push_back(std::move(b));
+                out.push_back(in_slot(std::move(b), t, e * t.shape[1], 1, 0, t.shape[1], 1));
             }
             ++ck.packed_experts;
             continue;
@@ -144,32 +156,36 @@ void split_packed_experts(Checkpoint& ck) {
                            : fmt::format("{}.{}.{}.weight", p->owner, e, proj);
         };
         for (std::int64_t e = 0; e < E; ++e) {
-            const auto expert = element_slice(t, e * A * B, {A, B});
+            const std::int64_t base = e * A * B;
+            const auto expert = element_slice(t, base, {A, B});
+            // A logical out × in matrix from output `first` every `step`: stored rows (standard) or
+            // stored columns (x @ W).
+            auto member = [&](std::string member_name, std::int64_t out_rows, std::int64_t first,
+                              std::int64_t step) {
+                if (transposed)
+                    return in_slot(
+                        transposed_expert(std::move(member_name), expert, out_rows, first, step, layout), t,
+                        base + first, step, B, out_rows, A);
+                auto m = element_slice(t, base + first * B, {out_rows, B});
+                m.name = std::move(member_name);
+                return in_slot(std::move(m), t, base + first * B, B, 1, out_rows, B);
+            };
             if (p->kind != Packed::gate_up) {
-                if (transposed) {
-                    out.push_back(transposed_expert(name(e, proj_name(p->kind)), expert, B, 0, 1, layout));
-                } else {
-                    auto m = expert;
-                    m.name = name(e, proj_name(p->kind));
-                    out.push_back(std::move(m));
-                }
+                out.push_back(member(name(e, proj_name(p->kind)), rows, 0, 1));
                 continue;
             }
             const std::int64_t half = rows / 2;
+            const bool gguf = p->gguf;
             if (transposed) {
                 // gpt-oss interleaves gate and up outputs (gate_up[..., ::2], [..., 1::2]); Llama 4 chunks
                 // them.
-                out.push_back(
-                    transposed_expert(name(e, "gate_proj"), expert, half, 0, gpt_oss ? 2 : 1, layout));
-                out.push_back(transposed_expert(name(e, "up_proj"), expert, half, gpt_oss ? 1 : half,
-                                                gpt_oss ? 2 : 1, layout));
+                out.push_back(member(name(e, "gate_proj"), half, 0, gpt_oss ? 2 : 1));
+                out.push_back(member(name(e, "up_proj"), half, gpt_oss ? 1 : half, gpt_oss ? 2 : 1));
             } else {
-                auto gate = element_slice(t, e * A * B, {half, B}),
-                     up = element_slice(t, e * A * B + half * B, {half, B});
-                gate.name = p->gguf ? fmt::format("{}.{}.gate.weight", p->owner, e) : name(e, "gate_proj");
-                up.name = p->gguf ? fmt::format("{}.{}.up.weight", p->owner, e) : name(e, "up_proj");
-                out.push_back(std::move(gate));
-                out.push_back(std::move(up));
+                out.push_back(member(
+                    gguf ? fmt::format("{}.{}.gate.weight", p->owner, e) : name(e, "gate_proj"), half, 0, 1));
+                out.push_back(member(gguf ? fmt::format("{}.{}.up.weight", p->owner, e) : name(e, "up_proj"),
+                                     half, half, 1));
             }
         }
         ++ck.packed_experts;

@@ -3,7 +3,7 @@ transformers-v5 layout ([E, 2I, H] gate/up chunked, [E, H, I] down), gpt-oss ([E
 and up interleaved, biases [E, ·]), Llama 4 ([E, H, 2I] x @ W, chunked) and GGUF *_exps (F32 and a
 block type, checked against gguf-py's dequantizer). Each expert's matrix equals numpy's slice of the true
 packed weights as the model computes with it; σ in analyze equals numpy's on it (1e-12 relative, F32
-storage); every expert present once with its layer, role and expert index; edits refused."""
+storage); every expert present once with its layer, role and expert index; edits written back packed."""
 import csv
 import json
 import subprocess
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import quantized_fixtures as qf
+from safetensors.numpy import load_file
 from conftest import assert_input_error, run, tool
 
 
@@ -98,9 +99,14 @@ def test_packed_experts_are_one_matrix_each(tmp_path, layout, E, H, I):
         delta = {r["tensor"]: float(r["delta_frob_norm"]) for r in csv.DictReader(f)}
     changed = {n for n, v in delta.items() if v > 0}
     assert changed == {"model.layers.0.mlp.experts.1.down_proj.weight"}
-    # Edits would have to write the packed layout back: refused in one line.
-    p = run(["edit", "interpolate", d, tmp_path / "moved", "--omega", "0.5", "--out", tmp_path / "e"], check=False)
-    assert_input_error(p, "packed")
+    # An edit writes the packed layout back: the stored names, expert 1's slice interpolated, the rest as stored.
+    run(["edit", "interpolate", d, tmp_path / "moved", "--omega", "0.5", "--out", tmp_path / "e", "--quiet"])
+    out = load_file(str(tmp_path / "e" / "model.safetensors"))
+    assert sorted(out) == sorted(stored)
+    for k, v in out.items():
+        expected = stored[k].copy()
+        expected[1] = (0.5 * stored[k][1].astype(np.float64) + 0.5 * moved[k][1].astype(np.float64)).astype(np.float32)
+        np.testing.assert_array_equal(v, expected, err_msg=k)
 
 
 def test_orientation_contradicting_hidden_size_is_refused(tmp_path):

@@ -14,6 +14,7 @@ namespace diffract {
 
 struct LowRankUpdate;
 struct QuantizedWeight;
+struct PackedSlot;
 
 struct TensorInfo {
     std::string name;
@@ -35,6 +36,10 @@ struct TensorInfo {
     // F32 and the shape the logical matrix's; read_matrix decodes from the stored parts, and `bytes()`
     // (a generated file) gives the dense f32 values for the few readers that need them whole.
     std::shared_ptr<const QuantizedWeight> quant;
+    // Set when the tensor is one expert's matrix (or bias) inside a packed mixture-of-experts tensor
+    // (formats/packed_experts.hpp): where its elements lie in the packed tensor, so that an edit writes
+    // the packed tensor back in its own layout.
+    std::shared_ptr<const PackedSlot> packed;
 
     std::int64_t numel() const;
     // The stored row holding logical row r (r itself unless rope_head_rows is set).
@@ -56,6 +61,14 @@ struct LowRankUpdate {
     std::int64_t rank = 0;
     double scale = 0;
     bool transposed = false;
+};
+
+// Where one expert's logical matrix lies in its packed tensor: logical element (r, c) is element
+// first + r·row_stride + c·col_stride of `source` (a bias: rows × 1, col_stride 0).
+struct PackedSlot {
+    TensorInfo source;  // the packed tensor as stored
+    std::int64_t first = 0, row_stride = 0, col_stride = 0;
+    std::int64_t rows = 0, cols = 1;
 };
 
 // The stored tensors whose bytes make up `t`: itself, or for a tensor computed on demand its parts (a
