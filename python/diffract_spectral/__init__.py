@@ -558,14 +558,18 @@ class Comparison:
     """The result of compare: per-matrix rows (compare.csv), per-head rows (heads.csv, with `rank` 1 =
     the most important head of its model and `rewind_order` = heads.csv's rank, 0 = the first head to
     rewind), the skipped items (--allow-partial), and how many (model, matrix) pairs were computed or
-    reused. `heads`, or any subset of its rows, is what edit.rewind(heads=...) takes."""
+    reused. `heads`, or any subset of its rows, is what edit.rewind(heads=...) takes. `experts`
+    (experts.csv, a mixture of experts only: empty otherwise): per layer and expert, the heads' analysis
+    with experts as the units, routed and shared ranked apart (`rank` 1 = the most important of its
+    model and kind), and the router row's drift."""
     matrices: pd.DataFrame
     heads: pd.DataFrame
     skipped: pd.DataFrame
     computed: int
     reused: int
+    experts: Any = None
 
-    _TABLES = "matrices, heads, skipped"
+    _TABLES = "matrices, heads, experts, skipped"
 
     def __repr__(self) -> str:
         """A few lines: models, base, reference, rows, computed/reused, skipped, warnings."""
@@ -656,7 +660,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
         warnings.warn(line, UserWarning, stacklevel=3)
     return Comparison(_table(r["rows"]), _heads_table(r["heads"]), _table(r["skipped"]),
-                      r["computed"], r["reused"])
+                      r["computed"], r["reused"], experts=_heads_table(r["experts"], group=("model", "expert_kind")))
 
 
 @dataclass(repr=False)

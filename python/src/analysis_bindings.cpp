@@ -96,6 +96,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     nb::dict d;
     d["rows"] = columns_of(run::compare_table(r));
     d["heads"] = columns_of(run::heads_table(r));
+    d["experts"] = columns_of(run::experts_table(r));
     d["skipped"] = columns_of(run::skipped_table(r));
     d["findings"] = nb::cast(r.findings);
     d["computed"] = r.computed;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -49,16 +50,26 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
     const int layer = require(t, column::layer), role = require(t, column::role),
               head = require(t, column::head), base = compared ? require(t, column::base) : -1;
     const int step = t.column(kStep), precision = t.column(column::precision);
+    const int component = t.column(column::component), expert_kind = t.column(column::expert_kind);
     std::vector<std::pair<std::string, int>> fields;
     for (std::size_t c = 0; c < t.header.size(); ++c)
         if (!kIdentity.count(t.header[c])) fields.emplace_back(t.header[c], static_cast<int>(c));
     std::vector<Record> out;
+    std::map<std::string, std::size_t> towers;  // rows of a component other than the language model
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
+        // The figures are the language model's: a tower's layer N is not the language model's layer N.
+        if (component >= 0 && t.cell(r, component) != model::component_name(model::Component::language)) {
+            ++towers[t.cell(r, component)];
+            continue;
+        }
         Record rec;
         rec.model = t.cell(r, model);
         rec.tensor = t.cell(r, tensor);
         if (base >= 0) rec.base = t.cell(r, base);
         rec.role = t.cell(r, role);
+        // A shared expert's matrices are a series of their own, never pooled with the routed experts'.
+        if (expert_kind >= 0 && t.cell(r, expert_kind) == model::expert_kind_name(model::ExpertKind::shared))
+            rec.role += " (shared expert)";
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
         if (step >= 0) rec.step = t.int64(r, step);
@@ -78,6 +89,11 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         data.add_model(rec.model);
         out.push_back(std::move(rec));
     }
+    for (const auto& [name, n] : towers)
+        data.notes.push_back(
+            fmt::format("{}: {} rows of the {} component are not drawn (the figures are the "
+                        "language model's; the rows are in the file)",
+                        path, n, name));
     return out;
 }
 

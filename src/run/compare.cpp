@@ -1,11 +1,14 @@
 #include "diffract/run/compare.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "compare_plan_impl.hpp"
+#include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/core/matrix.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/job.hpp"
@@ -54,16 +57,43 @@ std::vector<Task> compare_tasks(const ComparePlan& plan, const Job& job) {
     return tasks;
 }
 
+bool is_expert_block(model::Role r) {
+    return r == model::Role::mlp_gate || r == model::Role::mlp_up || r == model::Role::mlp_down ||
+           r == model::Role::mlp_gate_up;
+}
+
+// Each router's rows, base against model (analysis::router_drift): the router matrices are small
+// (experts × hidden) and read whole.
+std::vector<analysis::RouterRow> router_rows(const formats::Checkpoint& base, const formats::Checkpoint& ck) {
+    std::vector<analysis::RouterRow> out;
+    for (const auto& t : base.tensors) {
+        const auto r = model::classify_tensor(t.name);
+        if (r.role != model::Role::router || !r.layer || t.shape.size() != 2 || !dtype_is_float(t.dtype))
+            continue;
+        const auto pair = formats::align(ck, base, t);
+        if (pair.issue != formats::PairIssue::none) continue;
+        const auto whole = model::whole_matrix(base.schema, t);
+        const auto a = read_matrix<double>(t, whole), b = read_matrix<double>(*pair.other, whole);
+        const auto rows = analysis::router_drift(*r.layer, {a.data.begin(), a.data.end()},
+                                                 {b.data.begin(), b.data.end()}, a.rows, a.cols);
+        out.insert(out.end(), rows.begin(), rows.end());
+    }
+    return out;
+}
+
 // The rows, model by model in plan order, the warnings for tensors with NaN/Inf entries, and each
 // model's head blocks (the head table's input).
-std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, CompareResult& result) {
+std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, CompareResult& result,
+                                          std::vector<analysis::ModelExperts>& experts) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
         if (job.pending(i) && values[i]->scalars.at(kWholeRouteField) != 0) ++result.whole_route;
     NonfiniteReport nonfinite_report;
     std::vector<ModelHeadBlocks> heads(plan.models.size());
+    experts.assign(plan.models.size(), {});
     for (std::size_t m = 0; m < plan.models.size(); ++m) {
         heads[m].model = plan.models[m]->name;
+        experts[m].model = plan.models[m]->name;
         for (std::size_t j = 0; j < plan.jobs.size(); ++j)
             for (std::size_t u = 0; u < plan.jobs[j].units.size(); ++u) {
                 auto& v = values[plan.slot(j, m, u)];
@@ -92,6 +122,14 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                     heads[m].blocks.push_back({*unit.layer, unit.role, *unit.head, f.at("delta_frob_norm"),
                                                f.at("avg_l_agreement"), f.at("avg_r_agreement"),
                                                f.at("pl_ks"), f.at("rel_delta_frob_norm")});
+                }
+                if (!unit.head && unit.layer && unit.expert_kind != model::ExpertKind::none &&
+                    is_expert_block(unit.role)) {
+                    const auto& f = row.values;
+                    experts[m].matrices.push_back({*unit.layer, unit.expert, unit.expert_kind, unit.role,
+                                                   f.at("delta_frob_norm"), f.at("rel_delta_frob_norm"),
+                                                   f.at("avg_l_agreement"), f.at("avg_r_agreement"),
+                                                   f.at("pl_ks")});
                 }
                 result.rows.push_back(std::move(row));
             }
@@ -137,7 +175,15 @@ CompareResult compare(const CompareOptions& o) {
     result.computed = job.computed();
     if (!job.is_root()) return result;
 
-    const auto heads = collect_rows(plan, job, result);
+    std::vector<analysis::ModelExperts> experts;
+    const auto heads = collect_rows(plan, job, result, experts);
+    if (std::any_of(experts.begin(), experts.end(), [](const auto& e) { return !e.matrices.empty(); })) {
+        for (std::size_t m = 0; m < plan.models.size(); ++m)
+            if (static_cast<int>(m) != plan.ref_index)
+                experts[m].router = router_rows(*plan.base, *plan.models[m]);
+        result.experts =
+            analysis::rank_model_experts(experts, plan.ref_index, result.ranking, result.findings);
+    }
     if (plan.ranking)
         result.heads =
             rank_model_heads(heads, plan.ref_index, *plan.base->schema.heads, *plan.ranking, result.findings);
@@ -148,6 +194,7 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
     std::map<std::string, std::string> files{{"compare.csv", to_csv(compare_table(r))},
                                              {"heads.csv", to_csv(heads_table(r))}};
     if (r.allow_partial) files["skipped.csv"] = to_csv(skipped_table(r));
+    if (!r.experts.empty()) files["experts.csv"] = to_csv(experts_table(r));  // a mixture of experts
     write_result_directory(out_dir, files);
 }
 

@@ -133,6 +133,50 @@ Table heads_table(const CompareResult& result) {
     return make_table(columns, result.heads);
 }
 
+Table experts_table(const CompareResult& result) {
+    using analysis::ExpertRow;
+    const auto ranking = result.ranking;
+    auto blocks = [](const std::string& prefix, analysis::HeadStats ExpertRow::*stats) {
+        std::vector<Column<ExpertRow>> c;
+        for (int b = 0; b < 3; ++b)
+            c.push_back({prefix + analysis::kExpertBlocks[b] + "_update_norm",
+                         [stats, b](const ExpertRow& e) -> Cell { return (e.*stats).block_norm[b]; }});
+        return c;
+    };
+    std::vector<Column<ExpertRow>> columns{
+        {column::model, [](const ExpertRow& e) -> Cell { return e.model; }},
+        {column::reference, [](const ExpertRow& e) -> Cell { return e.reference; }},
+        {column::layer, [](const ExpertRow& e) { return count(e.layer); }},
+        {column::expert, [](const ExpertRow& e) { return optional_count(e.expert); }},
+        {column::expert_kind,
+         [](const ExpertRow& e) -> Cell { return std::string(model::expert_kind_name(e.kind)); }},
+        {column::update_norm, [](const ExpertRow& e) -> Cell { return e.ranked.update_norm; }}};
+    for (auto& c : blocks("", &ExpertRow::domain)) columns.push_back(std::move(c));
+    columns.push_back(
+        {column::ref_update_norm, [](const ExpertRow& e) -> Cell { return e.ranked.ref_update_norm; }});
+    columns.insert(
+        columns.end(),
+        {{column::importance, [](const ExpertRow& e) -> Cell { return e.ranked.importance; }},
+         {column::agreement, [](const ExpertRow& e) -> Cell { return e.domain.agreement; }},
+         {column::pl_ks, [](const ExpertRow& e) -> Cell { return e.domain.pl_ks; }},
+         {column::scale_scope,
+          [ranking](const ExpertRow&) -> Cell {
+              return std::string(analysis::scale_scope_name(ranking.scope));
+          }},
+         {column::order,
+          [ranking](const ExpertRow&) -> Cell {
+              return std::string(analysis::head_order_name(ranking.order));
+          }},
+         {column::seed, [ranking](const ExpertRow&) -> Cell { return ranking.seed; }},
+         {column::rank, [](const ExpertRow& e) { return count(e.ranked.rank); }},
+         {"relative_update", [](const ExpertRow& e) -> Cell { return e.domain.relative_update(); }},
+         {"update_z", [](const ExpertRow& e) -> Cell { return e.update_z; }},
+         {"stands_out", [](const ExpertRow& e) { return count(e.stands_out ? 1 : 0); }},
+         {"router_update_norm", [](const ExpertRow& e) -> Cell { return e.router.update_norm; }},
+         {"router_angle_degrees", [](const ExpertRow& e) -> Cell { return e.router.angle; }}});
+    return make_table(columns, result.experts);
+}
+
 Table skipped_table(const CompareResult& result) {
     return make_table<SkippedItem>({{column::model, [](const SkippedItem& s) -> Cell { return s.model; }},
                                     {column::tensor, [](const SkippedItem& s) -> Cell { return s.tensor; }},

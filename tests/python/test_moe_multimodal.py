@@ -177,6 +177,7 @@ def test_compare_ranks_only_the_language_models_heads(tmp_path):
     assert len(heads) == cfg["num_hidden_layers"] * cfg["num_attention_heads"]
     compared = read_csv(tmp_path / "c" / "compare.csv")
     assert any(r["component"] == "vision" and r["head"] != "" for r in compared)
+    assert not (tmp_path / "c" / "experts.csv").exists()  # a dense model has no expert table
 
 
 def moved_copy(d, out, scale=0.1, seed=1):
@@ -263,7 +264,8 @@ def test_edited_packed_experts_load_in_transformers(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     for name, cls in (("gpt_oss", "GptOssForCausalLM"), ("qwen3_moe_packed", "Qwen3MoeForCausalLM"),
-                      ("llama4", "Llama4ForConditionalGeneration"), ("gemma3", "Gemma3ForConditionalGeneration")):
+                      ("llama4", "Llama4ForConditionalGeneration"), ("gemma3", "Gemma3ForConditionalGeneration"),
+                      ("mixtral", "MixtralForCausalLM")):
         d = FIXTURES / name
         moved_copy(d, tmp_path / f"{name}_moved")
         out = tmp_path / f"{name}_e"
@@ -280,3 +282,80 @@ def test_edited_packed_experts_load_in_transformers(tmp_path):
             assert all("vision" in k for k in changed), changed
         else:
             assert all("experts" in k for k in changed), changed
+
+
+def moe_family(tmp_path, E=16, H=48, I=24, layers=2, planted=(3, 11), seed=7):
+    """A Qwen3-MoE-style checkpoint (per-expert tensors and a router per layer), a CPT copy whose experts
+    `planted` (in every layer) got large updates and whose other experts and routers small ones, a
+    reference with small updates only, and a copy with uniform quantisation-like noise."""
+    rng = np.random.default_rng(seed)
+    cfg = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": H,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12, "num_hidden_layers": layers,
+           "moe_intermediate_size": I, "num_experts": E}
+    base = {}
+    for l in range(layers):
+        base[f"model.layers.{l}.mlp.gate.weight"] = rng.standard_normal((E, H)).astype(np.float32)
+        for e in range(E):
+            for proj, shape in (("gate_proj", (I, H)), ("up_proj", (I, H)), ("down_proj", (H, I))):
+                base[f"model.layers.{l}.mlp.experts.{e}.{proj}.weight"] = rng.standard_normal(shape).astype(np.float32)
+
+    def variant(name, scale_of):
+        w = {k: (v + scale_of(k) * rng.standard_normal(v.shape)).astype(np.float32) for k, v in base.items()}
+        d = tmp_path / name
+        d.mkdir()
+        save_file(w, str(d / "model.safetensors"), metadata={"format": "pt"})
+        (d / "config.json").write_text(json.dumps(cfg))
+        return d, w
+
+    def planted_scale(k):
+        m = re.search(r"\.experts\.(\d+)\.", k)
+        return 0.5 if m and int(m.group(1)) in planted else 0.01
+
+    d_base = tmp_path / "base"
+    d_base.mkdir()
+    save_file(base, str(d_base / "model.safetensors"), metadata={"format": "pt"})
+    (d_base / "config.json").write_text(json.dumps(cfg))
+    cpt = variant("cpt", planted_scale)
+    ref = variant("ref", lambda k: 0.01)
+    noise = variant("noise", lambda k: 0.003)
+    return (d_base, base), cpt, ref, noise
+
+
+def test_experts_csv_ranks_planted_experts_on_top_with_numpy_fields(tmp_path):
+    (d_base, base), (d_cpt, cpt), (d_ref, ref), _ = moe_family(tmp_path)
+    run(["compare", "--base", d_base, d_cpt, "--reference", d_ref, "--out", tmp_path / "c", "--store",
+         tmp_path / "s.sqlite", "--quiet"])
+    rows = read_csv(tmp_path / "c" / "experts.csv")
+    assert {r["expert_kind"] for r in rows} == {"routed"} and len(rows) == 2 * 16
+    for layer in ("0", "1"):
+        mine = sorted((r for r in rows if r["layer"] == layer), key=lambda r: -int(r["rank"]))
+        assert {int(r["expert"]) for r in mine[:2]} == {3, 11}  # the most important (highest rank) two
+        assert {int(r["expert"]) for r in mine if r["stands_out"] == "1"} == {3, 11}
+    for r in rows:
+        names = [f"model.layers.{r['layer']}.mlp.experts.{r['expert']}.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")]
+        deltas = [np.linalg.norm(cpt[n].astype(np.float64) - base[n]) for n in names]
+        for p, dn in zip(("gate", "up", "down"), deltas):
+            assert float(r[f"{p}_update_norm"]) == pytest.approx(dn, rel=1e-9)
+        assert float(r["update_norm"]) == pytest.approx(np.sqrt(sum(x * x for x in deltas)), rel=1e-9)
+        assert float(r["relative_update"]) == pytest.approx(
+            np.sqrt(sum(x * x for x in deltas)) / np.sqrt(sum(np.linalg.norm(base[n].astype(np.float64)) ** 2 for n in names)),
+            rel=1e-9)
+        router = f"model.layers.{r['layer']}.mlp.gate.weight"
+        e = int(r["expert"])
+        a, b = base[router][e].astype(np.float64), cpt[router][e].astype(np.float64)
+        assert float(r["router_update_norm"]) == pytest.approx(np.linalg.norm(b - a), rel=1e-9)
+        cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        assert float(r["router_angle_degrees"]) == pytest.approx(np.degrees(np.arccos(np.clip(cos, -1, 1))), rel=1e-6, abs=1e-6)
+    # Python: the same table, rank 1 = the most important expert of its model and kind.
+    import diffract_spectral as diffract
+    res = diffract.compare(d_cpt, base=d_base, reference=d_ref, store=tmp_path / "s.sqlite")
+    top = res.experts.sort_values("rank").head(4)
+    assert set(top["expert"]) == {3, 11} and set(top["layer"]) == {0, 1}
+
+
+def test_a_noise_copy_has_no_expert_standing_out(tmp_path):
+    (d_base, _), _, _, (d_noise, _) = moe_family(tmp_path)
+    p = run(["compare", "--base", d_base, d_noise, "--out", tmp_path / "c", "--store", tmp_path / "s.sqlite"])
+    rows = read_csv(tmp_path / "c" / "experts.csv")
+    assert rows and not any(r["stands_out"] == "1" for r in rows)
+    assert "no routed expert's update stands out" in p.stderr

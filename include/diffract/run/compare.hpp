@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "diffract/analysis/compare.hpp"
+#include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/run/options.hpp"
@@ -46,6 +47,7 @@ struct SkippedItem {
 struct CompareResult {
     std::vector<CompareRow> rows;
     std::vector<analysis::HeadRow> heads;
+    std::vector<analysis::ExpertRow> experts;  // a mixture of experts' (analysis/expert_ranking.hpp)
     std::vector<SkippedItem> skipped;
     analysis::HeadRankOptions ranking;
     bool allow_partial = false;
@@ -63,7 +65,8 @@ struct CompareResult {
 // extra tensor, different head geometry) unless allow_partial, which skips and records it.
 CompareResult compare(const CompareOptions& options);
 
-// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial), each written atomically.
+// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial, DIR/experts.csv for a mixture
+// of experts), each written atomically.
 void write_compare_csvs(const CompareResult& result, const std::string& out_dir);
 
 }  // namespace diffract::run

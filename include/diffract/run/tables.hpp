@@ -34,6 +34,7 @@ Table metrics_table(const AnalyzeResult& result);
 Table aggregates_table(const AnalyzeResult& result);
 Table compare_table(const CompareResult& result);
 Table heads_table(const CompareResult& result);
+Table experts_table(const CompareResult& result);
 Table skipped_table(const CompareResult& result);
 
 }  // namespace diffract::run
