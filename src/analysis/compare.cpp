@@ -13,13 +13,13 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/low_rank.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 
 namespace diffract::analysis {
 namespace {
 
 constexpr double kEps = 1e-16;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // |x| of a row-major k × k vector, as a Matrix.
 Matrix<double> abs_matrix(const std::vector<double>& x, std::int64_t k) {
@@ -257,8 +257,7 @@ template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double
                                       linalg::SvdRoute);
 
 std::string CompareSettings::config_key() const {
-    const char* route_name =
-        route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
+    const std::string_view route_name = name_of(linalg::kSvdRouteNames, route);
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
     // "f32p": f32 results record the precision that served them (kPrecisionField). "f32c": the Gram
     // route's products in f32 where the guard keeps them (compare_streamed).

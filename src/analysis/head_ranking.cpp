@@ -11,12 +11,11 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // scale01 of `values` restricted to the indices in `group` (written back at those indices).
 void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group,
@@ -149,40 +148,17 @@ const std::vector<HeadField>& head_fields() {
     return f;
 }
 
-std::string_view scale_scope_name(ScaleScope s) {
-    switch (s) {
-        case ScaleScope::layer:
-            return "layer";
-        case ScaleScope::projection:
-            return "projection";
-        default:
-            return "global";
-    }
-}
-
-std::string_view head_order_name(HeadOrder o) {
-    switch (o) {
-        case HeadOrder::agreement:
-            return "agreement";
-        case HeadOrder::pl_ks:
-            return "pl_ks";
-        case HeadOrder::random:
-            return "random";
-        default:
-            return "importance";
-    }
-}
+std::string_view scale_scope_name(ScaleScope s) { return name_of(kScaleScopeNames, s); }
+std::string_view head_order_name(HeadOrder o) { return name_of(kHeadOrderNames, o); }
 
 ScaleScope parse_scale_scope(std::string_view t) {
-    for (auto s : {ScaleScope::global, ScaleScope::layer, ScaleScope::projection})
-        if (scale_scope_name(s) == t) return s;
-    throw InputError(fmt::format("--scale-scope: expected global, layer or projection, found '{}'", t));
+    if (const auto s = value_of(kScaleScopeNames, t)) return *s;
+    throw InputError(fmt::format("--scale-scope: expected {}, found '{}'", choice_list(kScaleScopeNames), t));
 }
 
 HeadOrder parse_head_order(std::string_view t, std::string_view flag) {
-    for (auto o : {HeadOrder::importance, HeadOrder::agreement, HeadOrder::pl_ks, HeadOrder::random})
-        if (head_order_name(o) == t) return o;
-    throw InputError(fmt::format("{}: expected importance, agreement, pl_ks or random, found '{}'", flag, t));
+    if (const auto o = value_of(kHeadOrderNames, t)) return *o;
+    throw InputError(fmt::format("{}: expected {}, found '{}'", flag, choice_list(kHeadOrderNames), t));
 }
 
 std::vector<double> scale01(const std::vector<double>& values) {

@@ -14,6 +14,7 @@
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
@@ -88,9 +89,7 @@ void read_heads(const std::string& path, ReportData& data) {
     const int reference = t.column(column::reference), norm = require(t, column::update_norm);
     const int ref_norm = t.column(column::ref_update_norm), importance = t.column(column::importance),
               agreement = t.column(column::agreement), step = t.column(kStep);
-    const auto num = [&](std::size_t r, int c) {
-        return c < 0 ? std::numeric_limits<double>::quiet_NaN() : t.number(r, c);
-    };
+    const auto num = [&](std::size_t r, int c) { return c < 0 ? kNaN : t.number(r, c); };
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
         HeadScore h;
         h.model = t.cell(r, model);
@@ -299,7 +298,7 @@ std::string ScoreAxis::label() const {
 
 double Record::value(const std::string& field) const {
     const auto it = values.find(field);
-    return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+    return it == values.end() ? kNaN : it->second;
 }
 
 void ReportData::add_model(const std::string& name) {

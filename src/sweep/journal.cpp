@@ -9,6 +9,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/output_path.hpp"
 
 namespace diffract::sweep::detail {
@@ -18,8 +19,6 @@ double json_number(const nlohmann::json& j, const char* key) {
     // null (NaN when written) and a field an older journal lacks read back as NaN
     return j.contains(key) && j[key].is_number() ? j[key].get<double>() : kNaN;
 }
-
-nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 Scores scores_of(const nlohmann::json& j) {
     Scores s{json_number(j, "score"), json_number(j, "select_score"), json_number(j, "report_score"),

@@ -11,6 +11,7 @@
 
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
@@ -19,8 +20,6 @@ namespace fs = std::filesystem;
 
 namespace diffract::sweep {
 namespace {
-
-nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 double mean(const std::vector<double>& v) {
     double s = 0;

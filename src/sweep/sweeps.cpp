@@ -23,7 +23,7 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
     std::sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) {
         return std::pair(a.layer, a.head) < std::pair(b.layer, b.head);
     });
-    std::string s = kv == edit::KvPolicy::all ? "rewind/kv=all:" : "rewind/kv=any:";
+    std::string s = fmt::format("rewind/kv={}:", name_of(edit::kKvPolicyNames, kv));
     for (const auto& h : heads) s += fmt::format("{}.{},", h.layer, h.head);
     return s;
 }

@@ -13,6 +13,7 @@
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "rewind_candidates_impl.hpp"
@@ -21,8 +22,6 @@ namespace diffract::sweep {
 namespace {
 
 using analysis::HeadRow;
-
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 edit::RewindHead rewind_head(const HeadRow& s) { return {s.layer, s.head, s.ranked}; }
 
@@ -164,9 +163,9 @@ std::string predictive_check(const ValidationPlan& p, const Harms& harm, const V
         analysis::bootstrap_interval(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
     const double pv =
         analysis::permutation_p_value(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
-    summary["predictive"] = {{"spearman", number(rho)},
-                             {"ci95", {number(ci.low), number(ci.high)}},
-                             {"p_value", number(pv)},
+    summary["predictive"] = {{"spearman", number_json(rho)},
+                             {"ci95", {number_json(ci.low), number_json(ci.high)}},
+                             {"p_value", number_json(pv)},
                              {"heads", importance.size()},
                              {"draws", v.draws}};
     return predictive_verdict(rho, ci, pv, importance.size());
@@ -182,8 +181,8 @@ std::vector<std::string> sets_check(const ValidationPlan& p, const Harms& harm,
             (p.plans[i].set == "random_bottom" ? random_bottom : random_top).push_back(harm(i));
         nlohmann::ordered_json j{{"set", p.plans[i].set},
                                  {"seed", p.plans[i].seed},
-                                 {"harm", number(harm(i))},
-                                 {"score", number(harm.run.records[i].curve_score())}};
+                                 {"harm", number_json(harm(i))},
+                                 {"score", number_json(harm.run.records[i].curve_score())}};
         for (const auto& [name, value] : harm.run.records[i].columns) j[name] = value;
         sets.push_back(j);
     }
@@ -221,8 +220,8 @@ std::string stability_check(const ValidationPlan& p, const SecondRanks& second_o
         moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer, h->head,
                                   h->ranked.rank, r2);
     }
-    summary["stability"] = {{"kendall_tau", number(tau)},
-                            {"ci95", {number(ci.low), number(ci.high)}},
+    summary["stability"] = {{"kendall_tau", number_json(tau)},
+                            {"ci95", {number_json(ci.low), number_json(ci.high)}},
                             {"heads", a.size()},
                             {"moved", moved_json}};
     const auto stats = fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(ci), a.size());
@@ -293,7 +292,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
                                    {"heads", plan.heads.size()},
                                    {"k", plan.k},
                                    {"direction", v.lower_is_better ? "lower" : "higher"},
-                                   {"unedited_score", number(harm.unedited)}};
+                                   {"unedited_score", number_json(harm.unedited)}};
     add_score_key(config, summary);
     std::vector<std::string> verdict{predictive_check(plan, harm, v, summary)};
     for (auto& line : sets_check(plan, harm, summary)) verdict.push_back(std::move(line));

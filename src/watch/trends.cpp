@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/numbers.hpp"
+
 namespace diffract::watch {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A unit's identity across steps.
 using UnitKey = std::tuple<std::string, std::string, std::optional<int>, std::optional<int>>;

@@ -591,17 +591,18 @@ private:
 
     std::string settings_json() const {
         const auto& t = o_.thresholds;
-        nlohmann::json j = {{"run_dir", o_.run_dir},
-                            {"base", o_.base},
-                            {"every", o_.every},
-                            {"delta_only", o_.delta_only},
-                            {"precision", o_.kernel.precision == analysis::Precision::f32 ? "f32" : "f64"},
-                            {"thresholds",
-                             {{"alpha_low", t.alpha_low},
-                              {"alpha_high", t.alpha_high},
-                              {"alpha_jump", t.alpha_jump},
-                              {"stable_rank_jump", t.stable_rank_jump},
-                              {"head_share", t.head_share}}}};
+        nlohmann::json j = {
+            {"run_dir", o_.run_dir},
+            {"base", o_.base},
+            {"every", o_.every},
+            {"delta_only", o_.delta_only},
+            {"precision", std::string(name_of(analysis::kPrecisionNames, o_.kernel.precision))},
+            {"thresholds",
+             {{"alpha_low", t.alpha_low},
+              {"alpha_high", t.alpha_high},
+              {"alpha_jump", t.alpha_jump},
+              {"stable_rank_jump", t.stable_rank_jump},
+              {"head_share", t.head_share}}}};
         return j.dump(2) + "\n";
     }
 
@@ -660,19 +661,7 @@ WatchOptions parse_watch_options(const WatchOptionText& text) {
 }
 
 std::string_view checkpoint_status_name(CheckpointStatus status) {
-    switch (status) {
-        case CheckpointStatus::none:
-            return "";
-        case CheckpointStatus::analysed:
-            return "analysed";
-        case CheckpointStatus::reused:
-            return "reused";
-        case CheckpointStatus::skipped:
-            return "skipped";
-        case CheckpointStatus::deleted:
-            return "deleted";
-    }
-    return "";
+    return name_of(kCheckpointStatusNames, status);
 }
 
 Table checkpoints_table(const std::vector<WatchedCheckpoint>& checkpoints) {

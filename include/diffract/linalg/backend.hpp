@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/names.hpp"
 
 namespace diffract::linalg {
 
@@ -30,6 +31,8 @@ class GramProducts;  // gram_pair.hpp
 //          (cpu/small_values.cpp), or the whole matrix with gesdd when they are many.
 //   auto:  gram (with the guard) — measured the faster route here (bench/bench_svd).
 enum class SvdRoute { auto_route, gesdd, gram };
+inline constexpr NameTable<SvdRoute, 3> kSvdRouteNames{
+    {{SvdRoute::auto_route, "auto"}, {SvdRoute::gesdd, "gesdd"}, {SvdRoute::gram, "gram"}}};
 
 inline constexpr double kGramConditionGuard = 1e-9;
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "diffract/core/numbers.hpp"
+
 namespace diffract::report {
 
 // One matrix or head block of one model (metrics.csv / compare.csv row, or store results).
@@ -42,15 +44,15 @@ struct SweepPoint {
     std::string order;
     long long seed = 0;
     double x = 0;
-    std::vector<double> scores;                                      // one per Sweep::score_columns
-    double eval_seconds = std::numeric_limits<double>::quiet_NaN();  // curve.csv's eval_seconds
+    std::vector<double> scores;  // one per Sweep::score_columns
+    double eval_seconds = kNaN;  // curve.csv's eval_seconds
 };
 // A model evaluated once beside the sweep (summary.json's "references": the base, the unedited
 // model, or an interpolation's endpoints), drawn as a labelled line.
 struct SweepReference {
     std::string key;                       // "base", "model", ... as summary.json names it
     std::map<std::string, double> scores;  // "score", or per score column ("score_math")
-    double eval_seconds = std::numeric_limits<double>::quiet_NaN();
+    double eval_seconds = kNaN;
 };
 // The score's name and direction, as the y axes say it: summary.json's "score_key" (else "score") and
 // "direction" (null: unknown), else, in a summary written before sweeps wrote their direction, the one
@@ -75,12 +77,12 @@ struct Sweep {
 // a validation (heads_validation.csv: harm, the score lost, with each head's importance, and the sets).
 struct HeadEffect {
     int layer = 0, head = 0;
-    double change = std::numeric_limits<double>::quiet_NaN();  // score − the unedited model's
-    double importance = std::numeric_limits<double>::quiet_NaN();
+    double change = kNaN;  // score − the unedited model's
+    double importance = kNaN;
 };
 struct SetEffect {
     std::string set;  // bottom | top | random_bottom | random_top
-    double change = std::numeric_limits<double>::quiet_NaN();
+    double change = kNaN;
 };
 struct HeadEffects {
     std::string name, kind, source;  // kind: rewind-each | validate

@@ -18,14 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/analysis/head_ranking.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/core/table.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/run/analyze.hpp"
 
 namespace diffract::sweep {
-
-inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A shell command with `{model}` standing for the candidate's path and `{python}` for the front end's
 // Python interpreter (`python`: Python's sys.executable, the CLI's $DIFFRACT_PYTHON or python3 from
