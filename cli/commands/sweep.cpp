@@ -99,7 +99,7 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--fractions", a->fractions, "Fractions of heads rewound: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "rewind");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::rewind);
             sweep::sweep_rewind(config, rewind_inputs(*a));
             return 0;
         });
@@ -109,7 +109,7 @@ void add_sweep(CLI::App& app) {
         auto* sub = add_sweep_sub(sweep, "rewind-each", "Rewind one head at a time: heads_effect.csv", *a);
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "rewind-each");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::rewind_each);
             sweep::sweep_rewind_each(config, rewind_inputs(*a));
             return 0;
         });
@@ -142,7 +142,7 @@ void add_sweep(CLI::App& app) {
             if (a->references.size() > 2) throw InputError("--reference: give at most two reference models");
             if (!a->references.empty()) a->reference = a->references[0];
             if (a->references.size() == 2) a->second_reference = a->references[1];
-            const auto config = sweep::sweep_config(*a, "validate");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::validate);
             auto open = [](const std::string& spec) {
                 return spec.empty() ? std::nullopt : std::optional(formats::open_checkpoint(spec));
             };
@@ -163,7 +163,7 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         sub->add_flag("--per-head", a->per_head, "Truncate each head block of the attention projections");
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "truncate");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::truncate);
             sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
                                                                 formats::open_checkpoint(a->model)));
             return 0;
@@ -177,7 +177,7 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         on_run(sub, [a] {
             a->a = a->pair[0], a->b = a->pair[1];
-            const auto config = sweep::sweep_config(*a, "interpolate");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::interpolate);
             sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
                                                                       formats::open_checkpoint(a->b)));
             return 0;

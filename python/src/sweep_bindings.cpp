@@ -59,7 +59,7 @@ void attach(sweep::EvalCommand& e, const nb::object& fn) {
 }
 
 // The sweep's configuration, with the callables of `a` as its evaluations.
-sweep::SweepConfig config_of(const sweep::SweepOptions& o, std::string_view kind, const SweepArgs& a) {
+sweep::SweepConfig config_of(const sweep::SweepOptions& o, sweep::Kind kind, const SweepArgs& a) {
     auto config = sweep::sweep_config(o, kind);
     attach(config.eval, a.eval_fn);
     attach(config.select_eval, a.select_eval_fn);
@@ -118,7 +118,7 @@ nb::dict rewind(const ModelArg& base, const ModelArg& model, const std::optional
                 const std::string& kv_policy, const std::string& fractions, const SweepArgs& a) {
     auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
     o.orders = orders, o.seeds = seeds, o.seed = seed, o.fractions = fractions;
-    const auto config = config_of(o, "rewind", a);
+    const auto config = config_of(o, sweep::Kind::rewind, a);
     const auto w = rewind_of(o, base, model, reference);
     return outputs_of(run_interruptible([&] { return sweep::sweep_rewind(config, w); }));
 }
@@ -126,7 +126,7 @@ nb::dict rewind(const ModelArg& base, const ModelArg& model, const std::optional
 nb::dict rewind_each(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
                      const std::string& scale_scope, const std::string& kv_policy, const SweepArgs& a) {
     const auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
-    const auto config = config_of(o, "rewind-each", a);
+    const auto config = config_of(o, sweep::Kind::rewind_each, a);
     const auto w = rewind_of(o, base, model, reference);
     return outputs_of(run_interruptible([&] { return sweep::sweep_rewind_each(config, w); }));
 }
@@ -139,7 +139,7 @@ nb::dict validate(const ModelArg& base, const ModelArg& model, const std::option
     if (second_reference) o.second_reference = spec_of(*second_reference);
     o.k = k, o.seeds = seeds, o.seed = seed;
     if (!direction.empty()) o.direction = direction;
-    const auto config = config_of(o, "validate", a);
+    const auto config = config_of(o, sweep::Kind::validate, a);
     std::optional<formats::Checkpoint> ref, ref2;
     if (reference) ref = *opened(*reference);
     if (second_reference) ref2 = *opened(*second_reference);
@@ -150,7 +150,7 @@ nb::dict validate(const ModelArg& base, const ModelArg& model, const std::option
 nb::dict truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
     auto o = options_of(a);
     o.base = spec_of(base), o.model = spec_of(model), o.keeps = keeps;
-    const auto config = config_of(o, "truncate", a);
+    const auto config = config_of(o, sweep::Kind::truncate, a);
     const auto w = sweep::truncate_sweep(o, *opened(base), *opened(model));
     return outputs_of(run_interruptible([&] { return sweep::sweep_truncate(config, w); }));
 }
@@ -159,7 +159,7 @@ nb::dict interpolate(const ModelArg& a_model, const ModelArg& b_model, const std
                      const SweepArgs& a) {
     auto o = options_of(a);
     o.a = spec_of(a_model), o.b = spec_of(b_model), o.omegas = omegas;
-    const auto config = config_of(o, "interpolate", a);
+    const auto config = config_of(o, sweep::Kind::interpolate, a);
     const auto w = sweep::interpolate_sweep(o, *opened(a_model), *opened(b_model));
     return outputs_of(run_interruptible([&] { return sweep::sweep_interpolate(config, w); }));
 }

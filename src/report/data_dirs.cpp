@@ -131,8 +131,9 @@ nlohmann::json read_summary(const fs::path& path, ReportData& data) {
     return j;
 }
 
-// The sweep's kind: summary.json's "kind"/"sweep"/"mode"/"command", else the directory's name.
-std::string sweep_kind(const nlohmann::json& summary, const std::string& dir_name) {
+// The sweep's kind: summary.json's "kind"/"sweep"/"mode"/"command", else the directory's name;
+// nullopt: a sweep of another kind (drawn as a generic one).
+std::optional<sweep::Kind> sweep_kind(const nlohmann::json& summary, const std::string& dir_name) {
     std::string s;
     for (const char* key : {"kind", "sweep", "mode", "command"})
         if (summary.contains(key) && summary[key].is_string()) {
@@ -141,11 +142,11 @@ std::string sweep_kind(const nlohmann::json& summary, const std::string& dir_nam
         }
     if (s.empty()) s = dir_name;
     if (s.find("rewind-each") != std::string::npos || s.find("rewind_each") != std::string::npos)
-        return "rewind-each";
-    if (s.find("rewind") != std::string::npos) return "rewind";
-    if (s.find("trunc") != std::string::npos) return "truncate";
-    if (s.find("interp") != std::string::npos) return "interpolate";
-    return "sweep";
+        return sweep::Kind::rewind_each;
+    if (s.find("rewind") != std::string::npos) return sweep::Kind::rewind;
+    if (s.find("trunc") != std::string::npos) return sweep::Kind::truncate;
+    if (s.find("interp") != std::string::npos) return sweep::Kind::interpolate;
+    return std::nullopt;
 }
 
 std::optional<double> sweep_baseline(const nlohmann::json& summary) {
@@ -217,7 +218,8 @@ void read_head_effects(const fs::path& dir, const std::string& file, ReportData&
     HeadEffects e;
     e.source = csv;
     e.name = dir_name(dir);
-    e.kind = file == "heads_validation.csv" ? "validate" : "rewind-each";
+    e.kind = file == sweep::kind_info(sweep::Kind::validate).table_file ? sweep::Kind::validate
+                                                                        : sweep::Kind::rewind_each;
     e.axis = score_axis(summary);
     const int layer = t.column("layer"), head = t.column("head"), delta = t.column("delta"),
               harm = t.column("harm"), importance = t.column("importance");

@@ -75,22 +75,24 @@ const Scores* Journal::content(const std::string& content) const {
     return it == by_content_.end() ? nullptr : &it->second;
 }
 
-const Scores* Journal::reference(const std::string& role) const {
-    const auto it = references_.find(role);
+const Scores* Journal::reference(RefRole role) const {
+    const auto it = references_.find(std::string(role_name(role)));
     return it == references_.end() ? nullptr : &it->second;
 }
 
 void Journal::add(const Record& r) {
     by_content_[r.content] = r.scores;
-    if (!recorded_.insert(record_id(r.order, r.seed, r.x)).second) return;
-    nlohmann::json j{{"order", r.order}, {"seed", r.seed}, {"x", r.x}, {"content", r.content}};
+    const std::string order(order_name(r.order));
+    if (!recorded_.insert(record_id(order, r.seed, r.x)).second) return;
+    nlohmann::json j{{"order", order}, {"seed", r.seed}, {"x", r.x}, {"content", r.content}};
     put_scores(j, r.scores);
     append(j);
 }
 
 void Journal::add(const Reference& r) {
-    references_[r.role] = r.scores;
-    nlohmann::json j{{"reference", r.role}, {"path", r.path}};
+    const std::string role(role_name(r.role));
+    references_[role] = r.scores;
+    nlohmann::json j{{"reference", role}, {"path", r.path}};
     put_scores(j, r.scores);
     append(j);
 }

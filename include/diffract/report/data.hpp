@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "diffract/core/numbers.hpp"
+#include "diffract/sweep/kind.hpp"
 
 namespace diffract::report {
 
@@ -65,7 +66,8 @@ struct ScoreAxis {
 };
 
 struct Sweep {
-    std::string name, kind, source;  // kind: rewind | truncate | interpolate | sweep
+    std::string name, source;
+    std::optional<sweep::Kind> kind;  // parsed once from summary.json or the name; nullopt: a generic sweep
     std::vector<std::string> score_columns;
     std::vector<SweepPoint> points;
     std::optional<double> baseline;  // summary.json's score of the unedited model, when given
@@ -85,7 +87,8 @@ struct SetEffect {
     double change = kNaN;
 };
 struct HeadEffects {
-    std::string name, kind, source;  // kind: rewind-each | validate
+    std::string name, source;
+    sweep::Kind kind = sweep::Kind::rewind_each;  // rewind_each | validate
     std::vector<HeadEffect> heads;
     std::vector<SetEffect> sets;       // validate only
     std::vector<std::string> verdict;  // validate: summary.json's sentences

@@ -23,6 +23,7 @@
 #include "diffract/core/table.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/run/analyze.hpp"
+#include "diffract/sweep/kind.hpp"
 
 namespace diffract::sweep {
 
@@ -84,7 +85,7 @@ struct SweepConfig {
 };
 
 struct Candidate {
-    std::string order;  // e.g. "importance", "random", "keep", "omega", "each"
+    Order order = Order::unedited;
     std::uint64_t seed = 0;
     double x = 0;
     std::string label;    // directory name (and DIR/logs/LABEL.log)
@@ -92,7 +93,7 @@ struct Candidate {
     std::function<void(const std::string& dir)> build;
     // The role of a reference whose weights this candidate's equal byte for byte (rewinding no head,
     // interpolating at ω = 0 or 1): it takes that reference's scores, never built or evaluated again.
-    std::string same_as = {};
+    std::optional<RefRole> same_as = std::nullopt;
     // Counts written after x in curve.csv (what a rewind puts back: query_heads, kv_blocks, parameters).
     std::vector<std::pair<std::string, std::int64_t>> columns = {};
 };
@@ -109,7 +110,7 @@ struct Scores {
 };
 
 struct Record {
-    std::string order;
+    Order order = Order::unedited;
     std::uint64_t seed = 0;
     double x = 0;
     std::string content;
@@ -121,11 +122,12 @@ struct Record {
 // A reference point: an input checkpoint evaluated as it is, once per sweep (rewind and truncate:
 // "base" and "model"; interpolate: "a" and "b"). `path` is what the evaluation received.
 struct ReferenceInput {
-    std::string role;
+    RefRole role;
     const formats::Checkpoint* checkpoint = nullptr;
 };
 struct Reference {
-    std::string role, path;
+    RefRole role;
+    std::string path;
     Scores scores;
 };
 
@@ -150,7 +152,7 @@ double trapezoid_auc(std::vector<std::pair<double, double>> points);
 // ratio to the random ordering's mean AUC (when random was swept) and z = (auc − random mean) / random
 // std; with select/report evaluations, per curve the x of the best select score and the report score
 // there; the references (and, when there is a "model" reference, its score as `baseline`).
-nlohmann::json summarize(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+nlohmann::json summarize(const SweepConfig& config, Kind kind, const SweepRun& run);
 // curve.csv's table.
 Table curve_table(const SweepConfig& config, const SweepRun& run);
 
@@ -160,7 +162,7 @@ struct SweepOutputs {
     Table table;
     std::string summary;
 };
-SweepOutputs write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+SweepOutputs write_outputs(const SweepConfig& config, Kind kind, const SweepRun& run);
 // summary.json's "score_key" (the JSON field the score is read from), when one was given: the report
 // names its axes by it.
 void add_score_key(const SweepConfig& config, nlohmann::ordered_json& summary);

@@ -41,9 +41,9 @@ struct SweepOptions {
     std::string a, b, omegas = "0:1:0.1";
 };
 
-// kind: "rewind", "rewind-each", "validate", "truncate" or "interpolate". The configuration carries the
-// journal fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
-SweepConfig sweep_config(const SweepOptions& o, std::string_view kind);
+// The configuration carries the journal fingerprint: the kind, the evaluations, the selection and that
+// kind's own inputs.
+SweepConfig sweep_config(const SweepOptions& o, Kind kind);
 // Each kind's parameters with its checkpoints, which the front end opened from o.base, o.model,
 // o.reference (or o.a, o.b) after sweep_config: those strings stay the journal's fingerprint.
 RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
