@@ -34,6 +34,11 @@ inline constexpr NameTable<Kind, 5> kKindNames{{{Kind::rewind, "rewind"},
                                                 {Kind::validate, "validate"},
                                                 {Kind::truncate, "truncate"},
                                                 {Kind::interpolate, "interpolate"}}};
+static_assert([] {
+    for (std::size_t i = 0; i < kKinds.size(); ++i)
+        if (static_cast<std::size_t>(kKinds[i].kind) != i || kKinds[i].name != kKindNames[i].name) return false;
+    return true;
+}());
 constexpr const KindInfo& kind_info(Kind k) { return kKinds[static_cast<std::size_t>(k)]; }
 constexpr std::string_view kind_name(Kind k) { return kind_info(k).name; }
 
