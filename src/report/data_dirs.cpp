@@ -197,7 +197,7 @@ ScoreAxis score_axis(const nlohmann::json& summary) {
     // The sweep's own direction where it wrote one (null: it knew none); else, for a summary written
     // before the direction was, the sweeps' rule on the key.
     if (summary.contains("direction") && summary["direction"].is_string())
-        a.lower_is_better = summary["direction"].get<std::string>() == "lower";
+        a.lower_is_better = value_of(sweep::kDirectionNames, summary["direction"].get<std::string>()) == true;
     else if (!summary.contains("direction") && summary.contains("score_key"))
         a.lower_is_better = sweep::key_lower_is_better(a.key);
     return a;
@@ -295,7 +295,7 @@ void read_sweep(const fs::path& dir, ReportData& data) {
 
 std::string ScoreAxis::label() const {
     if (!lower_is_better) return key;
-    return fmt::format("{} ({} is better)", key, *lower_is_better ? "lower" : "higher");
+    return fmt::format("{} ({} is better)", key, sweep::direction_name(*lower_is_better));
 }
 
 double Record::value(const std::string& field) const {

@@ -343,7 +343,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
     // 1024-wide family), so there a task is one matrix, as it always was.
     const bool f64 = o.kernel.precision == Precision::f64;
-    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
+    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != linalg::Device::cpu);
     // Resampling fields (p-values, the alpha CI) cost their draws' fits per matrix: the progress line
     // counts the draws too, so a long matrix shows it is moving.
     const std::size_t draws = resampling_draws(fields.compute, o.kernel);

@@ -15,6 +15,7 @@
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "rewind_candidates_impl.hpp"
 
@@ -292,7 +293,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     nlohmann::ordered_json summary{{"sweep", std::string(kind_name(Kind::validate))},
                                    {"heads", plan.heads.size()},
                                    {"k", plan.k},
-                                   {"direction", v.lower_is_better ? "lower" : "higher"},
+                                   {"direction", direction_name(v.lower_is_better)},
                                    {"unedited_score", number_json(harm.unedited)}};
     add_score_key(config, summary);
     std::vector<std::string> verdict{predictive_check(plan, harm, v, summary)};

@@ -59,7 +59,7 @@ struct EditCommon {
     bool per_head = false;                             // matrix edits: per head block of attention tensors
     std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // output shard size
     std::map<std::string, std::string> extra_files;    // small files placed next to the weights
-    std::string device = "cpu";                        // SVD backend
+    linalg::Device device = linalg::Device::cpu;       // SVD backend
     // NaN/Inf in an edited tensor (of any input): refused (InputError naming file and tensor) unless
     // set; then such positions are left out of the edit (0 in every input while it computes) and the
     // output keeps the primary's stored value there (--allow-nonfinite). Either way no output entry
