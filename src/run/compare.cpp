@@ -6,6 +6,7 @@
 
 #include "compare_plan_impl.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/analysis/option_values.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
 #include "diffract/run/job.hpp"
@@ -105,6 +106,17 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
 // The stages: the plan (what is compared with what, and from which tensors each slot is computed), the
 // Job's look-up, the tasks and their computation (analysis::compare_tensor_job), then on rank 0 the rows
 // and the head table (analysis::rank_model_heads).
+void apply_compare_options(const CompareOptionText& t, CompareOptions& o) {
+    o.top_k = t.top_k;
+    o.ranking = analysis::parse_head_rank_options(t.order, t.scale_scope, t.seed);
+    o.precision = analysis::parse_precision(t.precision);
+    o.route = analysis::parse_svd_route(t.svd_route);
+    o.delta_only = t.delta_only;
+    o.heads = t.heads;
+    o.allow_partial = t.allow_partial;
+    o.run.selection.allow_partial = t.allow_partial;
+}
+
 CompareResult compare(const CompareOptions& o) {
     CompareResult result;
     result.ranking = o.ranking;
