@@ -77,6 +77,13 @@ sweep::RewindSweep rewind_inputs(const SweepArgs& a) {
                                std::move(reference));
 }
 
+// What the sweep returned to say: its warnings, then its closing lines (the library prints none).
+int print_outputs(const sweep::SweepOutputs& out) {
+    for (const auto& w : out.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& line : out.lines) fmt::print(stderr, "{}\n", line);
+    return 0;
+}
+
 }  // namespace
 
 void add_sweep(CLI::App& app) {
@@ -100,8 +107,7 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         on_run(sub, [a] {
             const auto config = sweep::sweep_config(*a, sweep::Kind::rewind);
-            sweep::sweep_rewind(config, rewind_inputs(*a));
-            return 0;
+            return print_outputs(sweep::sweep_rewind(config, rewind_inputs(*a)));
         });
     }
     {
@@ -110,8 +116,7 @@ void add_sweep(CLI::App& app) {
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
             const auto config = sweep::sweep_config(*a, sweep::Kind::rewind_each);
-            sweep::sweep_rewind_each(config, rewind_inputs(*a));
-            return 0;
+            return print_outputs(sweep::sweep_rewind_each(config, rewind_inputs(*a)));
         });
     }
     {
@@ -146,11 +151,10 @@ void add_sweep(CLI::App& app) {
             auto open = [](const std::string& spec) {
                 return spec.empty() ? std::nullopt : std::optional(formats::open_checkpoint(spec));
             };
-            sweep::sweep_validate(
+            return print_outputs(sweep::sweep_validate(
                 config, sweep::validate_sweep(*a, formats::open_checkpoint(a->base),
                                               formats::open_checkpoint(a->model), open(a->reference),
-                                              open(a->second_reference)));
-            return 0;
+                                              open(a->second_reference))));
         });
     }
     {
@@ -164,9 +168,9 @@ void add_sweep(CLI::App& app) {
         sub->add_flag("--per-head", a->per_head, "Truncate each head block of the attention projections");
         on_run(sub, [a] {
             const auto config = sweep::sweep_config(*a, sweep::Kind::truncate);
-            sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
-                                                                formats::open_checkpoint(a->model)));
-            return 0;
+            return print_outputs(
+                sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
+                                                                    formats::open_checkpoint(a->model))));
         });
     }
     {
@@ -178,9 +182,9 @@ void add_sweep(CLI::App& app) {
         on_run(sub, [a] {
             a->a = a->pair[0], a->b = a->pair[1];
             const auto config = sweep::sweep_config(*a, sweep::Kind::interpolate);
-            sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
-                                                                      formats::open_checkpoint(a->b)));
-            return 0;
+            return print_outputs(
+                sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
+                                                                          formats::open_checkpoint(a->b))));
         });
     }
 }

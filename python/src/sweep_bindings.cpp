@@ -6,6 +6,7 @@
 // The options go through the library's sweep_options (as the CLI's do), so that a sweep started from
 // the CLI resumes from Python and the other way round. An evaluation may be a Python callable instead
 // of a command: the engine calls it from the sweep's thread, under the GIL.
+#include <cstdio>
 #include <optional>
 #include <sstream>
 
@@ -78,6 +79,10 @@ std::string spec_of(const ModelArg& arg) {
 
 // What the sweep wrote: {"table": curve.csv's (heads_effect.csv's) columns, "summary": summary.json's text}.
 nb::dict outputs_of(const sweep::SweepOutputs& o) {
+    // What the sweep returned to say goes to stderr, as the CLI prints it.
+    for (const auto& w : o.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& line : o.lines) fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
     nb::dict d;
     d["table"] = columns_of(o.table);
     d["summary"] = o.summary;

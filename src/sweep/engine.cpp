@@ -276,10 +276,10 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     std::error_code ec;
     if (!c.keep) fs::remove(work, ec);  // only when empty
     if (c.quiet < 2)
-        fmt::print(stderr, "sweep: {} candidates evaluated, {} reused{}; evaluator output in {}\n", evaluated,
-                   reused,
-                   unedited ? fmt::format(", {} equal to a reference (its scores)", unedited) : std::string(),
-                   logs.string());
+        run.lines.push_back(fmt::format(
+            "sweep: {} candidates evaluated, {} reused{}; evaluator output in {}", evaluated, reused,
+            unedited ? fmt::format(", {} equal to a reference (its scores)", unedited) : std::string(),
+            logs.string()));
     return run;
 }
 

@@ -379,9 +379,10 @@ SweepOutputs write_outputs(const SweepConfig& c, Kind kind, const SweepRun& run)
     const fs::path dir(c.out_dir);
     write_file_atomically((dir / "curve.csv").string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (c.quiet < 2)
-        fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind_name(kind),
-                   run.records.size(), c.out_dir, c.out_dir);
+        out.lines.push_back(fmt::format("sweep {}: {} points -> {}/curve.csv, {}/summary.json",
+                                        kind_name(kind), run.records.size(), c.out_dir, c.out_dir));
     return out;
 }
 

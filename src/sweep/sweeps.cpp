@@ -118,19 +118,22 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
     }
     // Orderings compared at one x that rewind different amounts of weight (agreement, pl_ks, or random
     // without importance) compare amounts as much as orderings: said, not hidden.
+    std::vector<std::string> warnings;
     for (const auto& [x, by_parameters] : amounts)
         if (by_parameters.size() > 1) {
             std::string what;
             for (const auto& [p, order] : by_parameters)
                 what += fmt::format("{}{} {}", what.empty() ? "" : ", ", order, p);
-            fmt::print(stderr,
-                       "diffract: warning: at x = {} the orderings rewind different amounts of weight ({} "
-                       "weight entries): their scores compare amounts as well as orderings\n",
-                       x_label(x), what);
+            warnings.push_back(
+                fmt::format("at x = {} the orderings rewind different amounts of weight ({} weight entries): "
+                            "their scores compare amounts as well as orderings",
+                            x_label(x), what));
         }
-    return write_outputs(
+    auto out = write_outputs(
         config, Kind::rewind,
         run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates));
+    out.warnings = std::move(warnings);
+    return out;
 }
 
 SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
@@ -191,9 +194,10 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     const std::filesystem::path dir(config.out_dir);
     write_file_atomically((dir / kind_info(Kind::rewind_each).table_file).string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (config.quiet < 2)
-        fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
-                   config.out_dir);
+        out.lines.push_back(
+            fmt::format("sweep rewind-each: {} heads -> {}/heads_effect.csv", heads.size(), config.out_dir));
     return out;
 }
 

@@ -314,8 +314,9 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     write_file_atomically((dir / kind_info(Kind::validate).table_file).string(), to_csv(out.table));
     write_file_atomically((dir / "sets.csv").string(), to_csv(sets_table(plan, harm)));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (config.quiet < 2)
-        for (const auto& line : verdict) fmt::print(stderr, "sweep validate: {}\n", line);
+        for (const auto& line : verdict) out.lines.push_back("sweep validate: " + line);
     return out;
 }
 

@@ -36,7 +36,8 @@ inline constexpr NameTable<Kind, 5> kKindNames{{{Kind::rewind, "rewind"},
                                                 {Kind::interpolate, "interpolate"}}};
 static_assert([] {
     for (std::size_t i = 0; i < kKinds.size(); ++i)
-        if (static_cast<std::size_t>(kKinds[i].kind) != i || kKinds[i].name != kKindNames[i].name) return false;
+        if (static_cast<std::size_t>(kKinds[i].kind) != i || kKinds[i].name != kKindNames[i].name)
+            return false;
     return true;
 }());
 constexpr const KindInfo& kind_info(Kind k) { return kKinds[static_cast<std::size_t>(k)]; }

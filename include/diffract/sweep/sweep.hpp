@@ -134,6 +134,7 @@ struct Reference {
 struct SweepRun {
     std::vector<Reference> references;  // in the order given
     std::vector<Record> records;        // one per candidate, in order
+    std::vector<std::string> lines;     // what the engine says when done (SweepOutputs::lines)
 };
 
 // Evaluates each reference, then builds, evaluates and deletes (unless keep) each candidate, skipping
@@ -161,6 +162,9 @@ Table curve_table(const SweepConfig& config, const SweepRun& run);
 struct SweepOutputs {
     Table table;
     std::string summary;
+    // What the front end prints on stderr when the sweep is done, as analyze and compare return theirs:
+    // warnings (each after "diffract: warning: "), then the closing lines (none with quiet >= 2).
+    std::vector<std::string> warnings = {}, lines = {};
 };
 SweepOutputs write_outputs(const SweepConfig& config, Kind kind, const SweepRun& run);
 // summary.json's "score_key" (the JSON field the score is read from), when one was given: the report
