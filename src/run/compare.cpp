@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compare_plan_impl.hpp"
+#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/option_values.hpp"
 #include "diffract/core/nonfinite.hpp"
@@ -60,7 +61,7 @@ std::vector<Task> compare_tasks(const ComparePlan& plan, const Job& job) {
 std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, CompareResult& result) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
-        if (job.pending(i) && values[i]->scalars.at(kWholeRouteField) != 0) ++result.whole_route;
+        if (job.pending(i) && analysis::bookkeeping_of(*values[i]).whole_route.value()) ++result.whole_route;
     NonfiniteReport nonfinite_report;
     std::vector<ModelHeadBlocks> heads(plan.models.size());
     for (std::size_t m = 0; m < plan.models.size(); ++m) {
@@ -69,22 +70,15 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
             for (std::size_t u = 0; u < plan.jobs[j].units.size(); ++u) {
                 auto& v = values[plan.slot(j, m, u)];
                 if (!v) continue;
-                v->scalars.erase(kWholeRouteField);
                 const auto& unit = plan.jobs[j].units[u];
-                auto take = [&](const char* field) {
-                    const auto n = static_cast<std::int64_t>(v->scalars[field]);
-                    v->scalars.erase(field);
-                    return n;
-                };
-                const auto nonfinite = take(kNonfiniteCountField);
-                const auto bits = v->scalars.count(kPrecisionField) ? take(kPrecisionField) : 64;
+                const auto done = analysis::take_bookkeeping(*v);
                 nonfinite_report.add(*plan.jobs[j].tensor, unit.block, unit.head.has_value(),
-                                     take(kNonfiniteBaseField));
+                                     done.nonfinite_base);
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
-                                     take(kNonfiniteModelField));
+                                     done.nonfinite_model);
                 CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
-                row.nonfinite_count = nonfinite;
-                row.precision_bits = static_cast<int>(bits);
+                row.nonfinite_count = done.nonfinite_count;
+                row.precision_bits = done.precision_bits.value_or(64);
                 row.values = std::move(v->scalars);
                 if (unit.head && unit.layer) {
                     const auto& f = row.values;
