@@ -26,20 +26,10 @@
 namespace diffract::python {
 namespace {
 
-struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub and add_run_options)
-    std::string out, eval, select_eval, report_eval, score_key, direction;
-    std::string python;  // what {python} stands for: the package passes sys.executable
-    double eval_timeout = sweep::kDefaultEvalTimeout;
-    bool keep = false;
-    std::int64_t max_candidates = edit::kDefaultMaxCandidates;
-    std::string max_shard_size = "5G";
-    bool per_head = false;
-    int threads = 0;
-    std::string max_memory, store, device = "cpu";
-    bool quiet = false;
-    std::string roles, layers, match, exclude;
-    // Callables evaluated in this process (None: the command above); the command then describes the
-    // callable for the journal's fingerprint.
+// The library's sweep options (the CLI's SweepArgs inherits them too; the package passes sys.executable
+// as `python`), plus what only Python has: callables evaluated in this process (None: the command
+// runs; the command then describes the callable for the journal's fingerprint) and the progress sink.
+struct SweepArgs : sweep::SweepOptions {
     nb::object eval_fn = nb::none(), select_eval_fn = nb::none(), report_eval_fn = nb::none();
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
@@ -89,15 +79,15 @@ nb::dict outputs_of(const sweep::SweepOutputs& o) {
     return d;
 }
 
-// The Python-visible flat arguments as the library's sweep options (a field copy, no logic).
-sweep::SweepOptions options_of(const SweepArgs& a) {
-    sweep::SweepOptions o;
-    o.out = a.out, o.eval = a.eval, o.select_eval = a.select_eval, o.report_eval = a.report_eval;
-    o.python = a.python;
-    o.score_key = a.score_key, o.direction = a.direction, o.eval_timeout = a.eval_timeout, o.keep = a.keep,
-    o.max_shard_size = a.max_shard_size, o.per_head = a.per_head, o.max_candidates = a.max_candidates;
-    o.run = {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, a.quiet};
-    return o;
+// The library's options of the arguments (the Python-only members left behind).
+sweep::SweepOptions options_of(const SweepArgs& a) { return static_cast<const sweep::SweepOptions&>(a); }
+
+// A run option of SweepArgs::run as a flat attribute (a.threads, a.roles, ...), as the CLI spells it.
+template <typename T, typename Owner, T Owner::*member>
+void run_attribute(nb::class_<SweepArgs>& c, const char* name) {
+    c.def_prop_rw(
+        name, [](const SweepArgs& a) -> T { return a.run.*member; },
+        [](SweepArgs& a, T v) { a.run.*member = std::move(v); });
 }
 
 sweep::SweepOptions rewind_options(const ModelArg& base, const ModelArg& model,
@@ -172,36 +162,40 @@ nb::dict interpolate(const ModelArg& a_model, const ModelArg& b_model, const std
 }  // namespace
 
 void bind_sweeps(nb::module_& m) {
-    nb::class_<SweepArgs>(m, "SweepArgs",
-                          "The options every sweep takes (--out, --eval, ..., the run and selection options)",
-                          nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
-                                                 &SweepArgs::report_eval_fn, &SweepArgs::progress>::slots))
-        .def(nb::init<>())
-        .def_rw("out", &SweepArgs::out)
-        .def_rw("eval", &SweepArgs::eval)
-        .def_rw("select_eval", &SweepArgs::select_eval)
-        .def_rw("report_eval", &SweepArgs::report_eval)
-        .def_rw("score_key", &SweepArgs::score_key)
-        .def_rw("direction", &SweepArgs::direction)
-        .def_rw("python", &SweepArgs::python)
-        .def_rw("eval_timeout", &SweepArgs::eval_timeout)
-        .def_rw("keep", &SweepArgs::keep)
-        .def_rw("max_shard_size", &SweepArgs::max_shard_size)
-        .def_rw("max_candidates", &SweepArgs::max_candidates)
-        .def_rw("per_head", &SweepArgs::per_head)
-        .def_rw("threads", &SweepArgs::threads)
-        .def_rw("max_memory", &SweepArgs::max_memory)
-        .def_rw("store", &SweepArgs::store)
-        .def_rw("device", &SweepArgs::device)
-        .def_rw("quiet", &SweepArgs::quiet)
-        .def_rw("roles", &SweepArgs::roles)
-        .def_rw("layers", &SweepArgs::layers)
-        .def_rw("match", &SweepArgs::match)
-        .def_rw("exclude", &SweepArgs::exclude)
-        .def_rw("eval_fn", &SweepArgs::eval_fn)
-        .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
-        .def_rw("report_eval_fn", &SweepArgs::report_eval_fn)
-        .def_rw("progress", &SweepArgs::progress, "None, or a callable receiving (done, total, label)");
+    auto args =
+        nb::class_<SweepArgs>(
+            m, "SweepArgs",
+            "The options every sweep takes (--out, --eval, ..., the run and selection options)",
+            nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
+                                   &SweepArgs::report_eval_fn, &SweepArgs::progress>::slots))
+            .def(nb::init<>())
+            .def_rw("out", &SweepArgs::out)
+            .def_rw("eval", &SweepArgs::eval)
+            .def_rw("select_eval", &SweepArgs::select_eval)
+            .def_rw("report_eval", &SweepArgs::report_eval)
+            .def_rw("score_key", &SweepArgs::score_key)
+            .def_rw("direction", &SweepArgs::direction)
+            .def_rw("python", &SweepArgs::python)
+            .def_rw("eval_timeout", &SweepArgs::eval_timeout)
+            .def_rw("keep", &SweepArgs::keep)
+            .def_rw("max_shard_size", &SweepArgs::max_shard_size)
+            .def_rw("max_candidates", &SweepArgs::max_candidates)
+            .def_rw("per_head", &SweepArgs::per_head)
+            .def_prop_rw(
+                "quiet", [](const SweepArgs& a) { return a.run.quiet != 0; },
+                [](SweepArgs& a, bool quiet) { a.run.quiet = quiet ? 1 : 0; })
+            .def_rw("eval_fn", &SweepArgs::eval_fn)
+            .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
+            .def_rw("report_eval_fn", &SweepArgs::report_eval_fn)
+            .def_rw("progress", &SweepArgs::progress, "None, or a callable receiving (done, total, label)");
+    run_attribute<int, run::RunOptionText, &run::RunOptionText::threads>(args, "threads");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::max_memory>(args, "max_memory");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::store>(args, "store");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::device>(args, "device");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::roles>(args, "roles");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::layers>(args, "layers");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::match>(args, "match");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::exclude>(args, "exclude");
     m.def("sweep_rewind", &rewind, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("orders"), nb::arg("seeds"), nb::arg("seed"), nb::arg("scale_scope"), nb::arg("kv_policy"),
           nb::arg("fractions"), nb::arg("args"));
