@@ -63,7 +63,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
         if (step >= 0) rec.step = t.int64(r, step);
-        if (precision >= 0) rec.precision = t.cell(r, precision);
+        if (precision >= 0) rec.precision = value_of(analysis::kPrecisionNames, t.cell(r, precision));
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
                 rec.values[name] = t.number(r, c);
@@ -313,8 +313,8 @@ std::string ReportData::precision_summary() const {
     for (const auto* records : {&metrics, &compare})
         for (const auto& r : *records) {
             ++rows;
-            f32 += r.precision == "f32";
-            f64 += r.precision == "f64";
+            f32 += r.precision == analysis::Precision::f32;
+            f64 += r.precision == analysis::Precision::f64;
         }
     if (f32 + f64 == 0) return "";
     const auto unknown = rows - f32 - f64;

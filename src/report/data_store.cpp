@@ -107,7 +107,9 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
         else if (!row.vec.empty() || row.field.empty())
             return;
         else if (row.field == analysis::kPrecisionField)
-            stored.rec.precision = row.value ? analysis::precision_name(*row.value) : "";
+            stored.rec.precision =
+                row.value ? value_of(analysis::kPrecisionNames, analysis::precision_name(*row.value))
+                          : std::nullopt;
         else
             stored.rec.values.try_emplace(row.field, row.value ? *row.value : kNaN);
     });

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "diffract/analysis/catalog.hpp"
 #include "diffract/core/numbers.hpp"
 #include "diffract/sweep/kind.hpp"
 
@@ -17,8 +18,8 @@ namespace diffract::report {
 
 // One matrix or head block of one model (metrics.csv / compare.csv row, or store results).
 struct Record {
-    std::string model, base, tensor, role;  // base: compare rows only
-    std::string precision;                  // "f32", "f64": what computed it ("" when the input does not say)
+    std::string model, base, tensor, role;         // base: compare rows only
+    std::optional<analysis::Precision> precision;  // what computed it (none when the input does not say)
     std::optional<int> layer, head;
     std::optional<std::int64_t> step;  // a watch directory's step column (exact: never through a double)
     std::map<std::string, double> values;
