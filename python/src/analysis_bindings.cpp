@@ -24,17 +24,16 @@
 namespace diffract::python {
 namespace {
 
-struct RunArgs {
-    int threads = 0;
-    std::string max_memory, store, device = "cpu";
+// The library's run options as the CLI spells them, plus Python's progress sink (which replaces
+// --quiet: no sink, no progress display).
+struct RunArgs : run::RunOptionText {
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
-    std::string roles, layers, match, exclude;
 };
 
 run::RunOptions run_options(const RunArgs& a) {
-    const bool progress = !a.progress.is_none();
-    auto run = run::parse_run_options(
-        {{a.roles, a.layers, a.match, a.exclude}, a.threads, a.max_memory, a.store, a.device, !progress});
+    auto text = static_cast<const run::RunOptionText&>(a);
+    text.quiet = a.progress.is_none() ? 1 : 0;
+    auto run = run::parse_run_options(text);
     run.progress_sink = progress_sink(a.progress);
     return run;
 }
