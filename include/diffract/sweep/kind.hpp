@@ -21,13 +21,14 @@ struct KindInfo {
     std::string_view name;        // the subcommand and summary.json's "sweep"
     std::string_view table_file;  // the table it writes (SweepOutputs::table)
     std::string_view axis_label;  // the report's x axis of its curves ("" when it draws none)
+    std::string_view grid;        // the default grid of its x (--fractions, --keeps, --omegas; "": none)
 };
 inline constexpr std::array<KindInfo, 5> kKinds{{
-    {Kind::rewind, "rewind", "curve.csv", "fraction of heads rewound"},
-    {Kind::rewind_each, "rewind-each", "heads_effect.csv", ""},
-    {Kind::validate, "validate", "heads_validation.csv", ""},
-    {Kind::truncate, "truncate", "curve.csv", "fraction of singular values kept"},
-    {Kind::interpolate, "interpolate", "curve.csv", "interpolation weight ω"},
+    {Kind::rewind, "rewind", "curve.csv", "fraction of heads rewound", "0:1:0.1"},
+    {Kind::rewind_each, "rewind-each", "heads_effect.csv", "", ""},
+    {Kind::validate, "validate", "heads_validation.csv", "", ""},
+    {Kind::truncate, "truncate", "curve.csv", "fraction of singular values kept", "0:1:0.1"},
+    {Kind::interpolate, "interpolate", "curve.csv", "interpolation weight ω", "0:1:0.1"},
 }};
 inline constexpr NameTable<Kind, 5> kKindNames{{{Kind::rewind, "rewind"},
                                                 {Kind::rewind_each, "rewind-each"},
