@@ -80,7 +80,7 @@ int run_bench(int argc, char** argv) {
             o.heads = false;
             o.route = route == 0 ? linalg::SvdRoute::gesdd : linalg::SvdRoute::auto_route;
             o.precision = precision == "f32" ? analysis::Precision::f32 : analysis::Precision::f64;
-            o.run.threads = 1, o.run.progress = false, o.run.device = device;
+            o.run.threads = 1, o.run.progress = false, o.run.device = linalg::parse_device(device);
             o.run.store_path = store.string();
             std::filesystem::remove(store);  // nothing reused: every run computes
             const auto t = Clock::now();

@@ -14,20 +14,14 @@
 namespace diffract::cli {
 namespace {
 
-struct CompareArgs {
+// The library's compare options (their defaults included), plus the inputs, the output and the run
+// options.
+struct CompareArgs : run::CompareOptionText {
     std::string base;
     std::vector<std::string> models;
     std::string reference;
     std::string out;
-    int top_k = analysis::kDefaultTopK;
-    std::string scale_scope = "global";
-    std::string order = "importance";
-    std::uint64_t seed = 42;
-    std::string precision = "f64";
-    std::string svd_route = "auto";
-    bool no_heads = false;
-    bool allow_partial = false;
-    bool delta_only = false;
+    bool no_heads = false;  // --no-heads: heads = false
     run::RunOptionText run;
 };
 
@@ -37,14 +31,9 @@ int run_compare(const CompareArgs& a) {
     o.base = run::open_input(a.base, o.run.ship_inputs);
     for (const auto& spec : a.models) o.models.push_back(run::open_input(spec, o.run.ship_inputs));
     if (!a.reference.empty()) o.reference = run::open_input(a.reference, o.run.ship_inputs);
-    o.top_k = a.top_k;
-    o.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
-    o.precision = analysis::parse_precision(a.precision);
-    o.route = analysis::parse_svd_route(a.svd_route);
-    o.delta_only = a.delta_only;
-    o.heads = !a.no_heads;
-    o.allow_partial = a.allow_partial;
-    o.run.selection.allow_partial = a.allow_partial;
+    auto text = static_cast<const run::CompareOptionText&>(a);
+    text.heads = !a.no_heads;
+    run::apply_compare_options(text, o);
     o.run.out = a.out;
     const auto result = run::compare(o);
     if (!run::distributed().is_root()) return 0;  // rank 0 gathered the results and writes the outputs

@@ -97,17 +97,17 @@ void add_per_head(CLI::App* sub, EditArgs& a) {
 }
 
 int run_rewind(const EditArgs& a) {
-    edit::check_rewind_heads_choice(a.fraction.has_value(), !a.heads_file.empty());
+    run::RewindJob job;
+    job.fraction = a.fraction;
+    job.heads_file = a.heads_file;
+    job.check();  // before any checkpoint is opened
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
     const auto reference = a.reference.empty() || a.fraction == std::nullopt
                                ? std::nullopt
                                : std::optional(formats::open_checkpoint(a.reference));
-    run::RewindJob job;
     job.out = a.out;
     job.base = &base, job.model = &model, job.reference = reference ? &*reference : nullptr;
-    job.fraction = a.fraction;
-    job.heads_file = a.heads_file;
     job.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
     job.kv = edit::parse_kv_policy(a.kv_policy);
     job.o_bias = edit::parse_o_bias(a.o_bias);

@@ -77,6 +77,13 @@ sweep::RewindSweep rewind_inputs(const SweepArgs& a) {
                                std::move(reference));
 }
 
+// What the sweep returned to say: its warnings, then its closing lines (the library prints none).
+int print_outputs(const sweep::SweepOutputs& out) {
+    for (const auto& w : out.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& line : out.lines) fmt::print(stderr, "{}\n", line);
+    return 0;
+}
+
 }  // namespace
 
 void add_sweep(CLI::App& app) {
@@ -99,9 +106,8 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--fractions", a->fractions, "Fractions of heads rewound: START:STOP:STEP or a list")
             ->capture_default_str();
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "rewind");
-            sweep::sweep_rewind(config, rewind_inputs(*a));
-            return 0;
+            const auto config = sweep::sweep_config(*a, sweep::Kind::rewind);
+            return print_outputs(sweep::sweep_rewind(config, rewind_inputs(*a)));
         });
     }
     {
@@ -109,9 +115,8 @@ void add_sweep(CLI::App& app) {
         auto* sub = add_sweep_sub(sweep, "rewind-each", "Rewind one head at a time: heads_effect.csv", *a);
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "rewind-each");
-            sweep::sweep_rewind_each(config, rewind_inputs(*a));
-            return 0;
+            const auto config = sweep::sweep_config(*a, sweep::Kind::rewind_each);
+            return print_outputs(sweep::sweep_rewind_each(config, rewind_inputs(*a)));
         });
     }
     {
@@ -142,15 +147,14 @@ void add_sweep(CLI::App& app) {
             if (a->references.size() > 2) throw InputError("--reference: give at most two reference models");
             if (!a->references.empty()) a->reference = a->references[0];
             if (a->references.size() == 2) a->second_reference = a->references[1];
-            const auto config = sweep::sweep_config(*a, "validate");
+            const auto config = sweep::sweep_config(*a, sweep::Kind::validate);
             auto open = [](const std::string& spec) {
                 return spec.empty() ? std::nullopt : std::optional(formats::open_checkpoint(spec));
             };
-            sweep::sweep_validate(
+            return print_outputs(sweep::sweep_validate(
                 config, sweep::validate_sweep(*a, formats::open_checkpoint(a->base),
                                               formats::open_checkpoint(a->model), open(a->reference),
-                                              open(a->second_reference)));
-            return 0;
+                                              open(a->second_reference))));
         });
     }
     {
@@ -163,10 +167,10 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         sub->add_flag("--per-head", a->per_head, "Truncate each head block of the attention projections");
         on_run(sub, [a] {
-            const auto config = sweep::sweep_config(*a, "truncate");
-            sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
-                                                                formats::open_checkpoint(a->model)));
-            return 0;
+            const auto config = sweep::sweep_config(*a, sweep::Kind::truncate);
+            return print_outputs(
+                sweep::sweep_truncate(config, sweep::truncate_sweep(*a, formats::open_checkpoint(a->base),
+                                                                    formats::open_checkpoint(a->model))));
         });
     }
     {
@@ -177,10 +181,10 @@ void add_sweep(CLI::App& app) {
             ->capture_default_str();
         on_run(sub, [a] {
             a->a = a->pair[0], a->b = a->pair[1];
-            const auto config = sweep::sweep_config(*a, "interpolate");
-            sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
-                                                                      formats::open_checkpoint(a->b)));
-            return 0;
+            const auto config = sweep::sweep_config(*a, sweep::Kind::interpolate);
+            return print_outputs(
+                sweep::sweep_interpolate(config, sweep::interpolate_sweep(*a, formats::open_checkpoint(a->a),
+                                                                          formats::open_checkpoint(a->b))));
         });
     }
 }

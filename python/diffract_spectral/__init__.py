@@ -627,10 +627,16 @@ def analyze(models: Any = None, *, model: Any = None, metrics: Union[str, Sequen
     return Analysis(_table(r["rows"]), _table(r["aggregates"]), list(r["fields"]), r["computed"], r["reused"])
 
 
+# compare's defaults, written once in the library (run::CompareOptionText) and read here.
+_COMPARE = _core.CompareOptionText()
+
+
 @_python_errors
-def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any = None, top_k: int = 10, scale_scope: str = "global",
-            order: str = "importance", seed: int = 42, precision: str = "f64", svd_route: str = "auto",
-            heads: bool = True, allow_partial: bool = False, delta_only: bool = False, threads: int = 0,
+def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any = None,
+            top_k: int = _COMPARE.top_k, scale_scope: str = _COMPARE.scale_scope, order: str = _COMPARE.order,
+            seed: int = _COMPARE.seed, precision: str = _COMPARE.precision, svd_route: str = _COMPARE.svd_route,
+            heads: bool = _COMPARE.heads, allow_partial: bool = _COMPARE.allow_partial,
+            delta_only: bool = _COMPARE.delta_only, threads: int = 0,
             max_memory: Optional[Union[str, int]] = None,
             store: Optional[PathArg] = None, device: str = "cpu", roles: Roles = None, layers: Layers = None,
             match: Optional[str] = None, exclude: Optional[str] = None, experts: Experts = None,
@@ -649,13 +655,17 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     _not_inside_a_metric("compare")
     models = _model_list("compare", models, model)
     with _progress.display(progress) as sink:
+        o = _core.CompareOptionText()
+        o.top_k = _checked_int(top_k, "top_k", 0, _INT32[1])
+        o.scale_scope, o.order = scale_scope, order
+        o.seed = _checked_int(seed, "seed", 0, 2**64 - 1)
+        o.precision, o.svd_route = precision, svd_route
+        o.heads, o.allow_partial, o.delta_only = bool(heads), bool(allow_partial), bool(delta_only)
         r = _core.compare(_model_arg(base, "base"), _model_args(models),
-                          None if reference is None else _model_arg(reference, "reference"),
-                          _checked_int(top_k, "top_k", 0, _INT32[1]), scale_scope, order,
-                          _checked_int(seed, "seed", 0, 2**64 - 1), precision, svd_route, bool(heads),
-                          bool(allow_partial), bool(delta_only),
-                          _run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude, experts, component),
-                          "" if out is None else os.fspath(out))
+                          None if reference is None else _model_arg(reference, "reference"), options=o,
+                          run=_run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude,
+                                        experts, component),
+                          out="" if out is None else os.fspath(out))
     _warn_nonfinite(r["warnings"])
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
         warnings.warn(line, UserWarning, stacklevel=3)

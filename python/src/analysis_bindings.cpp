@@ -24,17 +24,16 @@
 namespace diffract::python {
 namespace {
 
-struct RunArgs {
-    int threads = 0;
-    std::string max_memory, store, device = "cpu";
+// The library's run options as the CLI spells them, plus Python's progress sink (which replaces
+// --quiet: no sink, no progress display).
+struct RunArgs : run::RunOptionText {
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
-    std::string roles, layers, match, exclude, experts, components;
 };
 
 run::RunOptions run_options(const RunArgs& a) {
-    const bool progress = !a.progress.is_none();
-    auto run = run::parse_run_options(
-        {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.threads, a.max_memory, a.store, a.device, !progress});
+    auto text = static_cast<const run::RunOptionText&>(a);
+    text.quiet = a.progress.is_none() ? 1 : 0;
+    auto run = run::parse_run_options(text);
     run.progress_sink = progress_sink(a.progress);
     return run;
 }
@@ -70,23 +69,14 @@ nb::dict analyze(const std::vector<ModelArg>& models, const std::string& metrics
 }
 
 nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
-                 const std::optional<ModelArg>& reference, int top_k, const std::string& scale_scope,
-                 const std::string& order, std::uint64_t seed, const std::string& precision,
-                 const std::string& svd_route, bool heads, bool allow_partial, bool delta_only,
+                 const std::optional<ModelArg>& reference, const run::CompareOptionText& options,
                  const RunArgs& run, const std::string& out) {
     run::CompareOptions o;
     o.base = *opened(base);
     for (const auto& m : models) o.models.push_back(*opened(m));
     if (reference) o.reference = *opened(*reference);
-    o.top_k = top_k;
-    o.ranking = analysis::parse_head_rank_options(order, scale_scope, seed);
-    o.precision = analysis::parse_precision(precision);
-    o.route = analysis::parse_svd_route(svd_route);
-    o.heads = heads;
-    o.allow_partial = allow_partial;
-    o.delta_only = delta_only;
     o.run = run_options(run);
-    o.run.selection.allow_partial = allow_partial;
+    run::apply_compare_options(options, o);
     o.run.out = out;
     const auto r = run_interruptible([&] {
         auto result = run::compare(o);
@@ -209,10 +199,20 @@ void bind_analysis(nb::module_& m) {
           nb::arg("allow_partial"), nb::arg("precision"), nb::arg("svd_route"), nb::arg("seed"),
           nb::arg("min_fit_size"), nb::arg("alpha_ci"), nb::arg("alpha_ci_seed"), nb::arg("null_draws"),
           nb::arg("p_value_draws"), nb::arg("convention"), nb::arg("run"), nb::arg("out"));
-    m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(),
-          nb::arg("top_k"), nb::arg("scale_scope"), nb::arg("order"), nb::arg("seed"), nb::arg("precision"),
-          nb::arg("svd_route"), nb::arg("heads"), nb::arg("allow_partial"), nb::arg("delta_only"),
-          nb::arg("run"), nb::arg("out"));
+    nb::class_<run::CompareOptionText>(m, "CompareOptionText",
+                                       "compare's options with their defaults (--top-k, --order, ...)")
+        .def(nb::init<>())
+        .def_rw("top_k", &run::CompareOptionText::top_k)
+        .def_rw("scale_scope", &run::CompareOptionText::scale_scope)
+        .def_rw("order", &run::CompareOptionText::order)
+        .def_rw("seed", &run::CompareOptionText::seed)
+        .def_rw("precision", &run::CompareOptionText::precision)
+        .def_rw("svd_route", &run::CompareOptionText::svd_route)
+        .def_rw("heads", &run::CompareOptionText::heads)
+        .def_rw("allow_partial", &run::CompareOptionText::allow_partial)
+        .def_rw("delta_only", &run::CompareOptionText::delta_only);
+    m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(), nb::kw_only(),
+          nb::arg("options"), nb::arg("run"), nb::arg("out"));
     nb::class_<watch::AlertThresholds>(m, "AlertThresholds", "watch's alert thresholds (--alpha-low, ...)")
         .def(nb::init<>())
         .def_rw("alpha_low", &watch::AlertThresholds::alpha_low)

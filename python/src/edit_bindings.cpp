@@ -56,12 +56,7 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 const std::string& scale_scope, std::uint64_t seed, const std::string& kv_policy,
                 const std::string& o_bias, bool as_lora, const EditArgs& a, int threads,
                 const std::string& max_memory, const std::string& store) {
-    edit::check_rewind_heads_choice(fraction.has_value(), heads.has_value());
-    const auto b = opened(base);
-    const auto m = opened(model);
     run::RewindJob job;
-    job.out = out;
-    job.base = b.get(), job.model = m.get();
     job.fraction = fraction;
     if (heads) {
         if (const auto* file = std::get_if<std::string>(&*heads)) {
@@ -72,6 +67,11 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 job.heads->push_back({layer, head, {}});
         }
     }
+    job.check();  // before any checkpoint is opened
+    const auto b = opened(base);
+    const auto m = opened(model);
+    job.out = out;
+    job.base = b.get(), job.model = m.get();
     job.ranking = analysis::parse_head_rank_options(order, scale_scope, seed);
     job.kv = edit::parse_kv_policy(kv_policy);
     job.o_bias = edit::parse_o_bias(o_bias);

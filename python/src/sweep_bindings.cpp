@@ -6,6 +6,7 @@
 // The options go through the library's sweep_options (as the CLI's do), so that a sweep started from
 // the CLI resumes from Python and the other way round. An evaluation may be a Python callable instead
 // of a command: the engine calls it from the sweep's thread, under the GIL.
+#include <cstdio>
 #include <optional>
 #include <sstream>
 
@@ -25,20 +26,10 @@
 namespace diffract::python {
 namespace {
 
-struct SweepArgs {  // the options every sweep takes (the CLI's add_sweep_sub and add_run_options)
-    std::string out, eval, select_eval, report_eval, score_key, direction;
-    std::string python;  // what {python} stands for: the package passes sys.executable
-    double eval_timeout = sweep::kDefaultEvalTimeout;
-    bool keep = false;
-    std::int64_t max_candidates = edit::kDefaultMaxCandidates;
-    std::string max_shard_size = "5G";
-    bool per_head = false;
-    int threads = 0;
-    std::string max_memory, store, device = "cpu";
-    bool quiet = false;
-    std::string roles, layers, match, exclude, experts, components;
-    // Callables evaluated in this process (None: the command above); the command then describes the
-    // callable for the journal's fingerprint.
+// The library's sweep options (the CLI's SweepArgs inherits them too; the package passes sys.executable
+// as `python`), plus what only Python has: callables evaluated in this process (None: the command
+// runs; the command then describes the callable for the journal's fingerprint) and the progress sink.
+struct SweepArgs : sweep::SweepOptions {
     nb::object eval_fn = nb::none(), select_eval_fn = nb::none(), report_eval_fn = nb::none();
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
@@ -59,7 +50,7 @@ void attach(sweep::EvalCommand& e, const nb::object& fn) {
 }
 
 // The sweep's configuration, with the callables of `a` as its evaluations.
-sweep::SweepConfig config_of(const sweep::SweepOptions& o, std::string_view kind, const SweepArgs& a) {
+sweep::SweepConfig config_of(const sweep::SweepOptions& o, sweep::Kind kind, const SweepArgs& a) {
     auto config = sweep::sweep_config(o, kind);
     attach(config.eval, a.eval_fn);
     attach(config.select_eval, a.select_eval_fn);
@@ -78,21 +69,25 @@ std::string spec_of(const ModelArg& arg) {
 
 // What the sweep wrote: {"table": curve.csv's (heads_effect.csv's) columns, "summary": summary.json's text}.
 nb::dict outputs_of(const sweep::SweepOutputs& o) {
+    // What the sweep returned to say goes to stderr, as the CLI prints it.
+    for (const auto& w : o.warnings) fmt::print(stderr, "diffract: warning: {}\n", w);
+    for (const auto& line : o.lines) fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
     nb::dict d;
     d["table"] = columns_of(o.table);
     d["summary"] = o.summary;
     return d;
 }
 
-// The Python-visible flat arguments as the library's sweep options (a field copy, no logic).
-sweep::SweepOptions options_of(const SweepArgs& a) {
-    sweep::SweepOptions o;
-    o.out = a.out, o.eval = a.eval, o.select_eval = a.select_eval, o.report_eval = a.report_eval;
-    o.python = a.python;
-    o.score_key = a.score_key, o.direction = a.direction, o.eval_timeout = a.eval_timeout, o.keep = a.keep,
-    o.max_shard_size = a.max_shard_size, o.per_head = a.per_head, o.max_candidates = a.max_candidates;
-    o.run = {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.threads, a.max_memory, a.store, a.device, a.quiet};
-    return o;
+// The library's options of the arguments (the Python-only members left behind).
+sweep::SweepOptions options_of(const SweepArgs& a) { return static_cast<const sweep::SweepOptions&>(a); }
+
+// A run option of SweepArgs::run as a flat attribute (a.threads, a.roles, ...), as the CLI spells it.
+template <typename T, typename Owner, T Owner::*member>
+void run_attribute(nb::class_<SweepArgs>& c, const char* name) {
+    c.def_prop_rw(
+        name, [](const SweepArgs& a) -> T { return a.run.*member; },
+        [](SweepArgs& a, T v) { a.run.*member = std::move(v); });
 }
 
 sweep::SweepOptions rewind_options(const ModelArg& base, const ModelArg& model,
@@ -118,7 +113,7 @@ nb::dict rewind(const ModelArg& base, const ModelArg& model, const std::optional
                 const std::string& kv_policy, const std::string& fractions, const SweepArgs& a) {
     auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
     o.orders = orders, o.seeds = seeds, o.seed = seed, o.fractions = fractions;
-    const auto config = config_of(o, "rewind", a);
+    const auto config = config_of(o, sweep::Kind::rewind, a);
     const auto w = rewind_of(o, base, model, reference);
     return outputs_of(run_interruptible([&] { return sweep::sweep_rewind(config, w); }));
 }
@@ -126,7 +121,7 @@ nb::dict rewind(const ModelArg& base, const ModelArg& model, const std::optional
 nb::dict rewind_each(const ModelArg& base, const ModelArg& model, const std::optional<ModelArg>& reference,
                      const std::string& scale_scope, const std::string& kv_policy, const SweepArgs& a) {
     const auto o = rewind_options(base, model, reference, scale_scope, kv_policy, a);
-    const auto config = config_of(o, "rewind-each", a);
+    const auto config = config_of(o, sweep::Kind::rewind_each, a);
     const auto w = rewind_of(o, base, model, reference);
     return outputs_of(run_interruptible([&] { return sweep::sweep_rewind_each(config, w); }));
 }
@@ -139,7 +134,7 @@ nb::dict validate(const ModelArg& base, const ModelArg& model, const std::option
     if (second_reference) o.second_reference = spec_of(*second_reference);
     o.k = k, o.seeds = seeds, o.seed = seed;
     if (!direction.empty()) o.direction = direction;
-    const auto config = config_of(o, "validate", a);
+    const auto config = config_of(o, sweep::Kind::validate, a);
     std::optional<formats::Checkpoint> ref, ref2;
     if (reference) ref = *opened(*reference);
     if (second_reference) ref2 = *opened(*second_reference);
@@ -150,7 +145,7 @@ nb::dict validate(const ModelArg& base, const ModelArg& model, const std::option
 nb::dict truncate(const ModelArg& base, const ModelArg& model, const std::string& keeps, const SweepArgs& a) {
     auto o = options_of(a);
     o.base = spec_of(base), o.model = spec_of(model), o.keeps = keeps;
-    const auto config = config_of(o, "truncate", a);
+    const auto config = config_of(o, sweep::Kind::truncate, a);
     const auto w = sweep::truncate_sweep(o, *opened(base), *opened(model));
     return outputs_of(run_interruptible([&] { return sweep::sweep_truncate(config, w); }));
 }
@@ -159,7 +154,7 @@ nb::dict interpolate(const ModelArg& a_model, const ModelArg& b_model, const std
                      const SweepArgs& a) {
     auto o = options_of(a);
     o.a = spec_of(a_model), o.b = spec_of(b_model), o.omegas = omegas;
-    const auto config = config_of(o, "interpolate", a);
+    const auto config = config_of(o, sweep::Kind::interpolate, a);
     const auto w = sweep::interpolate_sweep(o, *opened(a_model), *opened(b_model));
     return outputs_of(run_interruptible([&] { return sweep::sweep_interpolate(config, w); }));
 }
@@ -167,38 +162,42 @@ nb::dict interpolate(const ModelArg& a_model, const ModelArg& b_model, const std
 }  // namespace
 
 void bind_sweeps(nb::module_& m) {
-    nb::class_<SweepArgs>(m, "SweepArgs",
-                          "The options every sweep takes (--out, --eval, ..., the run and selection options)",
-                          nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
-                                                 &SweepArgs::report_eval_fn, &SweepArgs::progress>::slots))
-        .def(nb::init<>())
-        .def_rw("out", &SweepArgs::out)
-        .def_rw("eval", &SweepArgs::eval)
-        .def_rw("select_eval", &SweepArgs::select_eval)
-        .def_rw("report_eval", &SweepArgs::report_eval)
-        .def_rw("score_key", &SweepArgs::score_key)
-        .def_rw("direction", &SweepArgs::direction)
-        .def_rw("python", &SweepArgs::python)
-        .def_rw("eval_timeout", &SweepArgs::eval_timeout)
-        .def_rw("keep", &SweepArgs::keep)
-        .def_rw("max_shard_size", &SweepArgs::max_shard_size)
-        .def_rw("max_candidates", &SweepArgs::max_candidates)
-        .def_rw("per_head", &SweepArgs::per_head)
-        .def_rw("threads", &SweepArgs::threads)
-        .def_rw("max_memory", &SweepArgs::max_memory)
-        .def_rw("store", &SweepArgs::store)
-        .def_rw("device", &SweepArgs::device)
-        .def_rw("quiet", &SweepArgs::quiet)
-        .def_rw("roles", &SweepArgs::roles)
-        .def_rw("layers", &SweepArgs::layers)
-        .def_rw("experts", &SweepArgs::experts)
-        .def_rw("components", &SweepArgs::components)
-        .def_rw("match", &SweepArgs::match)
-        .def_rw("exclude", &SweepArgs::exclude)
-        .def_rw("eval_fn", &SweepArgs::eval_fn)
-        .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
-        .def_rw("report_eval_fn", &SweepArgs::report_eval_fn)
-        .def_rw("progress", &SweepArgs::progress, "None, or a callable receiving (done, total, label)");
+    auto args =
+        nb::class_<SweepArgs>(
+            m, "SweepArgs",
+            "The options every sweep takes (--out, --eval, ..., the run and selection options)",
+            nb::type_slots(GcSlots<SweepArgs, &SweepArgs::eval_fn, &SweepArgs::select_eval_fn,
+                                   &SweepArgs::report_eval_fn, &SweepArgs::progress>::slots))
+            .def(nb::init<>())
+            .def_rw("out", &SweepArgs::out)
+            .def_rw("eval", &SweepArgs::eval)
+            .def_rw("select_eval", &SweepArgs::select_eval)
+            .def_rw("report_eval", &SweepArgs::report_eval)
+            .def_rw("score_key", &SweepArgs::score_key)
+            .def_rw("direction", &SweepArgs::direction)
+            .def_rw("python", &SweepArgs::python)
+            .def_rw("eval_timeout", &SweepArgs::eval_timeout)
+            .def_rw("keep", &SweepArgs::keep)
+            .def_rw("max_shard_size", &SweepArgs::max_shard_size)
+            .def_rw("max_candidates", &SweepArgs::max_candidates)
+            .def_rw("per_head", &SweepArgs::per_head)
+            .def_prop_rw(
+                "quiet", [](const SweepArgs& a) { return a.run.quiet != 0; },
+                [](SweepArgs& a, bool quiet) { a.run.quiet = quiet ? 1 : 0; })
+            .def_rw("eval_fn", &SweepArgs::eval_fn)
+            .def_rw("select_eval_fn", &SweepArgs::select_eval_fn)
+            .def_rw("report_eval_fn", &SweepArgs::report_eval_fn)
+            .def_rw("progress", &SweepArgs::progress, "None, or a callable receiving (done, total, label)");
+    run_attribute<int, run::RunOptionText, &run::RunOptionText::threads>(args, "threads");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::max_memory>(args, "max_memory");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::store>(args, "store");
+    run_attribute<std::string, run::RunOptionText, &run::RunOptionText::device>(args, "device");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::roles>(args, "roles");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::layers>(args, "layers");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::match>(args, "match");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::exclude>(args, "exclude");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::experts>(args, "experts");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::components>(args, "components");
     m.def("sweep_rewind", &rewind, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("orders"), nb::arg("seeds"), nb::arg("seed"), nb::arg("scale_scope"), nb::arg("kv_policy"),
           nb::arg("fractions"), nb::arg("args"));

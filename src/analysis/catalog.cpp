@@ -168,16 +168,7 @@ const std::vector<FieldInfo>& field_catalog() {
     return fields;
 }
 
-std::string_view level_name(Level l) {
-    switch (l) {
-        case Level::parameter:
-            return "PARAMETER";
-        case Level::in_model:
-            return "IN_MODEL";
-        default:
-            return "CROSS_MODEL";
-    }
-}
+std::string_view level_name(Level l) { return name_of(kLevelNames, l); }
 
 const FieldInfo* find_field(std::string_view name) {
     for (const auto& f : field_catalog())
@@ -207,14 +198,13 @@ std::vector<std::string> resolve_metrics(std::string_view spec) {
 }
 
 std::string_view precision_name(double bits) {
-    if (bits == 32) return "f32";
-    if (bits == 64) return "f64";
+    if (bits == 32) return name_of(kPrecisionNames, Precision::f32);
+    if (bits == 64) return name_of(kPrecisionNames, Precision::f64);
     return "nan";
 }
 
 std::string KernelConfig::key() const {
-    const char* route_name =
-        route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
+    const std::string_view route_name = name_of(linalg::kSvdRouteNames, route);
     return fmt::format(
         "{};precision={};route={};rand_seed={};hard_rank_rtol={};tw_p={};boot={};boot_seed={};min_fit={};"
         "alpha_ci={};alpha_ci_seed={}{}",

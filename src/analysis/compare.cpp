@@ -13,13 +13,13 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/low_rank.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/linalg/gram_pair.hpp"
 
 namespace diffract::analysis {
 namespace {
 
 constexpr double kEps = 1e-16;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // |x| of a row-major k × k vector, as a Matrix.
 Matrix<double> abs_matrix(const std::vector<double>& x, std::int64_t k) {
@@ -257,8 +257,7 @@ template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double
                                       linalg::SvdRoute);
 
 std::string CompareSettings::config_key() const {
-    const char* route_name =
-        route == linalg::SvdRoute::gesdd ? "gesdd" : (route == linalg::SvdRoute::gram ? "gram" : "auto");
+    const std::string_view route_name = name_of(linalg::kSvdRouteNames, route);
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
     // "f32p": f32 results record the precision that served them (kPrecisionField). "f32c": the Gram
     // route's products in f32 where the guard keeps them (compare_streamed).
@@ -430,13 +429,101 @@ void refine_long_overlap(std::vector<double>& overlap, const GramFactors& b, con
 // the unit is streamed again in f64 (`try_f32` false). Measured within the f32 tier's contract on every
 // field, agreements included (bench/f32_gram_routes.py). A base factorised from f32 products serves later
 // models only through f32 products, so a row is computed in one precision, which it records.
+// Stage 1: the unit's slabs streamed into the pair's k × k products (f32 slabs where the pair has f32
+// products).
+void stream_products(linalg::GramPair& pair, const MatrixUnit& unit, const TensorInfo& mt,
+                     const Orientation& ori, std::int64_t slab_values) {
+    const std::int64_t step = slab_length(ori.k, slab_values);
+    for (std::int64_t start = 0; start < ori.length; start += step) {
+        const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
+        if (pair.f32())
+            pair.add(read_matrix<float>(*unit.tensor, slab), read_matrix<float>(mt, slab),
+                     ori.short_side_rows);
+        else
+            pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab),
+                     ori.short_side_rows);
+        // Unmap what was read (it stays in the page cache): resident memory stays at the k × k products.
+        unit.tensor->release_pages();
+        mt.release_pages();
+    }
+}
+
+// What a factorization asks of the unit when it cannot serve: nothing (it serves), the unit again in f64
+// (an f32 spectrum under the guard), or the whole-matrix route (a small end that cannot be refined).
+enum class Fallback { none, again_in_f64, whole };
+
+// Stage 2: one Gram product factorised (the base's, or the model's), kept only when it can serve.
+template <typename ReadMatrix>
+Fallback factor_into(std::optional<GramFactors>& out, std::vector<double>&& gram, double sq_norm, bool f32,
+                     bool forced, const ReadMatrix& read, const Orientation& ori, linalg::Backend& backend) {
+    out = factor_gram(std::move(gram), ori.k, sq_norm, forced, backend);
+    out->f32 = f32;
+    if (f32 && !linalg::f32_gram_kept(out->lambda)) return Fallback::again_in_f64;
+    if (!out->trusted && !refine_small_end(*out, read(), ori.short_side_rows, backend))
+        return Fallback::whole;
+    return Fallback::none;
+}
+
+// Stage 3: the row-major |overlap| matrices of the two factorizations (rows the base's components), on
+// the short side and on the long side.
+template <typename ReadBase, typename ReadModel>
+std::pair<Matrix<double>, Matrix<double>> overlaps(linalg::GramPair& pair, const GramFactors& b,
+                                                   const GramFactors& m, const std::vector<double>& sb,
+                                                   const std::vector<double>& sm, const ReadBase& read_base,
+                                                   const ReadModel& read_model, const Orientation& ori,
+                                                   linalg::Backend& backend) {
+    const std::int64_t k = ori.k;
+    if (pair.identical()) {
+        // The same matrix factorised once: both overlaps are exactly the identity.
+        Matrix<double> identity(k, k);
+        for (std::int64_t i = 0; i < k; ++i) identity(i, i) = 1.0;
+        return {identity, identity};
+    }
+    // Computed transposed, so that the column-major products are the row-major overlaps. Short
+    // side: (V_bᵀ V_m)ᵀ = V_mᵀ V_b. Long side: (V_bᵀ (BᵀM) V_m)ᵀ = ((BᵀM) V_m)ᵀ V_b, over σ_b,i σ_m,j.
+    auto short_overlap = backend.multiply(m.vectors, true, b.vectors, false, k, k, k);
+    auto long_overlap = [&] {
+        const auto cross_model = backend.multiply(pair.cross(), false, m.vectors, false, k, k, k);
+        std::vector<double>().swap(pair.cross());
+        return backend.multiply(cross_model, true, b.vectors, false, k, k, k);
+    }();
+    for (std::int64_t i = 0; i < k; ++i)
+        for (std::int64_t j = 0; j < k; ++j) {
+            const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
+            auto& x = long_overlap[static_cast<std::size_t>(i * k + j)];
+            x = scale > 0 ? x / scale : 0.0;
+        }
+    if (b.refined > 0 || m.refined > 0)
+        refine_long_overlap(long_overlap, b, m, sb, sm, read_base, read_model, ori.short_side_rows, backend);
+    auto short_rows = abs_matrix(short_overlap, k);
+    std::vector<double>().swap(short_overlap);  // five k × k at most, as in the product above
+    return {std::move(short_rows), abs_matrix(long_overlap, k)};
+}
+
+// The Gram route (gram_pair.hpp): both matrices streamed slab by slab. A factorization whose λ_min is
+// under the vector guard has its few small components recomputed from the matrix read whole
+// (refine_small_end); only where that cannot be done does the unit fall back to compare_whole
+// (route auto). The k × k buffers are released as soon as they are used: at most six are held at
+// once (compare_streamed_bytes).
+//
+// --precision f32 (T = float): where the backend has f32 products (Backend::f32_gram_products: the CPU, for a
+// unit at least kF32GramMinAspect times longer than short), BᵀB, MᵀM and BᵀM are formed in f32 from f32
+// slabs and decomposed in f64, and kept when both spectra pass the f32 guard (linalg::f32_gram_kept); else
+// the unit is streamed again in f64 (`try_f32` false). Measured within the f32 tier's contract on every
+// field, agreements included (bench/f32_gram_routes.py). A base factorised from f32 products serves later
+// models only through f32 products, so a row is computed in one precision, which it records.
+//
+// The stages: the products (stream_products), the delta's values, the base's factorization (cached
+// across models) and the model's (factor_into), the overlaps, the fields.
 template <typename T>
 FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, const TensorInfo& mt,
                              BaseFactorization& cache, linalg::Backend& backend, bool try_f32 = true) {
     const bool forced = c.route == linalg::SvdRoute::gram;
-    // The base's small end could not be refined with an earlier model: nothing to stream.
-    if (cache.gram && !cache.gram->trusted)
+    const auto whole = [&] {
         return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+    };
+    // The base's small end could not be refined with an earlier model: nothing to stream.
+    if (cache.gram && !cache.gram->trusted) return whole();
     const Orientation ori = orientation(unit.block);
     const std::int64_t k = ori.k;
     std::unique_ptr<linalg::GramProducts> f32_products;
@@ -450,20 +537,9 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
         if (cache.gram && cache.gram->f32) cache.gram.reset();
         return compare_streamed<T>(c, unit, mt, cache, backend, false);
     };
+    const auto fall_back = [&](Fallback f) { return f == Fallback::again_in_f64 ? again_in_f64() : whole(); };
     if (!pair.f32() && cache.gram && cache.gram->f32) return again_in_f64();
-    const std::int64_t step = slab_length(k, c.slab_values);
-    for (std::int64_t start = 0; start < ori.length; start += step) {
-        const auto slab = long_side_slab(unit.block, ori, start, std::min(step, ori.length - start));
-        if (pair.f32())
-            pair.add(read_matrix<float>(*unit.tensor, slab), read_matrix<float>(mt, slab),
-                     ori.short_side_rows);
-        else
-            pair.add(read_matrix<double>(*unit.tensor, slab), read_matrix<double>(mt, slab),
-                     ori.short_side_rows);
-        // Unmap what was read (it stays in the page cache): resident memory stays at the k × k products.
-        unit.tensor->release_pages();
-        mt.release_pages();
-    }
+    stream_products(pair, unit, mt, ori, c.slab_values);
     // The delta's values first, so that its product is gone before the decompositions with vectors.
     const auto delta_s = sqrt_clamped(backend.symmetric_eigen(pair.delta_gram(), k, false));
     std::vector<double>().swap(pair.delta_gram());
@@ -471,51 +547,21 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
     const auto read_base = [&unit] { return read_matrix<double>(*unit.tensor, unit.block); };
     const auto read_model = [&unit, &mt] { return read_matrix<double>(mt, unit.block); };
     if (!cache.gram) {
-        cache.gram = factor_gram(std::move(pair.base_gram()), k, pair.base_sq_norm(), forced, backend);
-        cache.gram->f32 = pair.f32();
-        if (pair.f32() && !linalg::f32_gram_kept(cache.gram->lambda)) return again_in_f64();
-        if (!cache.gram->trusted && !refine_small_end(*cache.gram, read_base(), ori.short_side_rows, backend))
-            return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+        const auto f = factor_into(cache.gram, std::move(pair.base_gram()), pair.base_sq_norm(), pair.f32(),
+                                   forced, read_base, ori, backend);
+        if (f != Fallback::none) return fall_back(f);
     }
     const GramFactors& b = *cache.gram;
     std::optional<GramFactors> own;
     if (!pair.identical()) {
-        own = factor_gram(std::move(pair.model_gram()), k, pair.model_sq_norm(), forced, backend);
-        own->f32 = pair.f32();
-        if (pair.f32() && !linalg::f32_gram_kept(own->lambda)) return again_in_f64();
-        if (!own->trusted && !refine_small_end(*own, read_model(), ori.short_side_rows, backend))
-            return compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::auto_route);
+        const auto f = factor_into(own, std::move(pair.model_gram()), pair.model_sq_norm(), pair.f32(),
+                                   forced, read_model, ori, backend);
+        if (f != Fallback::none) return fall_back(f);
     }
     const GramFactors& m = own ? *own : b;
 
     const auto sb = sqrt_clamped(b.lambda), sm = sqrt_clamped(m.lambda);
-    Matrix<double> short_rows, long_rows;  // row-major |overlap|, rows the base's components
-    if (pair.identical()) {
-        // The same matrix factorised once: both overlaps are exactly the identity.
-        short_rows = long_rows = Matrix<double>(k, k);
-        for (std::int64_t i = 0; i < k; ++i) short_rows(i, i) = long_rows(i, i) = 1.0;
-    } else {
-        // Computed transposed, so that the column-major products are the row-major overlaps. Short
-        // side: (V_bᵀ V_m)ᵀ = V_mᵀ V_b. Long side: (V_bᵀ (BᵀM) V_m)ᵀ = ((BᵀM) V_m)ᵀ V_b, over σ_b,i σ_m,j.
-        auto short_overlap = backend.multiply(m.vectors, true, b.vectors, false, k, k, k);
-        auto long_overlap = [&] {
-            const auto cross_model = backend.multiply(pair.cross(), false, m.vectors, false, k, k, k);
-            std::vector<double>().swap(pair.cross());
-            return backend.multiply(cross_model, true, b.vectors, false, k, k, k);
-        }();
-        for (std::int64_t i = 0; i < k; ++i)
-            for (std::int64_t j = 0; j < k; ++j) {
-                const double scale = sb[static_cast<std::size_t>(i)] * sm[static_cast<std::size_t>(j)];
-                auto& x = long_overlap[static_cast<std::size_t>(i * k + j)];
-                x = scale > 0 ? x / scale : 0.0;
-            }
-        if (b.refined > 0 || m.refined > 0)
-            refine_long_overlap(long_overlap, b, m, sb, sm, read_base, read_model, ori.short_side_rows,
-                                backend);
-        short_rows = abs_matrix(short_overlap, k);
-        std::vector<double>().swap(short_overlap);  // five k × k at most, as in the product above
-        long_rows = abs_matrix(long_overlap, k);
-    }
+    const auto [short_rows, long_rows] = overlaps(pair, b, m, sb, sm, read_base, read_model, ori, backend);
     const std::int64_t rows = unit.block.logical_rows(), cols = unit.block.logical_cols();
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.top_k);

@@ -11,12 +11,11 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // scale01 of `values` restricted to the indices in `group` (written back at those indices).
 void scale_group(const std::vector<double>& values, const std::vector<std::size_t>& group,
@@ -149,40 +148,17 @@ const std::vector<HeadField>& head_fields() {
     return f;
 }
 
-std::string_view scale_scope_name(ScaleScope s) {
-    switch (s) {
-        case ScaleScope::layer:
-            return "layer";
-        case ScaleScope::projection:
-            return "projection";
-        default:
-            return "global";
-    }
-}
-
-std::string_view head_order_name(HeadOrder o) {
-    switch (o) {
-        case HeadOrder::agreement:
-            return "agreement";
-        case HeadOrder::pl_ks:
-            return "pl_ks";
-        case HeadOrder::random:
-            return "random";
-        default:
-            return "importance";
-    }
-}
+std::string_view scale_scope_name(ScaleScope s) { return name_of(kScaleScopeNames, s); }
+std::string_view head_order_name(HeadOrder o) { return name_of(kHeadOrderNames, o); }
 
 ScaleScope parse_scale_scope(std::string_view t) {
-    for (auto s : {ScaleScope::global, ScaleScope::layer, ScaleScope::projection})
-        if (scale_scope_name(s) == t) return s;
-    throw InputError(fmt::format("--scale-scope: expected global, layer or projection, found '{}'", t));
+    if (const auto s = value_of(kScaleScopeNames, t)) return *s;
+    throw InputError(fmt::format("--scale-scope: expected {}, found '{}'", choice_list(kScaleScopeNames), t));
 }
 
 HeadOrder parse_head_order(std::string_view t, std::string_view flag) {
-    for (auto o : {HeadOrder::importance, HeadOrder::agreement, HeadOrder::pl_ks, HeadOrder::random})
-        if (head_order_name(o) == t) return o;
-    throw InputError(fmt::format("{}: expected importance, agreement, pl_ks or random, found '{}'", flag, t));
+    if (const auto o = value_of(kHeadOrderNames, t)) return *o;
+    throw InputError(fmt::format("{}: expected {}, found '{}'", flag, choice_list(kHeadOrderNames), t));
 }
 
 std::vector<double> scale01(const std::vector<double>& values) {
@@ -197,60 +173,48 @@ std::vector<double> scale01(const std::vector<double>& values) {
     return out;
 }
 
-std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
-                                   const std::vector<HeadStats>* reference, const HeadRankOptions& o) {
-    const std::size_t n = domain.size();
-    std::vector<RankedHead> out(n);
-    std::map<std::pair<int, int>, const HeadStats*> ref_of;
-    if (reference)
-        for (const auto& r : *reference) ref_of[{r.layer, r.head}] = &r;
-    std::vector<const HeadStats*> ref(n, nullptr);
-    std::vector<int> layers(n);
-    std::vector<double> dom_norm(n), ref_norm(n, kNaN);
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto& h = domain[i];
-        layers[i] = h.layer;
-        dom_norm[i] = h.update_norm();
-        if (auto it = ref_of.find({h.layer, h.head}); it != ref_of.end())
-            ref[i] = it->second, ref_norm[i] = it->second->update_norm();
-        out[i].layer = h.layer;
-        out[i].head = h.head;
-        out[i].update_norm = dom_norm[i];
-        out[i].ref_update_norm = ref_norm[i];
-    }
+namespace {
 
-    // s = scale01(domain) − scale01(reference), per the scope; without a reference the second term is 0.
+// Each head's importance s = scale01(domain) − scale01(reference), per the scope (projection: the mean of
+// the per-projection scores); without a reference the second term is 0.
+std::vector<double> importance_of(const std::vector<HeadStats>& domain,
+                                  const std::vector<const HeadStats*>& ref,
+                                  const std::vector<double>& dom_norm, const std::vector<double>& ref_norm,
+                                  const std::vector<int>& layers, bool has_reference, ScaleScope scope) {
+    const std::size_t n = domain.size();
     auto score = [&](const std::vector<double>& dom, const std::vector<double>& rf, bool per_layer) {
         const auto sd = scale_scoped(dom, layers, per_layer);
         std::vector<double> s(n);
-        if (!reference) return sd;
+        if (!has_reference) return sd;
         const auto sr = scale_scoped(rf, layers, per_layer);
         for (std::size_t i = 0; i < n; ++i) s[i] = sd[i] - sr[i];
         return s;
     };
-    std::vector<double> importance;
-    if (o.scope == ScaleScope::projection) {
-        std::vector<double> sum(n, 0.0);
-        std::vector<int> count(n, 0);
-        for (int p = 0; p < kProjections; ++p) {
-            std::vector<double> dom(n), rf(n, kNaN);
-            bool present = false;
-            for (std::size_t i = 0; i < n; ++i) {
-                dom[i] = domain[i].block_norm[p];
-                present = present || !std::isnan(dom[i]);
-                if (ref[i]) rf[i] = ref[i]->block_norm[p];
-            }
-            if (!present) continue;  // a projection that was not compared (e.g. --roles) does not count
-            const auto s = score(dom, rf, false);
-            for (std::size_t i = 0; i < n; ++i)
-                if (!std::isnan(s[i])) sum[i] += s[i], ++count[i];
+    if (scope != ScaleScope::projection) return score(dom_norm, ref_norm, scope == ScaleScope::layer);
+    std::vector<double> sum(n, 0.0);
+    std::vector<int> count(n, 0);
+    for (int p = 0; p < kProjections; ++p) {
+        std::vector<double> dom(n), rf(n, kNaN);
+        bool present = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            dom[i] = domain[i].block_norm[p];
+            present = present || !std::isnan(dom[i]);
+            if (ref[i]) rf[i] = ref[i]->block_norm[p];
         }
-        importance.resize(n);
-        for (std::size_t i = 0; i < n; ++i) importance[i] = count[i] ? sum[i] / count[i] : kNaN;
-    } else {
-        importance = score(dom_norm, ref_norm, o.scope == ScaleScope::layer);
+        if (!present) continue;  // a projection that was not compared (e.g. --roles) does not count
+        const auto s = score(dom, rf, false);
+        for (std::size_t i = 0; i < n; ++i)
+            if (!std::isnan(s[i])) sum[i] += s[i], ++count[i];
     }
+    std::vector<double> importance(n);
+    for (std::size_t i = 0; i < n; ++i) importance[i] = count[i] ? sum[i] / count[i] : kNaN;
+    return importance;
+}
 
+// Each head's key under the order (ascending: rewound first) and its rank, ties broken by (layer, head).
+void order_heads(std::vector<RankedHead>& out, const std::vector<HeadStats>& domain,
+                 const std::vector<double>& importance, const HeadRankOptions& o) {
+    const std::size_t n = domain.size();
     // Heads in (layer, head) order: the tie-break, and the order the random permutation applies to.
     std::vector<std::size_t> by_position(n);
     std::iota(by_position.begin(), by_position.end(), 0);
@@ -288,6 +252,34 @@ std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
         return ka < kb;
     });
     for (std::size_t r = 0; r < n; ++r) out[order[r]].rank = static_cast<int>(r);
+}
+
+}  // namespace
+
+// The stages: each head's norms (and its reference's), its importance, its key and rank.
+std::vector<RankedHead> rank_heads(const std::vector<HeadStats>& domain,
+                                   const std::vector<HeadStats>* reference, const HeadRankOptions& o) {
+    const std::size_t n = domain.size();
+    std::vector<RankedHead> out(n);
+    std::map<std::pair<int, int>, const HeadStats*> ref_of;
+    if (reference)
+        for (const auto& r : *reference) ref_of[{r.layer, r.head}] = &r;
+    std::vector<const HeadStats*> ref(n, nullptr);
+    std::vector<int> layers(n);
+    std::vector<double> dom_norm(n), ref_norm(n, kNaN);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& h = domain[i];
+        layers[i] = h.layer;
+        dom_norm[i] = h.update_norm();
+        if (auto it = ref_of.find({h.layer, h.head}); it != ref_of.end())
+            ref[i] = it->second, ref_norm[i] = it->second->update_norm();
+        out[i].layer = h.layer;
+        out[i].head = h.head;
+        out[i].update_norm = dom_norm[i];
+        out[i].ref_update_norm = ref_norm[i];
+    }
+    order_heads(out, domain,
+                importance_of(domain, ref, dom_norm, ref_norm, layers, reference != nullptr, o.scope), o);
     return out;
 }
 

@@ -7,12 +7,11 @@
 #include <span>
 #include <stdexcept>
 
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void require_pairs(const std::vector<double>& x, const std::vector<double>& y) {
     if (x.size() != y.size()) throw std::logic_error("rank correlation: x and y differ in length");

@@ -13,11 +13,11 @@
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kEvalsThresh = 1e-5;                      // WeightWatcher's EVALS_THRESH: eigenvalues fitted
 constexpr double kWeakRankTolerance = 1e-6;                // WEAK_RANK_LOSS_TOLERANCE
 constexpr double kEntropyEpsilon = 1e-10;                  // EPSILON in matrix_entropy
@@ -26,9 +26,9 @@ constexpr double kOverTrained = 2.0, kUnderTrained = 6.0;  // OVER/UNDER_TRAINED
 }  // namespace
 
 Convention parse_convention(const std::string& text) {
-    if (text == "diffract") return Convention::diffract;
-    if (text == "weightwatcher") return Convention::weightwatcher;
-    throw InputError(fmt::format("--convention: expected diffract or weightwatcher, found '{}'", text));
+    if (const auto c = value_of(kConventionNames, text)) return *c;
+    throw InputError(
+        fmt::format("--convention: expected {}, found '{}'", choice_list(kConventionNames), text));
 }
 
 const std::vector<std::string>& weightwatcher_columns() {

@@ -9,8 +9,7 @@ EditCommon parse_edit_common(const analysis::SelectionText& selection, const std
     c.selection = analysis::make_selection(selection);
     c.per_head = per_head;
     c.max_shard_bytes = parse_size(max_shard_size, "--max-shard-size");
-    linalg::check_device(device);
-    c.device = device;
+    c.device = linalg::parse_device(device);
     return c;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/edit/edit.hpp"
 
 namespace diffract::edit {
@@ -106,7 +107,7 @@ std::vector<RewindHead> parse_heads_csv(std::string_view text, const std::string
                                       it->second));
         RewindHead h{*layer, *head, {}};
         h.ranked.layer = *layer, h.ranked.head = *head, h.ranked.rank = static_cast<int>(out.size());
-        h.ranked.update_norm = std::numeric_limits<double>::quiet_NaN();
+        h.ranked.update_norm = kNaN;
         h.source = label;
         h.line = line_no;
         out.push_back(std::move(h));

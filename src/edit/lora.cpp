@@ -144,7 +144,7 @@ nlohmann::ordered_json adapter_config(const formats::Checkpoint& base, const std
 // them one after the other).
 class TruncatedFactors {
 public:
-    TruncatedFactors(const std::string& device, bool transposed)
+    TruncatedFactors(linalg::Device device, bool transposed)
         : backend_(linalg::make_backend(device)), transposed_(transposed) {}
 
     const Matrix<double>& get(const LoraTarget& t, bool a) {

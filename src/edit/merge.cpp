@@ -12,12 +12,8 @@
 namespace diffract::edit {
 
 MergeMethod parse_merge_method(const std::string& text) {
-    if (text == "task_arithmetic") return MergeMethod::task_arithmetic;
-    if (text == "ties") return MergeMethod::ties;
-    if (text == "dare_linear") return MergeMethod::dare_linear;
-    if (text == "dare_ties") return MergeMethod::dare_ties;
-    throw InputError(
-        fmt::format("--method: expected task_arithmetic, ties, dare_linear or dare_ties, found '{}'", text));
+    if (const auto m = value_of(kMergeMethodNames, text)) return *m;
+    throw InputError(fmt::format("--method: expected {}, found '{}'", choice_list(kMergeMethodNames), text));
 }
 
 namespace {
@@ -68,9 +64,8 @@ EditSummary merge(const std::string& out_dir, const formats::Checkpoint& base,
                                : o.normalize == MergeOptions::Normalize::on;
 
     EditJob job;
-    const char* method_names[] = {"task_arithmetic", "ties", "dare_linear", "dare_ties"};
     job.record = {"merge",
-                  {{"method", method_names[static_cast<int>(o.method)]},
+                  {{"method", std::string(name_of(kMergeMethodNames, o.method))},
                    {"weights", weights},
                    {"density", o.density},
                    {"lambda", o.lambda},

@@ -18,15 +18,13 @@
 namespace diffract::edit {
 
 OBias parse_o_bias(const std::string& text) {
-    if (text == "keep") return OBias::keep;
-    if (text == "base") return OBias::base;
-    throw InputError(fmt::format("--o-bias: expected keep or base, found '{}'", text));
+    if (const auto b = value_of(kOBiasNames, text)) return *b;
+    throw InputError(fmt::format("--o-bias: expected {}, found '{}'", choice_list(kOBiasNames), text));
 }
 
 KvPolicy parse_kv_policy(const std::string& text) {
-    if (text == "all") return KvPolicy::all;
-    if (text == "any") return KvPolicy::any;
-    throw InputError(fmt::format("--kv-policy: expected all or any, found '{}'", text));
+    if (const auto kv = value_of(kKvPolicyNames, text)) return *kv;
+    throw InputError(fmt::format("--kv-policy: expected {}, found '{}'", choice_list(kKvPolicyNames), text));
 }
 
 void check_rewind_heads_choice(bool fraction_given, bool heads_given) {
@@ -124,8 +122,8 @@ nlohmann::json rewind_parameters(const std::vector<RewindHead>& heads, KvPolicy 
     nlohmann::json rewound = nlohmann::json::array();
     for (const auto& h : heads) rewound.push_back({h.layer, h.head});
     return {{"heads", rewound},
-            {"kv_policy", kv == KvPolicy::all ? "all" : "any"},
-            {"o_bias", o_bias == OBias::base ? "base" : "keep"}};
+            {"kv_policy", std::string(name_of(kKvPolicyNames, kv))},
+            {"o_bias", std::string(name_of(kOBiasNames, o_bias))}};
 }
 
 }  // namespace detail
@@ -151,9 +149,7 @@ Table rewound_heads_table(const std::vector<RewindHead>& heads, const formats::C
          {"update_norm", [](const RewindHead& h) -> Cell { return h.ranked.update_norm; }},
          {"ref_update_norm", [](const RewindHead& h) -> Cell { return h.ranked.ref_update_norm; }},
          {"o_bias",
-          [o_bias](const RewindHead&) -> Cell {
-              return std::string(o_bias == OBias::base ? "base" : "keep");
-          }}},
+          [o_bias](const RewindHead&) -> Cell { return std::string(name_of(kOBiasNames, o_bias)); }}},
         heads);
 }
 

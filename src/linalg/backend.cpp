@@ -14,19 +14,21 @@ std::unique_ptr<GramProducts> Backend::f32_gram_products(std::int64_t, std::int6
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend();  // linalg/cuda, or the no_cuda stub
 
-std::unique_ptr<Backend> make_backend(std::string_view device) {
-    if (device == "cpu") return make_cpu_backend();
-    if (device == "cuda") return make_cuda_backend();
-    throw InputError(fmt::format("--device: unknown device '{}' (expected cpu or cuda)", device));
+std::unique_ptr<Backend> make_backend(Device device) {
+    return device == Device::cuda ? make_cuda_backend() : make_cpu_backend();
 }
+
+std::unique_ptr<Backend> make_backend(std::string_view device) { return make_backend(parse_device(device)); }
 
 bool cuda_backend_built();  // linalg/cuda: true; linalg/no_cuda: false
 
-void check_device(std::string_view device) {
-    if (device == "cpu") return;
-    if (device != "cuda")
-        throw InputError(fmt::format("--device: unknown device '{}' (expected cpu or cuda)", device));
-    if (!cuda_backend_built()) (void)make_cuda_backend();  // the stub throws its InputError
+Device parse_device(std::string_view text) {
+    const auto device = value_of(kDeviceNames, text);
+    if (!device)
+        throw InputError(
+            fmt::format("--device: unknown device '{}' (expected {})", text, choice_list(kDeviceNames)));
+    if (*device == Device::cuda && !cuda_backend_built()) (void)make_cuda_backend();  // the stub throws
+    return *device;
 }
 
 std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,

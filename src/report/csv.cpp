@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::report {
 namespace {
@@ -27,7 +28,7 @@ int CsvTable::column(std::string_view name) const {
 
 double CsvTable::number(std::size_t row, int col) const {
     const std::string& s = cell(row, col);
-    if (s.empty() || s == "nan" || s == "NaN" || s == "-nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s.empty() || s == "nan" || s == "NaN" || s == "-nan") return kNaN;
     if (s == "inf") return std::numeric_limits<double>::infinity();
     if (s == "-inf") return -std::numeric_limits<double>::infinity();
     double v = 0;

@@ -15,6 +15,7 @@
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
@@ -73,7 +74,7 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
         rec.layer = t.integer(r, layer);
         rec.head = t.integer(r, head);
         if (step >= 0) rec.step = t.int64(r, step);
-        if (precision >= 0) rec.precision = t.cell(r, precision);
+        if (precision >= 0) rec.precision = value_of(analysis::kPrecisionNames, t.cell(r, precision));
         for (const auto& [name, c] : fields) {
             if (!analysis::is_status_field(name)) {
                 rec.values[name] = t.number(r, c);
@@ -104,9 +105,7 @@ void read_heads(const std::string& path, ReportData& data) {
     const int reference = t.column(column::reference), norm = require(t, column::update_norm);
     const int ref_norm = t.column(column::ref_update_norm), importance = t.column(column::importance),
               agreement = t.column(column::agreement), step = t.column(kStep);
-    const auto num = [&](std::size_t r, int c) {
-        return c < 0 ? std::numeric_limits<double>::quiet_NaN() : t.number(r, c);
-    };
+    const auto num = [&](std::size_t r, int c) { return c < 0 ? kNaN : t.number(r, c); };
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
         HeadScore h;
         h.model = t.cell(r, model);
@@ -148,8 +147,9 @@ nlohmann::json read_summary(const fs::path& path, ReportData& data) {
     return j;
 }
 
-// The sweep's kind: summary.json's "kind"/"sweep"/"mode"/"command", else the directory's name.
-std::string sweep_kind(const nlohmann::json& summary, const std::string& dir_name) {
+// The sweep's kind: summary.json's "kind"/"sweep"/"mode"/"command", else the directory's name;
+// nullopt: a sweep of another kind (drawn as a generic one).
+std::optional<sweep::Kind> sweep_kind(const nlohmann::json& summary, const std::string& dir_name) {
     std::string s;
     for (const char* key : {"kind", "sweep", "mode", "command"})
         if (summary.contains(key) && summary[key].is_string()) {
@@ -158,11 +158,11 @@ std::string sweep_kind(const nlohmann::json& summary, const std::string& dir_nam
         }
     if (s.empty()) s = dir_name;
     if (s.find("rewind-each") != std::string::npos || s.find("rewind_each") != std::string::npos)
-        return "rewind-each";
-    if (s.find("rewind") != std::string::npos) return "rewind";
-    if (s.find("trunc") != std::string::npos) return "truncate";
-    if (s.find("interp") != std::string::npos) return "interpolate";
-    return "sweep";
+        return sweep::Kind::rewind_each;
+    if (s.find("rewind") != std::string::npos) return sweep::Kind::rewind;
+    if (s.find("trunc") != std::string::npos) return sweep::Kind::truncate;
+    if (s.find("interp") != std::string::npos) return sweep::Kind::interpolate;
+    return std::nullopt;
 }
 
 std::optional<double> sweep_baseline(const nlohmann::json& summary) {
@@ -213,7 +213,7 @@ ScoreAxis score_axis(const nlohmann::json& summary) {
     // The sweep's own direction where it wrote one (null: it knew none); else, for a summary written
     // before the direction was, the sweeps' rule on the key.
     if (summary.contains("direction") && summary["direction"].is_string())
-        a.lower_is_better = summary["direction"].get<std::string>() == "lower";
+        a.lower_is_better = value_of(sweep::kDirectionNames, summary["direction"].get<std::string>()) == true;
     else if (!summary.contains("direction") && summary.contains("score_key"))
         a.lower_is_better = sweep::key_lower_is_better(a.key);
     return a;
@@ -234,7 +234,8 @@ void read_head_effects(const fs::path& dir, const std::string& file, ReportData&
     HeadEffects e;
     e.source = csv;
     e.name = dir_name(dir);
-    e.kind = file == "heads_validation.csv" ? "validate" : "rewind-each";
+    e.kind = file == sweep::kind_info(sweep::Kind::validate).table_file ? sweep::Kind::validate
+                                                                        : sweep::Kind::rewind_each;
     e.axis = score_axis(summary);
     const int layer = t.column("layer"), head = t.column("head"), delta = t.column("delta"),
               harm = t.column("harm"), importance = t.column("importance");
@@ -310,12 +311,12 @@ void read_sweep(const fs::path& dir, ReportData& data) {
 
 std::string ScoreAxis::label() const {
     if (!lower_is_better) return key;
-    return fmt::format("{} ({} is better)", key, *lower_is_better ? "lower" : "higher");
+    return fmt::format("{} ({} is better)", key, sweep::direction_name(*lower_is_better));
 }
 
 double Record::value(const std::string& field) const {
     const auto it = values.find(field);
-    return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+    return it == values.end() ? kNaN : it->second;
 }
 
 void ReportData::add_model(const std::string& name) {
@@ -328,8 +329,8 @@ std::string ReportData::precision_summary() const {
     for (const auto* records : {&metrics, &compare})
         for (const auto& r : *records) {
             ++rows;
-            f32 += r.precision == "f32";
-            f64 += r.precision == "f64";
+            f32 += r.precision == analysis::Precision::f32;
+            f64 += r.precision == analysis::Precision::f64;
         }
     if (f32 + f64 == 0) return "";
     const auto unknown = rows - f32 - f64;

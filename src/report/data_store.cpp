@@ -13,6 +13,7 @@
 #include "diffract/analysis/compare.hpp"
 #include "diffract/analysis/custom_fields.hpp"
 #include "diffract/core/error.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/model/schema.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/stored_results.hpp"
@@ -106,10 +107,11 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
         else if (!row.vec.empty() || row.field.empty())
             return;
         else if (row.field == analysis::kPrecisionField)
-            stored.rec.precision = row.value ? analysis::precision_name(*row.value) : "";
+            stored.rec.precision =
+                row.value ? value_of(analysis::kPrecisionNames, analysis::precision_name(*row.value))
+                          : std::nullopt;
         else
-            stored.rec.values.try_emplace(row.field,
-                                          row.value ? *row.value : std::numeric_limits<double>::quiet_NaN());
+            stored.rec.values.try_emplace(row.field, row.value ? *row.value : kNaN);
     });
     std::map<Unit, const Stored*> chosen;
     const auto choice = choose_configs(units, chosen);

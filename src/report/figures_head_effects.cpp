@@ -100,11 +100,11 @@ void add_head_effects(FigureContext& ctx, std::vector<Figure>& out) {
     std::vector<const HeadEffects*> each, validations;
     for (const auto& e : ctx.data.head_effects) {
         if (e.heads.empty()) {
-            ctx.note(figure_id("head-effects", e.kind), fmt::format("panel '{}'", e.name),
-                     fmt::format("{} has no rows", e.source));
+            ctx.note(figure_id("head-effects", std::string(sweep::kind_name(e.kind))),
+                     fmt::format("panel '{}'", e.name), fmt::format("{} has no rows", e.source));
             continue;
         }
-        (e.kind == "validate" ? validations : each).push_back(&e);
+        (e.kind == sweep::Kind::validate ? validations : each).push_back(&e);
     }
     ColourAssigner colours(ctx.config.colours);
     if (!each.empty()) {

@@ -114,7 +114,7 @@ Range x_range(const Curves& curves) {
 std::vector<SweepReference> references_of(const Sweep& s) {
     if (!s.references.empty() || !s.baseline) return s.references;
     SweepReference r;
-    r.key = s.kind == "truncate" ? "full update" : "unedited";
+    r.key = s.kind == sweep::Kind::truncate ? "full update" : "unedited";
     r.scores["score"] = *s.baseline;
     return {r};
 }
@@ -334,10 +334,38 @@ void draw_tradeoff(FigureContext& ctx, Svg& svg, const Frame& frame, const Sweep
                      spots_around(p.px(pt.x), p.py(pt.y)));
 }
 
-Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps, const std::string& kind) {
-    const auto id = figure_id("sweep", kind);
+// A figure's kind as its id and title spell it: the sweep's name, "sweep" for a generic one.
+std::string kind_text(std::optional<sweep::Kind> kind) {
+    return kind ? std::string(sweep::kind_name(*kind)) : std::string("sweep");
+}
+
+// Each figure's title and caption, by the kind of its sweeps (nullopt: a generic sweep).
+struct SweepFigureText {
+    std::optional<sweep::Kind> kind;
+    std::string_view title, caption;
+};
+constexpr std::array<SweepFigureText, 4> kSweepFigures{{
+    {sweep::Kind::rewind, "Head rewind",
+     "Score against the fraction of attention heads rewound to the base, one line per head "
+     "ordering (random orderings dashed)."},
+    {sweep::Kind::interpolate, "Interpolation trade-off",
+     "Score on one evaluation against the other along the interpolation "
+     "(1 − ω)·W₁ + ω·W₂ (hover a point for ω), or the score against ω when the sweep "
+     "has one evaluation."},
+    {sweep::Kind::truncate, "SVD truncation of the update",
+     "Score relative to the untruncated update (summary.json's 'model' reference, else its "
+     "baseline, else the score at the largest fraction) against the fraction of the update's "
+     "singular values kept (largest first)."},
+    {std::nullopt, "Sweep", "Score against the swept parameter x."},
+}};
+
+Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps,
+                     const SweepFigureText& text) {
+    const auto kind = text.kind;
+    const bool truncate = kind == sweep::Kind::truncate;
+    const auto id = figure_id("sweep", kind_text(kind));
     const auto layout = grid_layout(static_cast<int>(sweeps.size()), 3, 320, 230, 170);
-    Svg svg(layout.width(), layout.height(), "figure", kind + " sweeps");
+    Svg svg(layout.width(), layout.height(), "figure", kind_text(kind) + " sweeps");
     ColourAssigner colours(ctx.config.colours);
     std::vector<LegendEntry> legend;
     bool any_seeds = false, any_refs = false;
@@ -346,18 +374,15 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
         const auto frame = layout.frame(static_cast<int>(i));
         any_seeds |= has_seeds(s);
         any_refs |= !references_of(s).empty();
-        if (kind == "interpolate" && s.score_columns.size() >= 2) {
+        if (kind == sweep::Kind::interpolate && s.score_columns.size() >= 2) {
             draw_tradeoff(ctx, svg, frame, s, colours, id);
             continue;
         }
         const auto curves = curves_of(s, 0);
-        const double scale = kind == "truncate" ? truncation_reference(s) : 1.0;
-        const std::string x_label = kind == "rewind"        ? "fraction of heads rewound"
-                                    : kind == "truncate"    ? "fraction of singular values kept"
-                                    : kind == "interpolate" ? "interpolation weight ω"
-                                                            : "x";
+        const double scale = truncate ? truncation_reference(s) : 1.0;
+        const std::string x_label = kind ? std::string(sweep::kind_info(*kind).axis_label) : "x";
         Axis x{x_label, x_range(curves), false, {}, false};
-        Axis y{kind == "truncate" ? "relative " + s.axis.key + " (÷ full delta)" : score_axis_label(s),
+        Axis y{truncate ? "relative " + s.axis.key + " (÷ full delta)" : score_axis_label(s),
                curve_range(curves, scale),
                false,
                {},
@@ -376,12 +401,11 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
                          fmt::format("it has no score for {}", s.score_columns[0]));
             }
         }
-        if (kind == "truncate") y.range.add(1.0);
+        if (truncate) y.range.add(1.0);
         const auto p = draw_axes(svg, frame, s.name, x, y);
         draw_off_scale(svg, p, off_scale);
-        if (kind == "truncate" && std::none_of(lines.begin(), lines.end(), [](const RefLine& l) {
-                return std::abs(l.value - 1.0) < 1e-12;
-            }))
+        if (truncate && std::none_of(lines.begin(), lines.end(),
+                                     [](const RefLine& l) { return std::abs(l.value - 1.0) < 1e-12; }))
             svg.line(frame.x, p.py(1.0), frame.x + frame.w, p.py(1.0), "#bbbbbb", 1, "2 3");
         draw_reference_lines(svg, p, lines, false);
         draw_curves(svg, p, s, curves, colours, scale, legend);
@@ -389,23 +413,7 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
     if (any_seeds) legend.push_back({"one seed", "#777777", LegendMark::thin});
     if (any_refs) legend.push_back({"reference", kReferenceColour, LegendMark::dotted});
     if (!legend.empty()) draw_legend(svg, layout.legend_x(), layout.margin_top + 4, legend, "ordering");
-    static const std::map<std::string, std::pair<std::string, std::string>> kText{
-        {"rewind",
-         {"Head rewind",
-          "Score against the fraction of attention heads rewound to the base, one line per head "
-          "ordering (random orderings dashed)."}},
-        {"truncate",
-         {"SVD truncation of the update",
-          "Score relative to the untruncated update (summary.json's 'model' reference, else its "
-          "baseline, else the score at the largest fraction) against the fraction of the update's "
-          "singular values kept (largest first)."}},
-        {"interpolate",
-         {"Interpolation trade-off",
-          "Score on one evaluation against the other along the interpolation "
-          "(1 − ω)·W₁ + ω·W₂ (hover a point for ω), or the score against ω when the sweep "
-          "has one evaluation."}},
-        {"sweep", {"Sweep", "Score against the swept parameter x."}}};
-    const auto& [title, caption] = kText.at(kind);
+    const std::string title(text.title), caption(text.caption);
     return {
         id, title,
         caption +
@@ -423,17 +431,17 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
 }  // namespace
 
 void add_sweeps(FigureContext& ctx, std::vector<Figure>& out) {
-    for (const char* kind : {"rewind", "interpolate", "truncate", "sweep"}) {
+    for (const auto& text : kSweepFigures) {
         std::vector<const Sweep*> sweeps;
         for (const auto& s : ctx.data.sweeps) {
-            if (s.kind != kind) continue;
+            if (s.kind != text.kind) continue;
             if (s.points.empty())
-                ctx.note(figure_id("sweep", kind), fmt::format("panel '{}'", s.name),
+                ctx.note(figure_id("sweep", kind_text(text.kind)), fmt::format("panel '{}'", s.name),
                          fmt::format("{} has no rows", s.source));
             else
                 sweeps.push_back(&s);
         }
-        if (!sweeps.empty()) out.push_back(panels_figure(ctx, sweeps, kind));
+        if (!sweeps.empty()) out.push_back(panels_figure(ctx, sweeps, text));
     }
     if (ctx.data.sweeps.empty())
         ctx.notes.push_back(

@@ -98,10 +98,8 @@ void write_figure_files(const std::vector<Figure>& figures, const ReportOptions&
 }  // namespace
 
 OutputFormat parse_output_format(const std::string& s) {
-    if (s == "html") return OutputFormat::html;
-    if (s == "svg") return OutputFormat::svg;
-    if (s == "png") return OutputFormat::png;
-    throw InputError(fmt::format("--format: expected html, svg or png, found '{}'", s));
+    if (const auto f = value_of(kOutputFormatNames, s)) return *f;
+    throw InputError(fmt::format("--format: expected {}, found '{}'", choice_list(kOutputFormatNames), s));
 }
 
 namespace {

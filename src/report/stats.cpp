@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include "diffract/core/numbers.hpp"
+
 namespace diffract::report {
-namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-}
+namespace {}
 
 std::vector<double> finite_values(const std::vector<double>& v) {
     std::vector<double> out;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/custom_fields.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/unit_fields.hpp"
@@ -277,8 +278,9 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
             result.weightwatcher.push_back(weightwatcher_row(
                 static_cast<int>(result.weightwatcher.size()), j.unit.tensor->name,
                 j.unit.block.logical_rows(), j.unit.block.logical_cols(),
-                it == values[i].vectors.end() || values[i].scalars[kNonfiniteCountField] > 0 ? none
-                                                                                             : it->second,
+                it == values[i].vectors.end() || analysis::bookkeeping_of(values[i]).nonfinite_count > 0
+                    ? none
+                    : it->second,
                 eps));
         }
         MetricRow row = unit_row(o.models[j.model].name, j.unit);
@@ -289,11 +291,9 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
                     fmt::format("analyze: no value of '{}' for {}", f, j.unit.tensor->name));
             row.values[f] = it->second;
         }
-        row.nonfinite_count = static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]);
-        if (const auto bits = values[i].scalars.find(kPrecisionField); bits != values[i].scalars.end())
-            row.precision_bits = static_cast<int>(bits->second);
-        else
-            row.precision_bits = f64 ? 64 : 32;
+        const auto done = analysis::bookkeeping_of(values[i]);
+        row.nonfinite_count = done.nonfinite_count;
+        row.precision_bits = done.precision_bits.value_or(f64 ? 64 : 32);
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model][j.unit.component].push_back(std::move(values[i]));
     }
@@ -346,7 +346,7 @@ AnalyzeResult analyze(const AnalyzeOptions& o) {
     // heads) and whole-tensor tasks balance worse over the threads (1.7% more wall time on a 4-layer
     // 1024-wide family), so there a task is one matrix, as it always was.
     const bool f64 = o.kernel.precision == Precision::f64;
-    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != "cpu");
+    const bool by_tensor = o.tensor_tasks.value_or(o.run.device != linalg::Device::cpu);
     // Resampling fields (p-values, the alpha CI) cost their draws' fits per matrix: the progress line
     // counts the draws too, so a long matrix shows it is moving.
     const std::size_t draws = resampling_draws(fields.compute, o.kernel);

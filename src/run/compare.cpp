@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "compare_plan_impl.hpp"
+#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
+#include "diffract/analysis/option_values.hpp"
 #include "diffract/core/matrix.hpp"
 #include "diffract/core/nonfinite.hpp"
 #include "diffract/linalg/backend.hpp"
@@ -87,7 +89,7 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                                           std::vector<analysis::ModelExperts>& experts) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
-        if (job.pending(i) && values[i]->scalars.at(kWholeRouteField) != 0) ++result.whole_route;
+        if (job.pending(i) && analysis::bookkeeping_of(*values[i]).whole_route.value()) ++result.whole_route;
     NonfiniteReport nonfinite_report;
     std::vector<ModelHeadBlocks> heads(plan.models.size());
     experts.assign(plan.models.size(), {});
@@ -98,22 +100,15 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
             for (std::size_t u = 0; u < plan.jobs[j].units.size(); ++u) {
                 auto& v = values[plan.slot(j, m, u)];
                 if (!v) continue;
-                v->scalars.erase(kWholeRouteField);
                 const auto& unit = plan.jobs[j].units[u];
-                auto take = [&](const char* field) {
-                    const auto n = static_cast<std::int64_t>(v->scalars[field]);
-                    v->scalars.erase(field);
-                    return n;
-                };
-                const auto nonfinite = take(kNonfiniteCountField);
-                const auto bits = v->scalars.count(kPrecisionField) ? take(kPrecisionField) : 64;
+                const auto done = analysis::take_bookkeeping(*v);
                 nonfinite_report.add(*plan.jobs[j].tensor, unit.block, unit.head.has_value(),
-                                     take(kNonfiniteBaseField));
+                                     done.nonfinite_base);
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
-                                     take(kNonfiniteModelField));
+                                     done.nonfinite_model);
                 CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
-                row.nonfinite_count = nonfinite;
-                row.precision_bits = static_cast<int>(bits);
+                row.nonfinite_count = done.nonfinite_count;
+                row.precision_bits = done.precision_bits.value_or(64);
                 row.values = std::move(v->scalars);
                 // The ranked heads are the language model's: a tower's heads are rows of compare.csv,
                 // never pooled into the language model's ranking.
@@ -145,6 +140,17 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
 // The stages: the plan (what is compared with what, and from which tensors each slot is computed), the
 // Job's look-up, the tasks and their computation (analysis::compare_tensor_job), then on rank 0 the rows
 // and the head table (analysis::rank_model_heads).
+void apply_compare_options(const CompareOptionText& t, CompareOptions& o) {
+    o.top_k = t.top_k;
+    o.ranking = analysis::parse_head_rank_options(t.order, t.scale_scope, t.seed);
+    o.precision = analysis::parse_precision(t.precision);
+    o.route = analysis::parse_svd_route(t.svd_route);
+    o.delta_only = t.delta_only;
+    o.heads = t.heads;
+    o.allow_partial = t.allow_partial;
+    o.run.selection.allow_partial = t.allow_partial;
+}
+
 CompareResult compare(const CompareOptions& o) {
     CompareResult result;
     result.ranking = o.ranking;

@@ -47,8 +47,7 @@ RunOptions parse_run_options(const RunOptionText& t) {
     r.threads = t.threads;
     r.max_memory = t.max_memory.empty() ? 0 : parse_size(t.max_memory, "--max-memory");
     r.store_path = t.store;
-    linalg::check_device(t.device);  // even when every result turns out to be stored
-    r.device = t.device;
+    r.device = linalg::parse_device(t.device);  // checked even when every result turns out to be stored
     r.progress = !t.quiet;
     r.ship_inputs = t.ship_inputs;
     r.selection = analysis::make_selection(t);

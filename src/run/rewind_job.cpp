@@ -5,13 +5,16 @@
 
 namespace diffract::run {
 
-RewindOutcome rewind(const RewindJob& job) {
-    if (!job.heads_file.empty() && job.heads)
+void RewindJob::check() const {
+    if (!heads_file.empty() && heads)
         throw InputError("edit rewind: give the heads as a file or as a list, not both");
-    edit::check_rewind_heads_choice(job.fraction.has_value(),
-                                    !job.heads_file.empty() || job.heads.has_value());
-    if (job.heads_file.empty() && job.heads && job.heads->empty())
+    edit::check_rewind_heads_choice(fraction.has_value(), !heads_file.empty() || heads.has_value());
+    if (heads_file.empty() && heads && heads->empty())
         throw InputError("heads: lists no heads (expected (layer, head) pairs)");
+}
+
+RewindOutcome rewind(const RewindJob& job) {
+    job.check();
     RewindOutcome outcome;
     if (!job.heads_file.empty()) {
         outcome.heads = edit::read_heads_file(job.heads_file);

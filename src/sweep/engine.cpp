@@ -125,7 +125,7 @@ std::size_t pending_candidates(const SweepConfig& c, const std::vector<Candidate
     std::size_t pending = 0;
     std::set<std::string> contents;
     for (const auto& cand : candidates)
-        if (cand.same_as.empty() && !journal.content(cand.content) && contents.insert(cand.content).second)
+        if (!cand.same_as && !journal.content(cand.content) && contents.insert(cand.content).second)
             ++pending;
     if (c.candidate_bytes > 0) {
         const std::uint64_t building = c.keep ? pending : std::min<std::size_t>(pending, 1);
@@ -146,7 +146,7 @@ const Candidate* build_first(const std::vector<Candidate>& candidates, const det
     const Candidate* check_only = nullptr;
     for (const auto& cand : candidates) {
         if (journal.content(cand.content)) continue;
-        if (!cand.same_as.empty()) {
+        if (cand.same_as) {
             if (!check_only) check_only = &cand;
             continue;
         }
@@ -172,12 +172,13 @@ const Candidate* build_first(const std::vector<Candidate>& candidates, const det
 }
 
 // The scores of a candidate that equals reference `role` byte for byte.
-const Scores& reference_scores(const SweepRun& run, const std::string& role) {
+const Scores& reference_scores(const SweepRun& run, RefRole role) {
     const auto ref = std::find_if(run.references.begin(), run.references.end(),
                                   [&](const Reference& x) { return x.role == role; });
     if (ref == run.references.end())
-        throw std::logic_error("sweep: a candidate is the same as reference '" + role +
-                               "', which the sweep does not evaluate");
+        throw std::logic_error(
+            fmt::format("sweep: a candidate is the same as reference '{}', which the sweep does not evaluate",
+                        role_name(role)));
     return ref->scores;
 }
 
@@ -239,10 +240,11 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             continue;
         }
         const auto start = Clock::now();
-        auto r = evaluate_reference(c, ref, out / ".references" / ref.role,
-                                    logs / ("reference-" + ref.role + ".log"));
+        const std::string role(role_name(ref.role));
+        auto r =
+            evaluate_reference(c, ref, out / ".references" / role, logs / ("reference-" + role + ".log"));
         journal.add(r);
-        progress.evaluated("reference " + ref.role, r.scores, seconds_since(start));
+        progress.evaluated("reference " + role, r.scores, seconds_since(start));
         run.references.push_back(std::move(r));
     }
 
@@ -252,8 +254,8 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
         Record r;
         r.order = cand.order, r.seed = cand.seed, r.x = cand.x, r.content = cand.content,
         r.columns = cand.columns;
-        if (!cand.same_as.empty()) {
-            r.scores = reference_scores(run, cand.same_as);
+        if (cand.same_as) {
+            r.scores = reference_scores(run, *cand.same_as);
             ++unedited;
         } else if (const auto* s = journal.content(cand.content)) {
             r.scores = *s;
@@ -264,8 +266,9 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
             r.scores = evaluate_candidate(c, cand, prebuilt == &cand, work, logs);
             if (prebuilt == &cand) prebuilt = nullptr;
             ++evaluated;
-            progress.evaluated(fmt::format("{} seed {} x={}", cand.order, cand.seed, format_value(cand.x)),
-                               r.scores, seconds_since(start));
+            progress.evaluated(
+                fmt::format("{} seed {} x={}", order_name(cand.order), cand.seed, format_value(cand.x)),
+                r.scores, seconds_since(start));
         }
         journal.add(r);
         run.records.push_back(std::move(r));
@@ -273,10 +276,10 @@ SweepRun run_candidates(const SweepConfig& c, const std::vector<ReferenceInput>&
     std::error_code ec;
     if (!c.keep) fs::remove(work, ec);  // only when empty
     if (c.quiet < 2)
-        fmt::print(stderr, "sweep: {} candidates evaluated, {} reused{}; evaluator output in {}\n", evaluated,
-                   reused,
-                   unedited ? fmt::format(", {} equal to a reference (its scores)", unedited) : std::string(),
-                   logs.string());
+        run.lines.push_back(fmt::format(
+            "sweep: {} candidates evaluated, {} reused{}; evaluator output in {}", evaluated, reused,
+            unedited ? fmt::format(", {} equal to a reference (its scores)", unedited) : std::string(),
+            logs.string()));
     return run;
 }
 

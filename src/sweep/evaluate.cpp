@@ -1,23 +1,10 @@
-// Running an evaluation: the shell command with the candidate's path, in a process group of its own
-// (so that a timeout, an interrupt or a background child it left behind ends every process it started),
-// its output kept in a log file (not interleaved with the sweep's progress), and the score read from its
+// Running an evaluation: the shell command with the candidate's path, run by the core's subprocess runner
+// (core/subprocess.hpp: a process group of its own, a log file, a timeout), and the score read from its
 // stdout by one documented rule (docs/evaluators.md, "The score").
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -26,88 +13,21 @@
 
 #include <fmt/format.h>
 
-#include "diffract/core/cancel.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
+#include "diffract/core/subprocess.hpp"
 #include "diffract/sweep/sweep.hpp"
 
 namespace diffract::sweep {
 namespace {
 
-constexpr std::size_t kKeptOutput = std::size_t{8} << 20;  // stdout kept for the score (the log has all)
-constexpr std::size_t kMaxScoreLine = 4096;                // a longer last line of many numbers: "too long"
+constexpr std::size_t kMaxScoreLine = 4096;  // a longer last line of many numbers: "too long"
 
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return out + "'";
 }
-
-// The evaluation log, written with every byte checked: a full disk (ENOSPC, EDQUOT) or an I/O error
-// is bad input naming the log, never a log with lines missing.
-class Log {
-public:
-    Log(const std::string& path, const std::string& flag) : path_(path), flag_(flag) {
-        // Non-blocking while opened, so that a FIFO in the log's place is refused rather than waited on.
-        fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-        if (fd_ < 0) fail(errno);
-        struct stat st {};
-        const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
-        if (!regular || ::fcntl(fd_, F_SETFL, O_APPEND) != 0) {
-            ::close(std::exchange(fd_, -1));
-            throw_input_error(path_, "", fmt::format("{}: the log exists and is not a regular file", flag_));
-        }
-    }
-    ~Log() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Log(const Log&) = delete;
-    Log& operator=(const Log&) = delete;
-    int fd() const { return fd_; }
-    void write(std::string_view text) {
-        while (!text.empty()) {
-            const ssize_t n = ::write(fd_, text.data(), text.size());
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) fail(n < 0 ? errno : ENOSPC);
-            text.remove_prefix(static_cast<std::size_t>(n));
-        }
-    }
-    void close() {
-        const int fd = std::exchange(fd_, -1);
-        if (::close(fd) != 0 && errno != EINTR) fail(errno);
-    }
-
-private:
-    [[noreturn]] void fail(int err) {
-        throw InputError(
-            fmt::format("{}: cannot write the evaluation log {}: {}", flag_, path_, std::strerror(err)));
-    }
-    std::string path_, flag_;
-    int fd_ = -1;
-};
-
-// The command's shell, leader of its own process group.
-struct Child {
-    pid_t pid = -1;
-    int status = 0;
-    bool exited = false;
-    bool reap(bool wait) {
-        if (!exited && ::waitpid(pid, &status, wait ? 0 : WNOHANG) == pid) exited = true;
-        return exited;
-    }
-    // Ends every process of the group: SIGTERM, then SIGKILL after `grace`; the shell is reaped.
-    void end_group(std::chrono::milliseconds grace) {
-        ::kill(-pid, SIGTERM);
-        const auto until = std::chrono::steady_clock::now() + grace;
-        while (std::chrono::steady_clock::now() < until) {
-            reap(false);
-            if (::kill(-pid, 0) != 0) break;  // nobody left in the group (the reaped shell included)
-            ::usleep(20000);
-        }
-        ::kill(-pid, SIGKILL);
-        reap(true);
-    }
-};
 
 // A number spelled whole by `text` (surrounding blanks allowed): strtod's grammar, so "nan", "inf" and
 // "1e999" are numbers here and refused as non-finite scores by name later.
@@ -294,47 +214,14 @@ std::vector<double> parse_chunks(const std::string& text, const std::string& key
 
 namespace {
 
-// The process between diffract and an evaluation's shell: it dies with diffract, even when diffract is
-// killed by SIGKILL (then nothing of diffract runs to stop the evaluation), and takes the evaluation's
-// process group with it (sh does not always exec the command, so a signal to sh alone would leave the
-// evaluator running). Otherwise it waits for the shell and ends as the shell ended. Runs between fork
-// and exec of a threaded process: async-signal-safe calls only.
-void kill_evaluation_group(int) {
-    ::kill(0, SIGKILL);
-    ::_exit(137);
-}
-
-[[noreturn]] void supervise_evaluation(pid_t diffract, const char* cmd) {
-    struct sigaction on_death {};
-    on_death.sa_handler = kill_evaluation_group;
-    ::sigaction(SIGUSR2, &on_death, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGUSR2);
-    if (::getppid() != diffract) kill_evaluation_group(0);  // diffract died before the request took effect
-    const pid_t shell = ::fork();
-    if (shell == 0) {
-        ::signal(SIGUSR2, SIG_DFL);
-        ::execl("/bin/sh", "sh", "-c", cmd, static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    if (shell < 0) ::_exit(127);
-    int status = 0;
-    while (::waitpid(shell, &status, 0) < 0)
-        if (errno != EINTR) ::_exit(127);
-    if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
-    ::signal(WTERMSIG(status), SIG_DFL);
-    ::kill(::getpid(), WTERMSIG(status));
-    ::_exit(128 + WTERMSIG(status));
-}
-
-Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
-                     const std::string& log_path) {
-    if (e.in_process) return {e.in_process(model_path), {}};
+// The command with `{model}` and `{python}` replaced by their single-quoted values, in one pass (so that
+// a path holding "{python}" is not replaced again).
+std::string shell_command(const EvalCommand& e, const std::string& model_path, const std::string& flag) {
     if (e.python.empty() && e.command.find("{python}") != std::string::npos)
         throw InputError(
             fmt::format("{}: '{{python}}' needs an interpreter (set DIFFRACT_PYTHON or put "
                         "python3 on PATH)",
                         flag));
-    // One pass, so that a path holding "{python}" is not replaced again.
     std::string cmd;
     for (std::size_t i = 0; i < e.command.size();) {
         const std::string_view rest = std::string_view(e.command).substr(i);
@@ -346,108 +233,14 @@ Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const 
             cmd += e.command[i++];
         }
     }
-    Log log(log_path, flag);
-    log.write(fmt::format("== {}: {}\n", flag, cmd));
-    int out_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0)
-        throw InputError(fmt::format("{}: cannot run '{}': {}", flag, e.command, std::strerror(errno)));
-    std::fflush(nullptr);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        const int err = errno;
-        ::close(out_pipe[0]), ::close(out_pipe[1]);
-        throw InputError(fmt::format("{}: cannot run '{}': {}", flag, e.command, std::strerror(err)));
-    }
-    if (pid == 0) {
-        // The child: a process group of its own, stdout to the pipe, stderr to the log, default signals.
-        ::setpgid(0, 0);
-        ::signal(SIGINT, SIG_DFL), ::signal(SIGTERM, SIG_DFL), ::signal(SIGPIPE, SIG_DFL);
-        ::dup2(out_pipe[1], STDOUT_FILENO);
-        ::dup2(log.fd(), STDERR_FILENO);
-        supervise_evaluation(parent, cmd.c_str());
-    }
-    ::setpgid(pid, pid);  // also here: no race with the child's own call
-    ::close(out_pipe[1]);
-    Child child{pid};
-    struct Reader {
-        int fd;
-        ~Reader() { ::close(fd); }
-    } reader{out_pipe[0]};
-    const auto start = std::chrono::steady_clock::now();
-    std::optional<std::chrono::steady_clock::time_point> exited_at;
-    std::string out, unlogged;
-    try {
-        // Until the shell has exited and its stdout is closed, with the timeout and interrupts checked
-        // every 100 ms.
-        for (bool open = true;;) {
-            int ready = 0;
-            if (open) {
-                pollfd p{reader.fd, POLLIN, 0};
-                ready = ::poll(&p, 1, 100);
-            } else {
-                ::usleep(100000);
-            }
-            if (ready > 0) {
-                char buf[65536];
-                const ssize_t n = ::read(reader.fd, buf, sizeof buf);
-                if (n > 0) {
-                    // The log keeps everything, whole lines at a time (so that the command's stderr,
-                    // appended directly, falls between lines); the score needs only the end of the output.
-                    const std::string_view chunk(buf, static_cast<std::size_t>(n));
-                    if (const auto nl = chunk.rfind('\n'); nl != std::string_view::npos) {
-                        log.write(unlogged + std::string(chunk.substr(0, nl + 1)));
-                        unlogged.assign(chunk.substr(nl + 1));
-                    } else {
-                        unlogged.append(chunk);
-                    }
-                    if (unlogged.size() > kKeptOutput) log.write(std::exchange(unlogged, std::string()));
-                    out.append(buf, static_cast<std::size_t>(n));
-                    if (out.size() > kKeptOutput) out.erase(0, out.size() - kKeptOutput / 2);
-                } else if (n == 0 || errno != EINTR) {
-                    open = false;
-                }
-            }
-            if (!exited_at && child.reap(false)) exited_at = std::chrono::steady_clock::now();
-            if (exited_at && !open) break;
-            // A background child the command left holding stdout open: the command is over once its
-            // shell has exited and the pipe has been quiet for a moment (the group is ended below).
-            if (exited_at && open && ready == 0 &&
-                std::chrono::steady_clock::now() - *exited_at > std::chrono::milliseconds(500))
-                break;
-            if (cancel_requested()) {
-                child.end_group(std::chrono::milliseconds(2000));
-                log.write("\n== interrupted\n");
-                throw Cancelled();
-            }
-            if (e.timeout_seconds > 0 &&
-                std::chrono::steady_clock::now() - start > std::chrono::duration<double>(e.timeout_seconds)) {
-                child.end_group(std::chrono::milliseconds(2000));
-                log.write(fmt::format("\n== timed out after {} s\n", e.timeout_seconds));
-                throw InputError(fmt::format(
-                    "{}: the command ran past --eval-timeout ({} s) on {}; it and its children were ended "
-                    "(its output: {})",
-                    flag, e.timeout_seconds, model_path, log_path));
-            }
-        }
-    } catch (...) {
-        if (!child.exited) child.end_group(std::chrono::milliseconds(2000));
-        throw;
-    }
-    log.write(unlogged);
-    // Whatever the command left running in its group is ended with it (the shell has been reaped or
-    // is waited for here).
-    child.reap(true);
-    ::kill(-pid, SIGKILL);
-    const int status = child.status;
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const std::string how = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
-                                                : fmt::format("exit status {}", code);
-    log.write(fmt::format("{}== {}\n", out.empty() || out.back() == '\n' ? "" : "\n", how));
-    log.close();
-    if (code != 0)
-        throw InputError(fmt::format("{}: command failed ({}) on {}: {} (its output: {})", flag, how,
-                                     model_path, e.command, log_path));
+    return cmd;
+}
+
+Evaluation raw_score(const EvalCommand& e, const std::string& model_path, const std::string& flag,
+                     const std::string& log_path) {
+    if (e.in_process) return {e.in_process(model_path), {}};
+    const auto out = run_logged_command({shell_command(e, model_path, flag), e.command, flag, log_path,
+                                         model_path, e.timeout_seconds, "--eval-timeout"});
     try {
         return {parse_score(out, e.score_key, flag), parse_chunks(out, e.score_key, flag)};
     } catch (const InputError& error) {

@@ -9,6 +9,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_bounded.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/output_path.hpp"
 
 namespace diffract::sweep::detail {
@@ -18,8 +19,6 @@ double json_number(const nlohmann::json& j, const char* key) {
     // null (NaN when written) and a field an older journal lacks read back as NaN
     return j.contains(key) && j[key].is_number() ? j[key].get<double>() : kNaN;
 }
-
-nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 Scores scores_of(const nlohmann::json& j) {
     Scores s{json_number(j, "score"), json_number(j, "select_score"), json_number(j, "report_score"),
@@ -76,22 +75,24 @@ const Scores* Journal::content(const std::string& content) const {
     return it == by_content_.end() ? nullptr : &it->second;
 }
 
-const Scores* Journal::reference(const std::string& role) const {
-    const auto it = references_.find(role);
+const Scores* Journal::reference(RefRole role) const {
+    const auto it = references_.find(std::string(role_name(role)));
     return it == references_.end() ? nullptr : &it->second;
 }
 
 void Journal::add(const Record& r) {
     by_content_[r.content] = r.scores;
-    if (!recorded_.insert(record_id(r.order, r.seed, r.x)).second) return;
-    nlohmann::json j{{"order", r.order}, {"seed", r.seed}, {"x", r.x}, {"content", r.content}};
+    const std::string order(order_name(r.order));
+    if (!recorded_.insert(record_id(order, r.seed, r.x)).second) return;
+    nlohmann::json j{{"order", order}, {"seed", r.seed}, {"x", r.x}, {"content", r.content}};
     put_scores(j, r.scores);
     append(j);
 }
 
 void Journal::add(const Reference& r) {
-    references_[r.role] = r.scores;
-    nlohmann::json j{{"reference", r.role}, {"path", r.path}};
+    const std::string role(role_name(r.role));
+    references_[role] = r.scores;
+    nlohmann::json j{{"reference", role}, {"path", r.path}};
     put_scores(j, r.scores);
     append(j);
 }

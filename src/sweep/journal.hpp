@@ -21,7 +21,7 @@ public:
 
     // The scores recorded for this content or reference role, or null.
     const Scores* content(const std::string& content) const;
-    const Scores* reference(const std::string& role) const;
+    const Scores* reference(RefRole role) const;
 
     // Records a candidate (its line once per (order, seed, x)) or a reference point.
     void add(const Record& r);

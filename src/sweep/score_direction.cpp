@@ -47,10 +47,10 @@ std::optional<bool> key_lower_is_better(std::string_view score_key) {
 }
 
 std::optional<bool> score_lower_is_better(const std::string& direction, const std::string& score_key) {
-    if (direction == "lower") return true;
-    if (direction == "higher") return false;
+    if (const auto lower = value_of(kDirectionNames, direction)) return *lower;
     if (!direction.empty())
-        throw InputError(fmt::format("--direction: expected higher or lower, found '{}'", direction));
+        throw InputError(
+            fmt::format("--direction: expected {}, found '{}'", choice_list(kDirectionNames), direction));
     return key_lower_is_better(score_key);
 }
 
@@ -68,6 +68,8 @@ bool required_lower_is_better(const std::string& direction, const std::string& s
                           why, score_key));
 }
 
-std::string direction_name(bool lower_is_better) { return lower_is_better ? "lower" : "higher"; }
+std::string direction_name(bool lower_is_better) {
+    return std::string(name_of(kDirectionNames, lower_is_better));
+}
 
 }  // namespace diffract::sweep

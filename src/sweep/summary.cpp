@@ -11,6 +11,7 @@
 
 #include "diffract/core/atomic_file.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
@@ -19,8 +20,6 @@ namespace fs = std::filesystem;
 
 namespace diffract::sweep {
 namespace {
-
-nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 double mean(const std::vector<double>& v) {
     double s = 0;
@@ -130,7 +129,7 @@ nlohmann::ordered_json references_json(const SweepConfig& c, const std::vector<R
         }
         j["eval_seconds"] = number_json(r.scores.eval_seconds);
         j["path"] = r.path;
-        refs[r.role] = j;
+        refs[std::string(role_name(r.role))] = j;
     }
     return refs;
 }
@@ -141,10 +140,9 @@ nlohmann::ordered_json references_json(const SweepConfig& c, const std::vector<R
 // as the mean of its resampled chunks, and (mean AUC of `order` − mean AUC of random) recomputed:
 // kDrawnResamples seeded draws, percentile interval. nullopt without chunks or with chunk counts that
 // differ.
-using CurvePoints = std::map<std::pair<std::string, std::uint64_t>, std::vector<const Record*>>;
+using CurvePoints = std::map<std::pair<Order, std::uint64_t>, std::vector<const Record*>>;
 
-std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& points,
-                                                         const std::string& order) {
+std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& points, Order order) {
     std::size_t m = 0;
     for (const auto& [key, recs] : points)
         for (const auto* r : recs) {
@@ -156,9 +154,9 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
     std::vector<double> diffs;
     for (std::size_t b = 0; b < kDrawnResamples; ++b) {
         for (auto& i : idx) i = splitmix64(state) % m;
-        std::map<std::string, std::vector<double>> aucs;
+        std::map<Order, std::vector<double>> aucs;
         for (const auto& [key, recs] : points) {
-            if (key.first != order && key.first != "random") continue;
+            if (key.first != order && key.first != Order::random) continue;
             std::vector<std::pair<double, double>> xy;
             for (const auto* r : recs) {
                 double sum = 0;
@@ -173,7 +171,7 @@ std::optional<std::pair<double, double>> chunk_diff_ci95(const CurvePoints& poin
             }
             aucs[key.first].push_back(trapezoid_auc(xy));
         }
-        diffs.push_back(mean(aucs[order]) - mean(aucs["random"]));
+        diffs.push_back(mean(aucs[order]) - mean(aucs[Order::random]));
     }
     return percentile_ci95(std::move(diffs));
 }
@@ -202,115 +200,166 @@ void add_score_key(const SweepConfig& c, nlohmann::ordered_json& summary) {
                                                  : nlohmann::ordered_json(nullptr);
 }
 
-nlohmann::json summarize(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
-    const auto& records = run.records;
-    // Curves: (order, seed) -> points, in first-seen order.
-    std::vector<std::pair<std::string, std::uint64_t>> curves;
-    std::map<std::pair<std::string, std::uint64_t>, std::vector<const Record*>> points;
-    std::vector<std::string> orders;
-    for (const auto& r : records) {
+namespace {
+
+// The statistics of a run's curves, computed before any output is written: each curve's points
+// ((order, seed) in first-seen order), each ordering's AUCs and seeds, and the random orderings' mean
+// and standard deviation.
+struct CurveStats {
+    std::vector<std::pair<Order, std::uint64_t>> curves;
+    CurvePoints points;
+    std::vector<Order> orders;  // first-seen order
+    std::map<Order, std::vector<double>> aucs;
+    std::map<Order, std::vector<std::uint64_t>> seeds;
+    bool has_random = false;
+    double random_mean = kNaN, random_std = kNaN;
+};
+
+CurveStats curve_stats(const SweepRun& run) {
+    CurveStats st;
+    for (const auto& r : run.records) {
         const auto key = std::pair(r.order, r.seed);
-        if (!points.count(key)) curves.push_back(key);
-        if (std::find(orders.begin(), orders.end(), r.order) == orders.end()) orders.push_back(r.order);
-        points[key].push_back(&r);
+        if (!st.points.count(key)) st.curves.push_back(key);
+        if (std::find(st.orders.begin(), st.orders.end(), r.order) == st.orders.end())
+            st.orders.push_back(r.order);
+        st.points[key].push_back(&r);
     }
-    std::map<std::string, std::vector<double>> aucs;
-    std::map<std::string, std::vector<std::uint64_t>> seeds;
-    for (const auto& key : curves) {
+    for (const auto& key : st.curves) {
         std::vector<std::pair<double, double>> xy;
-        for (const auto* r : points[key]) xy.emplace_back(r->x, r->curve_score());
-        aucs[key.first].push_back(trapezoid_auc(xy));
-        seeds[key.first].push_back(key.second);
+        for (const auto* r : st.points[key]) xy.emplace_back(r->x, r->curve_score());
+        st.aucs[key.first].push_back(trapezoid_auc(xy));
+        st.seeds[key.first].push_back(key.second);
     }
+    st.has_random = st.aucs.count(Order::random) > 0;
+    if (st.has_random)
+        st.random_mean = mean(st.aucs[Order::random]), st.random_std = stddev(st.aucs[Order::random]);
+    return st;
+}
+
+// How sure an ordering's difference from the random orderings is: a bootstrap interval over the random
+// orderings and the rank p-value, with how many orderings are behind them; and the interval over the
+// evaluation's own data, where the evaluator printed per-chunk scores.
+struct VersusRandom {
+    std::pair<double, double> ci95;
+    double p_value;
+    std::size_t orderings;
+    std::optional<std::pair<double, double>> chunks_ci95;
+    std::string chunks_note;  // why the chunks printed give no interval ("" when none did, or they do)
+};
+
+VersusRandom versus_random(CurveStats& st, Order o) {
+    const double auc = mean(st.aucs[o]);
+    const auto& r = st.aucs[Order::random];
+    VersusRandom v{bootstrap_diff_ci95(auc, r), rank_p_value(auc, r), r.size(), chunk_diff_ci95(st.points, o),
+                   ""};
+    if (!v.chunks_ci95) v.chunks_note = chunks_unusable(st.points);
+    return v;
+}
+
+nlohmann::ordered_json order_json(CurveStats& st, Order o, const SweepRun& run) {
+    const auto& a = st.aucs[o];
+    nlohmann::ordered_json j;
+    j["seeds"] = st.seeds[o];
+    j["aucs"] = a;
+    j["auc_mean"] = number_json(mean(a));
+    j["auc_std"] = number_json(stddev(a));
+    if (!st.has_random) return j;
+    const double rmean = st.random_mean, rstd = st.random_std;
+    j["auc_diff_vs_random"] = number_json(mean(a) - rmean);
+    j["auc_ratio_vs_random"] = number_json(mean(a) / rmean);
+    j["z_vs_random"] = number_json(rstd > 0 ? (mean(a) - rmean) / rstd : kNaN);
+    if (o == Order::random) return j;
+    const auto v = versus_random(st, o);
+    j["auc_diff_ci95"] = {number_json(v.ci95.first), number_json(v.ci95.second)};
+    j["p_value_vs_random"] = number_json(v.p_value);
+    j["random_orderings"] = v.orderings;
+    if (v.chunks_ci95) {
+        j["auc_diff_ci95_chunks"] = {number_json(v.chunks_ci95->first), number_json(v.chunks_ci95->second)};
+        j["chunks"] = run.records.front().scores.chunks.size();
+    } else if (!v.chunks_note.empty()) {
+        // Chunks printed but not the same data for every model: said, never dropped silently.
+        j["auc_diff_ci95_chunks"] = nullptr;
+        j["chunks_note"] = v.chunks_note;
+    }
+    if (2.0 / static_cast<double>(v.orderings + 1) > 0.05)
+        j["note"] = fmt::format(
+            "{} random orderings: the p-value cannot go below {:.3g}; --seeds 39 or more can "
+            "show "
+            "p < 0.05",
+            v.orderings, 2.0 / static_cast<double>(v.orderings + 1));
+    return j;
+}
+
+// The point of each curve of ordering `o` with the best select score, and the report score there.
+struct BestPoint {
+    std::uint64_t seed;
+    const Record* best;
+    double gain;  // its report score − the report score at x = 0 (NaN without that point)
+};
+
+std::vector<BestPoint> best_points(const SweepConfig& c, CurveStats& st, Order o) {
+    std::vector<BestPoint> out;
+    for (const auto& key : st.curves) {
+        if (key.first != o) continue;
+        const Record* best = nullptr;
+        const Record* unedited = nullptr;
+        for (const auto* r : st.points[key]) {
+            const double x = r->scores.select_score, b = best ? best->scores.select_score : kNaN;
+            if (!best || (c.lower_is_better.value_or(false) ? x < b : x > b)) best = r;
+            if (r->x == 0) unedited = r;
+        }
+        out.push_back(
+            {key.second, best, unedited ? best->scores.report_score - unedited->scores.report_score : kNaN});
+    }
+    return out;
+}
+
+nlohmann::ordered_json selection_json(const std::vector<BestPoint>& points) {
+    nlohmann::ordered_json per;
+    std::vector<double> reported, gains;
+    for (const auto& p : points) {
+        per["curves"].push_back({{"seed", p.seed},
+                                 {"x", p.best->x},
+                                 {"select_score", number_json(p.best->scores.select_score)},
+                                 {"report_score", number_json(p.best->scores.report_score)},
+                                 {"report_gain_vs_x0", number_json(p.gain)}});
+        reported.push_back(p.best->scores.report_score);
+        gains.push_back(p.gain);
+    }
+    per["report_mean"] = number_json(mean(reported));
+    per["report_std"] = number_json(stddev(reported));
+    per["report_gain_mean"] = number_json(mean(gains));
+    return per;
+}
+
+}  // namespace
+
+nlohmann::json summarize(const SweepConfig& c, Kind kind, const SweepRun& run) {
+    auto st = curve_stats(run);
     nlohmann::ordered_json s;
-    s["sweep"] = kind;
+    s["sweep"] = std::string(kind_name(kind));
     s["score"] = c.eval.empty() ? "select" : "eval";
     add_score_key(c, s);
     // The unedited model's score, where the report looks for it (its "unedited" line).
     for (const auto& r : run.references)
-        if (r.role == "model") s["baseline"] = number_json(r.scores.curve_score());
+        if (r.role == RefRole::model) s["baseline"] = number_json(r.scores.curve_score());
     s["references"] = references_json(c, run.references);
-    const bool has_random = aucs.count("random") > 0;
-    const double rmean = has_random ? mean(aucs["random"]) : kNaN,
-                 rstd = has_random ? stddev(aucs["random"]) : kNaN;
-    if (has_random)
-        s["random"] = {{"auc_mean", number_json(rmean)},
-                       {"auc_std", number_json(rstd)},
-                       {"seeds", aucs["random"].size()}};
-    for (const auto& o : orders) {
-        const auto& a = aucs[o];
-        nlohmann::ordered_json j;
-        j["seeds"] = seeds[o];
-        j["aucs"] = a;
-        j["auc_mean"] = number_json(mean(a));
-        j["auc_std"] = number_json(stddev(a));
-        if (has_random) {
-            j["auc_diff_vs_random"] = number_json(mean(a) - rmean);
-            j["auc_ratio_vs_random"] = number_json(mean(a) / rmean);
-            j["z_vs_random"] = number_json(rstd > 0 ? (mean(a) - rmean) / rstd : kNaN);
-            if (o != "random") {
-                // How sure the difference is: a bootstrap interval over the random orderings and the
-                // rank p-value, with how many orderings are behind them.
-                const auto& r = aucs["random"];
-                const auto [lo, hi] = bootstrap_diff_ci95(mean(a), r);
-                j["auc_diff_ci95"] = {number_json(lo), number_json(hi)};
-                j["p_value_vs_random"] = number_json(rank_p_value(mean(a), r));
-                j["random_orderings"] = r.size();
-                // And over the evaluation's own data, where the evaluator printed per-chunk scores.
-                if (const auto ci = chunk_diff_ci95(points, o)) {
-                    j["auc_diff_ci95_chunks"] = {number_json(ci->first), number_json(ci->second)};
-                    j["chunks"] = records.front().scores.chunks.size();
-                } else if (const auto why = chunks_unusable(points); !why.empty()) {
-                    // Chunks printed but not the same data for every model: said, never dropped silently.
-                    j["auc_diff_ci95_chunks"] = nullptr;
-                    j["chunks_note"] = why;
-                }
-                if (2.0 / static_cast<double>(r.size() + 1) > 0.05)
-                    j["note"] = fmt::format(
-                        "{} random orderings: the p-value cannot go below {:.3g}; --seeds 39 or more can "
-                        "show "
-                        "p < 0.05",
-                        r.size(), 2.0 / static_cast<double>(r.size() + 1));
-            }
-        }
-        s["orders"][o] = j;
-    }
-    if (!c.select_eval.empty() && !c.report_eval.empty()) {
-        for (const auto& o : orders) {
-            nlohmann::ordered_json per;
-            std::vector<double> reported, gains;
-            for (const auto& key : curves) {
-                if (key.first != o) continue;
-                const Record* best = nullptr;
-                const Record* unedited = nullptr;
-                for (const auto* r : points[key]) {
-                    const double x = r->scores.select_score, b = best ? best->scores.select_score : kNaN;
-                    if (!best || (c.lower_is_better.value_or(false) ? x < b : x > b)) best = r;
-                    if (r->x == 0) unedited = r;
-                }
-                const double gain =
-                    unedited ? best->scores.report_score - unedited->scores.report_score : kNaN;
-                per["curves"].push_back({{"seed", key.second},
-                                         {"x", best->x},
-                                         {"select_score", number_json(best->scores.select_score)},
-                                         {"report_score", number_json(best->scores.report_score)},
-                                         {"report_gain_vs_x0", number_json(gain)}});
-                reported.push_back(best->scores.report_score);
-                gains.push_back(gain);
-            }
-            per["report_mean"] = number_json(mean(reported));
-            per["report_std"] = number_json(stddev(reported));
-            per["report_gain_mean"] = number_json(mean(gains));
-            s["selection"][o] = per;
-        }
-    }
+    if (st.has_random)
+        s["random"] = {{"auc_mean", number_json(st.random_mean)},
+                       {"auc_std", number_json(st.random_std)},
+                       {"seeds", st.aucs[Order::random].size()}};
+    for (const auto o : st.orders) s["orders"][std::string(order_name(o))] = order_json(st, o, run);
+    if (!c.select_eval.empty() && !c.report_eval.empty())
+        for (const auto o : st.orders)
+            s["selection"][std::string(order_name(o))] = selection_json(best_points(c, st, o));
     return s;
 }
 
 Table curve_table(const SweepConfig& c, const SweepRun& run) {
-    std::vector<Column<Record>> columns{{"order", [](const Record& r) -> Cell { return r.order; }},
-                                        {"seed", [](const Record& r) -> Cell { return r.seed; }},
-                                        {"x", [](const Record& r) -> Cell { return r.x; }}};
+    std::vector<Column<Record>> columns{
+        {"order", [](const Record& r) -> Cell { return std::string(order_name(r.order)); }},
+        {"seed", [](const Record& r) -> Cell { return r.seed; }},
+        {"x", [](const Record& r) -> Cell { return r.x; }}};
     if (!run.records.empty())
         for (std::size_t i = 0; i < run.records.front().columns.size(); ++i)
             columns.push_back({run.records.front().columns[i].first, [i](const Record& r) -> Cell {
@@ -325,14 +374,15 @@ Table curve_table(const SweepConfig& c, const SweepRun& run) {
     return make_table(columns, run.records);
 }
 
-SweepOutputs write_outputs(const SweepConfig& c, const std::string& kind, const SweepRun& run) {
+SweepOutputs write_outputs(const SweepConfig& c, Kind kind, const SweepRun& run) {
     SweepOutputs out{curve_table(c, run), json_text(summarize(c, kind, run), 2) + "\n"};
     const fs::path dir(c.out_dir);
     write_file_atomically((dir / "curve.csv").string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (c.quiet < 2)
-        fmt::print(stderr, "sweep {}: {} points -> {}/curve.csv, {}/summary.json\n", kind, run.records.size(),
-                   c.out_dir, c.out_dir);
+        out.lines.push_back(fmt::format("sweep {}: {} points -> {}/curve.csv, {}/summary.json",
+                                        kind_name(kind), run.records.size(), c.out_dir, c.out_dir));
     return out;
 }
 

@@ -16,21 +16,23 @@
 namespace diffract::sweep {
 namespace {
 
-nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
-    if (kind == "rewind" || kind == "rewind-each") {
-        nlohmann::json f{{"base", o.base},
-                         {"model", o.model},
-                         {"reference", o.reference},
-                         {"kv", o.kv_policy},
-                         {"scope", o.scale_scope}};
-        if (kind == "rewind")
-            f.update(
-                {{"orders", o.orders}, {"seeds", o.seeds}, {"seed", o.seed}, {"fractions", o.fractions}});
-        return f;
-    }
-    if (kind == "validate")
-        return {
-            {"base", o.base},
+// What each kind's journal fingerprint holds beside the evaluations and the selection: its own inputs.
+nlohmann::json rewind_models(const SweepOptions& o) {
+    return {{"base", o.base},
+            {"model", o.model},
+            {"reference", o.reference},
+            {"kv", o.kv_policy},
+            {"scope", o.scale_scope}};
+}
+
+nlohmann::json rewind_inputs(const SweepOptions& o) {
+    auto f = rewind_models(o);
+    f.update({{"orders", o.orders}, {"seeds", o.seeds}, {"seed", o.seed}, {"fractions", o.fractions}});
+    return f;
+}
+
+nlohmann::json validate_inputs(const SweepOptions& o) {
+    return {{"base", o.base},
             {"model", o.model},
             {"reference", o.reference},
             {"second_reference", o.second_reference},
@@ -40,15 +42,32 @@ nlohmann::json kind_inputs(const SweepOptions& o, std::string_view kind) {
             {"seeds", o.seeds},
             {"seed", o.seed},
             {"direction", direction_name(required_lower_is_better(o.direction, o.score_key, "validate"))}};
-    if (kind == "truncate")
-        return {{"base", o.base}, {"model", o.model}, {"keeps", o.keeps}, {"per_head", o.per_head}};
-    if (kind == "interpolate") return {{"a", o.a}, {"b", o.b}, {"omegas", o.omegas}};
-    throw std::logic_error(fmt::format("unknown sweep kind '{}'", kind));
 }
+
+nlohmann::json truncate_inputs(const SweepOptions& o) {
+    return {{"base", o.base}, {"model", o.model}, {"keeps", o.keeps}, {"per_head", o.per_head}};
+}
+
+nlohmann::json interpolate_inputs(const SweepOptions& o) {
+    return {{"a", o.a}, {"b", o.b}, {"omegas", o.omegas}};
+}
+
+// Indexed by Kind, in kKinds' order.
+using KindInputs = nlohmann::json (*)(const SweepOptions&);
+constexpr std::array<std::pair<Kind, KindInputs>, 5> kKindInputs{{{Kind::rewind, rewind_inputs},
+                                                                  {Kind::rewind_each, rewind_models},
+                                                                  {Kind::validate, validate_inputs},
+                                                                  {Kind::truncate, truncate_inputs},
+                                                                  {Kind::interpolate, interpolate_inputs}}};
+static_assert([] {
+    for (std::size_t i = 0; i < kKindInputs.size(); ++i)
+        if (kKindInputs[i].first != kKinds[i].kind) return false;
+    return true;
+}());
 
 }  // namespace
 
-SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
+SweepConfig sweep_config(const SweepOptions& o, Kind kind) {
     if (o.out.empty()) throw InputError("--out: expected an output directory");
     // Before anything is written (candidates are built inside --out).
     std::vector<std::string> inputs{run::resolved_store_path(o.run.store)};
@@ -78,11 +97,11 @@ SweepConfig sweep_config(const SweepOptions& o, std::string_view kind) {
     // its best x with --select-eval needs it; otherwise it is written where known.
     const bool picks = !o.select_eval.empty() && !o.report_eval.empty();
     c.lower_is_better =
-        kind == "validate" ? required_lower_is_better(o.direction, o.score_key, "sweep validate")
+        kind == Kind::validate ? required_lower_is_better(o.direction, o.score_key, "sweep validate")
         : picks ? required_lower_is_better(o.direction, o.score_key, "picking the best x with --select-eval")
                 : score_lower_is_better(o.direction, o.score_key);
-    c.fingerprint = kind_inputs(o, kind);
-    c.fingerprint.update({{"sweep", kind},
+    c.fingerprint = kKindInputs[static_cast<std::size_t>(kind)].second(o);
+    c.fingerprint.update({{"sweep", std::string(kind_name(kind))},
                           {"eval", o.eval},
                           {"select_eval", o.select_eval},
                           {"report_eval", o.report_eval},

@@ -23,7 +23,7 @@ std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv
     std::sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) {
         return std::pair(a.layer, a.head) < std::pair(b.layer, b.head);
     });
-    std::string s = kv == edit::KvPolicy::all ? "rewind/kv=all:" : "rewind/kv=any:";
+    std::string s = fmt::format("rewind/kv={}:", name_of(edit::kKvPolicyNames, kv));
     for (const auto& h : heads) s += fmt::format("{}.{},", h.layer, h.head);
     return s;
 }
@@ -32,7 +32,7 @@ Candidate rewind_candidate(const RewindSweep& w, std::vector<edit::RewindHead> h
                            const edit::RewoundAmount* amount) {
     Candidate c;
     c.content = heads_content(heads, w.kv);
-    if (heads.empty()) c.same_as = "model";
+    if (heads.empty()) c.same_as = RefRole::model;
     if (amount)
         c.columns = {{"query_heads", amount->query_heads},
                      {"kv_blocks", amount->kv_blocks},
@@ -108,29 +108,32 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
                 const auto amount = edit::rewound_amount(model, heads, w.kv, w.common.selection);
                 amounts[x].emplace(amount.parameters, std::string(analysis::head_order_name(order)));
                 auto c = detail::rewind_candidate(w, std::move(heads), &amount);  // x = 0: the model itself
-                c.order = std::string(analysis::head_order_name(order));
+                c.order = order_of(order);
                 c.seed = ranking.seed;
                 c.x = x;
-                c.label = fmt::format("{}_s{}_x{}", c.order, c.seed, x_label(x));
+                c.label = fmt::format("{}_s{}_x{}", order_name(c.order), c.seed, x_label(x));
                 candidates.push_back(std::move(c));
             }
         }
     }
     // Orderings compared at one x that rewind different amounts of weight (agreement, pl_ks, or random
     // without importance) compare amounts as much as orderings: said, not hidden.
+    std::vector<std::string> warnings;
     for (const auto& [x, by_parameters] : amounts)
         if (by_parameters.size() > 1) {
             std::string what;
             for (const auto& [p, order] : by_parameters)
                 what += fmt::format("{}{} {}", what.empty() ? "" : ", ", order, p);
-            fmt::print(stderr,
-                       "diffract: warning: at x = {} the orderings rewind different amounts of weight ({} "
-                       "weight entries): their scores compare amounts as well as orderings\n",
-                       x_label(x), what);
+            warnings.push_back(
+                fmt::format("at x = {} the orderings rewind different amounts of weight ({} weight entries): "
+                            "their scores compare amounts as well as orderings",
+                            x_label(x), what));
         }
-    return write_outputs(
-        config, "rewind",
-        run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
+    auto out = write_outputs(
+        config, Kind::rewind,
+        run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates));
+    out.warnings = std::move(warnings);
+    return out;
 }
 
 SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
@@ -141,7 +144,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
         const bool unedited = heads.empty();
         auto c = detail::rewind_candidate(w, std::move(heads), nullptr);
-        c.order = unedited ? "unedited" : "each";
+        c.order = unedited ? Order::unedited : Order::each;
         c.x = x;
         c.label = label;
         candidates.push_back(std::move(c));
@@ -155,7 +158,8 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
         h.ranked.layer = h.layer, h.ranked.head = h.head;
         add({h}, fmt::format("L{}_H{}", h.layer, h.head), static_cast<double>(i));
     }
-    const auto run = run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates);
+    const auto run =
+        run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates);
     const auto& records = run.records;
     const double unedited = records[0].curve_score();
     std::vector<std::size_t> index(heads.size());  // 0, 1, ...: the heads in their order
@@ -181,34 +185,34 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
          {"greedy_rank", [&](std::size_t i) { return count(greedy[i]); }},
          {"eval_seconds", [&](std::size_t i) -> Cell { return records[i + 1].scores.eval_seconds; }}},
         index);
-    nlohmann::ordered_json summary{{"sweep", "rewind-each"},
+    nlohmann::ordered_json summary{{"sweep", std::string(kind_name(Kind::rewind_each))},
                                    {"unedited_score", unedited},
                                    {"heads", heads.size()},
                                    {"references", references_json(config, run.references)}};
     add_score_key(config, summary);
     out.summary = json_text(summary, 2) + "\n";
     const std::filesystem::path dir(config.out_dir);
-    write_file_atomically((dir / "heads_effect.csv").string(), to_csv(out.table));
+    write_file_atomically((dir / kind_info(Kind::rewind_each).table_file).string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (config.quiet < 2)
-        fmt::print(stderr, "sweep rewind-each: {} heads -> {}/heads_effect.csv\n", heads.size(),
-                   config.out_dir);
+        out.lines.push_back(
+            fmt::format("sweep rewind-each: {} heads -> {}/heads_effect.csv", heads.size(), config.out_dir));
     return out;
 }
 
 namespace {
 
 // One candidate per grid value x, labelled ORDER_x, built by build(x, dir).
-std::vector<Candidate> grid_candidates(const std::string& order, const std::string& kind,
-                                       const std::vector<double>& xs,
+std::vector<Candidate> grid_candidates(Order order, Kind kind, const std::vector<double>& xs,
                                        const std::function<void(double, const std::string&)>& build) {
     std::vector<Candidate> candidates;
     for (double x : xs) {
         Candidate c;
         c.order = order;
         c.x = x;
-        c.label = order + "_" + x_label(x);
-        c.content = kind + "/" + order + "=" + x_label(x);
+        c.label = fmt::format("{}_{}", order_name(order), x_label(x));
+        c.content = fmt::format("{}/{}={}", kind_name(kind), order_name(order), x_label(x));
         c.build = [build, x](const std::string& dir) { build(x, dir); };
         candidates.push_back(std::move(c));
     }
@@ -221,24 +225,27 @@ SweepOutputs sweep_truncate(const SweepConfig& config, const TruncateSweep& w) {
     const auto& base = w.base;
     const auto& model = w.model;
     const auto candidates =
-        grid_candidates("keep", "truncate", w.keeps, [&](double x, const std::string& dir) {
+        grid_candidates(Order::keep, Kind::truncate, w.keeps, [&](double x, const std::string& dir) {
             edit::truncate(dir, base, model, {edit::TruncateRule::Kind::keep, x}, w.common);
         });
     return write_outputs(
-        config, "truncate",
-        run_candidates(sized(config, model), {{"base", &base}, {"model", &model}}, candidates));
+        config, Kind::truncate,
+        run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates));
 }
 
 SweepOutputs sweep_interpolate(const SweepConfig& config, const InterpolateSweep& w) {
     const auto& a = w.a;
     const auto& b = w.b;
     auto candidates =
-        grid_candidates("omega", "interpolate", w.omegas,
+        grid_candidates(Order::omega, Kind::interpolate, w.omegas,
                         [&](double x, const std::string& dir) { edit::interpolate(dir, a, b, x, w.common); });
     // The endpoints copy A's and B's bytes (edit::interpolate): their scores are the references'.
-    for (auto& c : candidates) c.same_as = c.x == 0.0 ? "a" : c.x == 1.0 ? "b" : "";
-    return write_outputs(config, "interpolate",
-                         run_candidates(sized(config, a), {{"a", &a}, {"b", &b}}, candidates));
+    for (auto& c : candidates)
+        c.same_as = c.x == 0.0   ? std::optional(RefRole::a)
+                    : c.x == 1.0 ? std::optional(RefRole::b)
+                                 : std::nullopt;
+    return write_outputs(config, Kind::interpolate,
+                         run_candidates(sized(config, a), {{RefRole::a, &a}, {RefRole::b, &b}}, candidates));
 }
 
 }  // namespace diffract::sweep

@@ -13,7 +13,9 @@
 #include "diffract/core/csv_field.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
+#include "diffract/sweep/score_direction.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "rewind_candidates_impl.hpp"
 
@@ -21,8 +23,6 @@ namespace diffract::sweep {
 namespace {
 
 using analysis::HeadRow;
-
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 edit::RewindHead rewind_head(const HeadRow& s) { return {s.layer, s.head, s.ranked}; }
 
@@ -37,7 +37,7 @@ std::vector<const HeadRow*> by_rank(const std::vector<HeadRow>& scores) {
 
 // One candidate per head set (detail::rewind_candidate: the model itself when it rewinds nothing).
 struct SetPlan {
-    std::string set;  // "unedited", "each", "bottom", "top", "random_bottom", "random_top"
+    Order set = Order::unedited;  // unedited, each, bottom, top, random_bottom, random_top
     std::uint64_t seed = 0;
     std::vector<edit::RewindHead> heads;
 };
@@ -52,9 +52,9 @@ std::vector<Candidate> candidates_of(const std::vector<SetPlan>& plans, const Va
         c.order = p.set;
         c.seed = p.seed;
         c.x = static_cast<double>(p.heads.size());
-        c.label = p.set == "each"       ? fmt::format("L{}_H{}", p.heads[0].layer, p.heads[0].head)
-                  : p.set == "unedited" ? std::string("unedited")
-                                        : fmt::format("{}_s{}", p.set, p.seed);
+        c.label = p.set == Order::each       ? fmt::format("L{}_H{}", p.heads[0].layer, p.heads[0].head)
+                  : p.set == Order::unedited ? std::string(order_name(Order::unedited))
+                                             : fmt::format("{}_s{}", order_name(p.set), p.seed);
         out.push_back(std::move(c));
     }
     return out;
@@ -125,20 +125,20 @@ ValidationPlan plan_validation(const std::vector<HeadRow>& scores, const Validat
     std::sort(p.heads.begin(), p.heads.end(), [](const HeadRow* a, const HeadRow* b) {
         return std::pair(a->layer, a->head) < std::pair(b->layer, b->head);
     });
-    p.plans.push_back({"unedited", 0, {}});
-    for (const auto* h : p.heads) p.plans.push_back({"each", 0, {rewind_head(*h)}});
+    p.plans.push_back({Order::unedited, 0, {}});
+    for (const auto* h : p.heads) p.plans.push_back({Order::each, 0, {rewind_head(*h)}});
     std::vector<edit::RewindHead> bottom, top;
     for (int i = 0; i < p.k; ++i) bottom.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
     for (int i = n - p.k; i < n; ++i) top.push_back(rewind_head(*ranked[static_cast<std::size_t>(i)]));
     p.first_set = p.plans.size();
-    p.plans.push_back({"bottom", 0, bottom});
-    p.plans.push_back({"top", 0, top});
+    p.plans.push_back({Order::bottom, 0, bottom});
+    p.plans.push_back({Order::top, 0, top});
     for (int i = 0; i < v.seeds; ++i) {
         const std::uint64_t seed = v.first_seed + static_cast<std::uint64_t>(i);
-        p.plans.push_back({"random_bottom", seed,
+        p.plans.push_back({Order::random_bottom, seed,
                            edit::matched_random_heads(scores, bottom, stream_seed(seed, "validate-bottom"))});
-        p.plans.push_back(
-            {"random_top", seed, edit::matched_random_heads(scores, top, stream_seed(seed, "validate-top"))});
+        p.plans.push_back({Order::random_top, seed,
+                           edit::matched_random_heads(scores, top, stream_seed(seed, "validate-top"))});
     }
     return p;
 }
@@ -164,9 +164,9 @@ std::string predictive_check(const ValidationPlan& p, const Harms& harm, const V
         analysis::bootstrap_interval(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
     const double pv =
         analysis::permutation_p_value(importance, head_harm, analysis::spearman, v.draws, v.first_seed);
-    summary["predictive"] = {{"spearman", number(rho)},
-                             {"ci95", {number(ci.low), number(ci.high)}},
-                             {"p_value", number(pv)},
+    summary["predictive"] = {{"spearman", number_json(rho)},
+                             {"ci95", {number_json(ci.low), number_json(ci.high)}},
+                             {"p_value", number_json(pv)},
                              {"heads", importance.size()},
                              {"draws", v.draws}};
     return predictive_verdict(rho, ci, pv, importance.size());
@@ -179,11 +179,11 @@ std::vector<std::string> sets_check(const ValidationPlan& p, const Harms& harm,
     nlohmann::ordered_json sets = nlohmann::ordered_json::array();
     for (std::size_t i = p.first_set; i < p.plans.size(); ++i) {
         if (i >= p.first_set + 2)
-            (p.plans[i].set == "random_bottom" ? random_bottom : random_top).push_back(harm(i));
-        nlohmann::ordered_json j{{"set", p.plans[i].set},
+            (p.plans[i].set == Order::random_bottom ? random_bottom : random_top).push_back(harm(i));
+        nlohmann::ordered_json j{{"set", std::string(order_name(p.plans[i].set))},
                                  {"seed", p.plans[i].seed},
-                                 {"harm", number(harm(i))},
-                                 {"score", number(harm.run.records[i].curve_score())}};
+                                 {"harm", number_json(harm(i))},
+                                 {"score", number_json(harm.run.records[i].curve_score())}};
         for (const auto& [name, value] : harm.run.records[i].columns) j[name] = value;
         sets.push_back(j);
     }
@@ -221,8 +221,8 @@ std::string stability_check(const ValidationPlan& p, const SecondRanks& second_o
         moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer, h->head,
                                   h->ranked.rank, r2);
     }
-    summary["stability"] = {{"kendall_tau", number(tau)},
-                            {"ci95", {number(ci.low), number(ci.high)}},
+    summary["stability"] = {{"kendall_tau", number_json(tau)},
+                            {"ci95", {number_json(ci.low), number_json(ci.high)}},
                             {"heads", a.size()},
                             {"moved", moved_json}};
     const auto stats = fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(ci), a.size());
@@ -266,7 +266,7 @@ Table sets_table(const ValidationPlan& p, const Harms& harm) {
     for (std::size_t i = p.first_set; i < p.plans.size(); ++i) rows.push_back(i);
     const auto& records = harm.run.records;
     std::vector<Column<std::size_t>> columns{
-        {"set", [&](std::size_t i) -> Cell { return p.plans[i].set; }},
+        {"set", [&](std::size_t i) -> Cell { return std::string(order_name(p.plans[i].set)); }},
         {"seed", [&](std::size_t i) -> Cell { return static_cast<std::uint64_t>(p.plans[i].seed); }}};
     for (std::size_t c = 0; c < records[p.first_set].columns.size(); ++c)
         columns.push_back({records[p.first_set].columns[c].first,
@@ -285,15 +285,16 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     if (v.draws < 1) throw InputError(fmt::format("draws: expected at least 1, found {}", v.draws));
     const auto scores = detail::head_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
     const auto plan = plan_validation(scores, v, config.max_candidates);
-    const auto run = run_candidates(detail::sized(config, w.model), {{"base", &w.base}, {"model", &w.model}},
-                                    candidates_of(plan.plans, v));
+    const auto run =
+        run_candidates(detail::sized(config, w.model), {{RefRole::base, &w.base}, {RefRole::model, &w.model}},
+                       candidates_of(plan.plans, v));
     const Harms harm{run, run.records[0].curve_score(), v.lower_is_better ? -1.0 : 1.0};
 
-    nlohmann::ordered_json summary{{"sweep", "validate"},
+    nlohmann::ordered_json summary{{"sweep", std::string(kind_name(Kind::validate))},
                                    {"heads", plan.heads.size()},
                                    {"k", plan.k},
-                                   {"direction", v.lower_is_better ? "lower" : "higher"},
-                                   {"unedited_score", number(harm.unedited)}};
+                                   {"direction", direction_name(v.lower_is_better)},
+                                   {"unedited_score", number_json(harm.unedited)}};
     add_score_key(config, summary);
     std::vector<std::string> verdict{predictive_check(plan, harm, v, summary)};
     for (auto& line : sets_check(plan, harm, summary)) verdict.push_back(std::move(line));
@@ -310,11 +311,12 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     SweepOutputs out{heads_table(plan, harm, v.second_reference ? &second_of : nullptr),
                      json_text(summary, 2) + "\n"};
     const std::filesystem::path dir(config.out_dir);
-    write_file_atomically((dir / "heads_validation.csv").string(), to_csv(out.table));
+    write_file_atomically((dir / kind_info(Kind::validate).table_file).string(), to_csv(out.table));
     write_file_atomically((dir / "sets.csv").string(), to_csv(sets_table(plan, harm)));
     write_file_atomically((dir / "summary.json").string(), out.summary);
+    out.lines = run.lines;
     if (config.quiet < 2)
-        for (const auto& line : verdict) fmt::print(stderr, "sweep validate: {}\n", line);
+        for (const auto& line : verdict) out.lines.push_back("sweep validate: " + line);
     return out;
 }
 

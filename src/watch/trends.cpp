@@ -8,13 +8,13 @@
 
 #include <fmt/format.h>
 
+#include "diffract/core/numbers.hpp"
+
 namespace diffract::watch {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // A unit's identity across steps.
-using UnitKey = std::tuple<std::string, std::string, std::optional<int>, std::optional<int>>;
+using UnitKey = std::tuple<Source, std::string, std::optional<int>, std::optional<int>>;
 UnitKey key_of(const Observation& o) { return {o.source, o.tensor, o.layer, o.head}; }
 
 // Each unit's observations in step order.
@@ -32,7 +32,8 @@ double value_of(const Observation& o, const std::string& field) {
 }
 
 std::vector<double> thresholds_of(const std::string& field, const AlertThresholds& t) {
-    if (field == "pl_alpha") return {t.alpha_low, t.alpha_high};
+    // The range rules on a field: pl_alpha's WeightWatcher band.
+    if (field == alert_rule(AlertKind::over_fit).field) return {t.alpha_low, t.alpha_high};
     return {};
 }
 
@@ -48,13 +49,13 @@ double slope(const std::vector<std::pair<double, double>>& points) {
     return sxx > 0 ? sxy / sxx : kNaN;
 }
 
-Alert alert_at(const Observation& o, std::string kind, std::string field, double value, double previous,
-               double threshold, std::string message) {
+Alert alert_at(const Observation& o, AlertKind kind, double value, double previous, double threshold,
+               std::string message) {
     Alert a;
     a.step = o.step;
-    a.kind = std::move(kind);
+    a.kind = kind;
     a.tensor = o.tensor, a.role = o.role, a.layer = o.layer, a.head = o.head;
-    a.field = std::move(field);
+    a.field = std::string(alert_rule(kind).field);
     a.value = value, a.previous = previous, a.threshold = threshold;
     a.message = std::move(message);
     return a;
@@ -80,11 +81,11 @@ void matrix_alerts(const std::vector<const Observation*>& steps, const AlertThre
         const double alpha = value_of(*o, "pl_alpha");
         const bool low = alpha<t.alpha_low, high = alpha> t.alpha_high;  // false for NaN
         if (low && !was_low)
-            out.push_back(alert_at(*o, "over_fit", "pl_alpha", alpha, kNaN, t.alpha_low,
+            out.push_back(alert_at(*o, AlertKind::over_fit, alpha, kNaN, t.alpha_low,
                                    fmt::format("{} pl_alpha {} < {:g}: over-fit by WeightWatcher's rule",
                                                o->tensor, beside(alpha, t.alpha_low), t.alpha_low)));
         if (high && !was_high)
-            out.push_back(alert_at(*o, "under_trained", "pl_alpha", alpha, kNaN, t.alpha_high,
+            out.push_back(alert_at(*o, AlertKind::under_trained, alpha, kNaN, t.alpha_high,
                                    fmt::format("{} pl_alpha {} > {:g}: under-trained by WeightWatcher's rule",
                                                o->tensor, beside(alpha, t.alpha_high), t.alpha_high)));
         if (!std::isnan(alpha)) was_low = low, was_high = high;
@@ -92,13 +93,13 @@ void matrix_alerts(const std::vector<const Observation*>& steps, const AlertThre
             const double a0 = value_of(*previous, "pl_alpha");
             if (std::abs(alpha - a0) > t.alpha_jump)
                 out.push_back(
-                    alert_at(*o, "alpha_jump", "pl_alpha", alpha, a0, t.alpha_jump,
+                    alert_at(*o, AlertKind::alpha_jump, alpha, a0, t.alpha_jump,
                              fmt::format("{} pl_alpha moved {:.3g} -> {:.3g} since step {} (more than {:g})",
                                          o->tensor, a0, alpha, previous->step, t.alpha_jump)));
             const double s0 = value_of(*previous, "stable_rank"), s = value_of(*o, "stable_rank");
             if (s0 > 0 && std::abs(s - s0) / s0 > t.stable_rank_jump)
                 out.push_back(alert_at(
-                    *o, "stable_rank_jump", "stable_rank", s, s0, t.stable_rank_jump,
+                    *o, AlertKind::stable_rank_jump, s, s0, t.stable_rank_jump,
                     fmt::format("{} stable_rank moved {:.4g} -> {:.4g} since step {} (more than {:g} of it)",
                                 o->tensor, s0, s, previous->step, t.stable_rank_jump)));
         }
@@ -111,7 +112,7 @@ void concentration_alerts(const std::vector<Observation>& observations, const Al
                           std::vector<Alert>& out) {
     std::map<std::int64_t, std::vector<const Observation*>> steps;
     for (const auto& o : observations)
-        if (o.source == "heads") steps[o.step].push_back(&o);
+        if (o.source == Source::heads) steps[o.step].push_back(&o);
     bool was_concentrated = false;
     for (const auto& [step, heads] : steps) {
         std::vector<double> sq;
@@ -132,7 +133,7 @@ void concentration_alerts(const std::vector<Observation>& observations, const Al
             Observation where;
             where.step = step;
             out.push_back(
-                alert_at(where, "head_concentration", "update_norm", share, kNaN, t.head_share,
+                alert_at(where, AlertKind::head_concentration, share, kNaN, t.head_share,
                          fmt::format("the largest {} of {} head updates hold {:.0f} % of their squared "
                                      "norm (more than {:g} %)",
                                      top, sq.size(), 100 * share, 100 * t.head_share)));
@@ -143,6 +144,7 @@ void concentration_alerts(const std::vector<Observation>& observations, const Al
 
 Cell optional_count(const std::optional<int>& v) { return v ? Cell{std::int64_t{*v}} : Cell{}; }
 Cell optional_number(const std::optional<double>& v) { return v ? Cell{*v} : Cell{}; }
+Cell role_cell(const std::optional<model::Role>& r) { return std::string(r ? model::role_name(*r) : ""); }
 
 }  // namespace
 
@@ -190,7 +192,7 @@ std::vector<Trend> trends(const std::vector<Observation>& observations, const Al
 std::vector<Alert> alerts(const std::vector<Observation>& observations, const AlertThresholds& thresholds) {
     std::vector<Alert> out;
     for (const auto& [key, steps] : by_unit(observations))
-        if (std::get<0>(key) == "metrics" && !std::get<3>(key)) matrix_alerts(steps, thresholds, out);
+        if (std::get<0>(key) == Source::metrics && !std::get<3>(key)) matrix_alerts(steps, thresholds, out);
     concentration_alerts(observations, thresholds, out);
     std::stable_sort(out.begin(), out.end(), [](const Alert& a, const Alert& b) { return a.step < b.step; });
     return out;
@@ -198,10 +200,10 @@ std::vector<Alert> alerts(const std::vector<Observation>& observations, const Al
 
 Table trends_table(const std::vector<Trend>& trends) {
     return make_table<Trend>(
-        {{"source", [](const Trend& t) -> Cell { return t.source; }},
+        {{"source", [](const Trend& t) -> Cell { return std::string(name_of(kSourceNames, t.source)); }},
          {"tensor", [](const Trend& t) -> Cell { return t.tensor; }},
          {"layer", [](const Trend& t) { return optional_count(t.layer); }},
-         {"role", [](const Trend& t) -> Cell { return t.role; }},
+         {"role", [](const Trend& t) { return role_cell(t.role); }},
          {"head", [](const Trend& t) { return optional_count(t.head); }},
          {"field", [](const Trend& t) -> Cell { return t.field; }},
          {"checkpoints", [](const Trend& t) -> Cell { return static_cast<std::uint64_t>(t.checkpoints); }},
@@ -219,18 +221,19 @@ Table trends_table(const std::vector<Trend>& trends) {
 }
 
 Table alerts_table(const std::vector<Alert>& alerts) {
-    return make_table<Alert>({{"step", [](const Alert& a) -> Cell { return a.step; }},
-                              {"kind", [](const Alert& a) -> Cell { return a.kind; }},
-                              {"tensor", [](const Alert& a) -> Cell { return a.tensor; }},
-                              {"layer", [](const Alert& a) { return optional_count(a.layer); }},
-                              {"role", [](const Alert& a) -> Cell { return a.role; }},
-                              {"head", [](const Alert& a) { return optional_count(a.head); }},
-                              {"field", [](const Alert& a) -> Cell { return a.field; }},
-                              {"value", [](const Alert& a) -> Cell { return a.value; }},
-                              {"previous", [](const Alert& a) -> Cell { return a.previous; }},
-                              {"threshold", [](const Alert& a) -> Cell { return a.threshold; }},
-                              {"message", [](const Alert& a) -> Cell { return a.message; }}},
-                             alerts);
+    return make_table<Alert>(
+        {{"step", [](const Alert& a) -> Cell { return a.step; }},
+         {"kind", [](const Alert& a) -> Cell { return std::string(alert_kind_name(a.kind)); }},
+         {"tensor", [](const Alert& a) -> Cell { return a.tensor; }},
+         {"layer", [](const Alert& a) { return optional_count(a.layer); }},
+         {"role", [](const Alert& a) { return role_cell(a.role); }},
+         {"head", [](const Alert& a) { return optional_count(a.head); }},
+         {"field", [](const Alert& a) -> Cell { return a.field; }},
+         {"value", [](const Alert& a) -> Cell { return a.value; }},
+         {"previous", [](const Alert& a) -> Cell { return a.previous; }},
+         {"threshold", [](const Alert& a) -> Cell { return a.threshold; }},
+         {"message", [](const Alert& a) -> Cell { return a.message; }}},
+        alerts);
 }
 
 }  // namespace diffract::watch

@@ -208,12 +208,11 @@ void append_with_step(Table& all, const Table& t, std::int64_t step) {
 }
 
 template <typename Row>
-void observe_rows(const std::vector<Row>& rows, const char* source, std::int64_t step,
+void observe_rows(const std::vector<Row>& rows, Source source, std::int64_t step,
                   std::vector<Observation>& out) {
     for (const auto& r : rows) {
         Observation o;
-        o.source = source, o.tensor = r.tensor, o.layer = r.layer,
-        o.role = std::string(model::role_name(r.role));
+        o.source = source, o.tensor = r.tensor, o.layer = r.layer, o.role = r.role;
         o.head = r.head, o.step = step;
         for (const auto& [f, v] : r.values)
             if (!analysis::is_status_field(f)) o.values[f] = v;
@@ -225,7 +224,7 @@ void observe_heads(const std::vector<analysis::HeadRow>& heads, std::int64_t ste
                    std::vector<Observation>& out) {
     for (const auto& h : heads) {
         Observation o;
-        o.source = "heads", o.layer = h.layer, o.head = h.head, o.step = step;
+        o.source = Source::heads, o.layer = h.layer, o.head = h.head, o.step = step;
         o.values = {{"update_norm", h.ranked.update_norm},
                     {"relative_update", h.domain.relative_update()},
                     {"importance", h.ranked.importance},
@@ -499,11 +498,11 @@ private:
         const auto step = e.found.step;
         append_with_step(s.metrics, run::metrics_table(*e.analysis), step);
         append_with_step(s.aggregates, run::aggregates_table(*e.analysis), step);
-        observe_rows(e.analysis->rows, "metrics", step, s.observations);
+        observe_rows(e.analysis->rows, Source::metrics, step, s.observations);
         if (e.comparison) {
             append_with_step(s.compare, run::compare_table(*e.comparison), step);
             append_with_step(s.heads, run::heads_table(*e.comparison), step);
-            observe_rows(e.comparison->rows, "compare", step, s.observations);
+            observe_rows(e.comparison->rows, Source::compare, step, s.observations);
             observe_heads(e.comparison->heads, step, s.observations);
         }
         return s;
@@ -553,8 +552,8 @@ private:
         r.alerts = alerts(observations, o_.thresholds);
         std::map<std::int64_t, std::vector<const Alert*>> fresh;
         for (const auto& a : r.alerts) {
-            const auto key =
-                fmt::format("{}|{}|{}|{}|{}", a.step, a.kind, a.tensor, a.head.value_or(-1), a.field);
+            const auto key = fmt::format("{}|{}|{}|{}|{}", a.step, alert_kind_name(a.kind), a.tensor,
+                                         a.head.value_or(-1), a.field);
             if (said_alerts_.insert(key).second) fresh[a.step].push_back(&a);
         }
         for (const auto& [step, list] : fresh) {
@@ -591,17 +590,18 @@ private:
 
     std::string settings_json() const {
         const auto& t = o_.thresholds;
-        nlohmann::json j = {{"run_dir", o_.run_dir},
-                            {"base", o_.base},
-                            {"every", o_.every},
-                            {"delta_only", o_.delta_only},
-                            {"precision", o_.kernel.precision == analysis::Precision::f32 ? "f32" : "f64"},
-                            {"thresholds",
-                             {{"alpha_low", t.alpha_low},
-                              {"alpha_high", t.alpha_high},
-                              {"alpha_jump", t.alpha_jump},
-                              {"stable_rank_jump", t.stable_rank_jump},
-                              {"head_share", t.head_share}}}};
+        nlohmann::json j = {
+            {"run_dir", o_.run_dir},
+            {"base", o_.base},
+            {"every", o_.every},
+            {"delta_only", o_.delta_only},
+            {"precision", std::string(name_of(analysis::kPrecisionNames, o_.kernel.precision))},
+            {"thresholds",
+             {{"alpha_low", t.alpha_low},
+              {"alpha_high", t.alpha_high},
+              {"alpha_jump", t.alpha_jump},
+              {"stable_rank_jump", t.stable_rank_jump},
+              {"head_share", t.head_share}}}};
         return j.dump(2) + "\n";
     }
 
@@ -660,19 +660,7 @@ WatchOptions parse_watch_options(const WatchOptionText& text) {
 }
 
 std::string_view checkpoint_status_name(CheckpointStatus status) {
-    switch (status) {
-        case CheckpointStatus::none:
-            return "";
-        case CheckpointStatus::analysed:
-            return "analysed";
-        case CheckpointStatus::reused:
-            return "reused";
-        case CheckpointStatus::skipped:
-            return "skipped";
-        case CheckpointStatus::deleted:
-            return "deleted";
-    }
-    return "";
+    return name_of(kCheckpointStatusNames, status);
 }
 
 Table checkpoints_table(const std::vector<WatchedCheckpoint>& checkpoints) {

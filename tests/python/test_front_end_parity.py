@@ -166,3 +166,76 @@ def test_a_foreign_keyword_is_named_with_the_function(tmp_path):
         sweep.rewind(base="a", model="b", out=tmp_path / "o", eval="true", per_head=True)
     with pytest.raises(TypeError, match=r"interpolate\(\) got an unexpected keyword argument 'per_head'"):
         edit.interpolate("a", "b", omega=0.5, out=tmp_path / "o", per_head=True)
+
+
+# Issue 50: the defaults agree too. (command or "*", CLI option) whose default the two front ends spell
+# differently on purpose, and why.
+DEFAULT_SPELLINGS = {
+    ("edit merge", "--normalize"): "normalize=None is the method's default (the CLI: neither flag)",
+    ("edit merge", "--no-normalize"): "normalize=None is the method's default (the CLI: neither flag)",
+    ("report", "--evolution"): "evolution=None: drawn when the inputs have steps (the CLI: neither flag)",
+    ("report", "--no-evolution"): "evolution=None: drawn when the inputs have steps (the CLI: neither flag)",
+    **{("generate", o): "None: the preset's shape (the CLI shows the tiny preset's)" for o in
+       ("--layers", "--hidden", "--heads", "--kv-heads", "--intermediate", "--vocab")},
+}
+
+
+def cli_defaults(cmd):
+    """{option: default text} of `diffract CMD --help` (CLI11 prints `--top-k INT=10`), and the flags
+    (no value: their default is off)."""
+    text = run([*cmd.split(), "--help"]).stdout
+    defaults, flags = {}, set()
+    for m in re.finditer(r"^\s+(?:-\w,)?(--[\w-]+)(?:\s+([A-Z:]+)(?:=(\S+))?)?(?=\s{2}|\s*$)", text, re.M):
+        option, kind, default = m.groups()
+        if kind is None:
+            flags.add(option)
+        elif default is not None:
+            defaults[option] = default
+    return defaults, flags
+
+
+def same_default(python_value, cli_text):
+    """The CLI's text of a default against Python's value: numbers as numbers (1 and 1.0 agree)."""
+    if isinstance(python_value, bool):
+        return str(python_value).lower() == cli_text
+    if isinstance(python_value, (int, float)):
+        try:
+            return float(cli_text) == python_value
+        except ValueError:
+            return False
+    return str(python_value) == cli_text
+
+
+@pytest.mark.parametrize("cmd", sorted(FUNCTIONS))
+def test_defaults_match(cmd):
+    """Every CLI default (--top-k INT=10) is the Python keyword's default, and a CLI flag (off unless
+    given) is False in Python, or True for its --no-X form: two defaults swapped on one side fail."""
+    params = inspect.signature(FUNCTIONS[cmd]).parameters
+    defaults, flags = cli_defaults(cmd)
+    wrong = []
+    for option, text in defaults.items():
+        name = python_name(option)
+        if name not in params or allowed(DEFAULT_SPELLINGS, cmd, option):
+            continue
+        if not same_default(params[name].default, text):
+            wrong.append((option, text, params[name].default))
+    for option in flags:
+        name = python_name(option)
+        if name.startswith("no_") and name[3:] in params:
+            name, expected = name[3:], True
+        else:
+            expected = False
+        if name in params and params[name].default is not inspect.Parameter.empty and \
+                not allowed(DEFAULT_SPELLINGS, cmd, option) and params[name].default != expected:
+            wrong.append((option, expected, params[name].default))
+    assert not wrong, f"{cmd}: (option, CLI default, Python default) that differ: {wrong}"
+
+
+def test_compare_defaults_come_from_the_library():
+    """compare's defaults are written once (run::CompareOptionText): Python's signature reads them."""
+    from diffract_spectral import _core
+    text = _core.CompareOptionText()
+    params = inspect.signature(diffract.compare).parameters
+    for name in ("top_k", "scale_scope", "order", "seed", "precision", "svd_route", "heads", "allow_partial",
+                 "delta_only"):
+        assert params[name].default == getattr(text, name), name

@@ -16,6 +16,7 @@
 
 #include "diffract/core/error.hpp"
 #include "diffract/core/nonfinite.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/formats/memory_checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
@@ -32,7 +33,6 @@ using diffract::test_data::stored_tensor;
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const char* kQ = "model.layers.0.self_attn.q_proj.weight";

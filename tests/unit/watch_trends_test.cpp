@@ -14,14 +14,15 @@ namespace {
 
 Observation matrix(std::int64_t step, double alpha, double stable_rank, const char* tensor = "w") {
     Observation o;
-    o.source = "metrics", o.tensor = tensor, o.layer = 0, o.role = "attn_q", o.step = step;
+    o.source = Source::metrics, o.tensor = tensor, o.layer = 0, o.role = diffract::model::Role::attn_q,
+    o.step = step;
     o.values = {{"pl_alpha", alpha}, {"stable_rank", stable_rank}};
     return o;
 }
 
 Observation head(std::int64_t step, int h, double update) {
     Observation o;
-    o.source = "heads", o.layer = 0, o.head = h, o.step = step;
+    o.source = Source::heads, o.layer = 0, o.head = h, o.step = step;
     o.values = {{"update_norm", update}};
     return o;
 }
@@ -72,7 +73,7 @@ TEST(WatchAlerts, RangesAreRaisedOnEntryJumpsAgainstThePreviousCheckpoint) {
                                  matrix(3, 7, 13)};
     const auto as = alerts(obs, {});
     std::vector<std::pair<std::int64_t, std::string>> got;
-    for (const auto& a : as) got.emplace_back(a.step, a.kind);
+    for (const auto& a : as) got.emplace_back(a.step, std::string(alert_kind_name(a.kind)));
     const std::vector<std::pair<std::int64_t, std::string>> want{
         {1, "over_fit"}, {1, "alpha_jump"}, {2, "stable_rank_jump"}, {3, "under_trained"}, {3, "alpha_jump"}};
     EXPECT_EQ(got, want);
@@ -92,7 +93,7 @@ TEST(WatchAlerts, HeadConcentrationIsTheLargestTenthsShare) {
         for (int h = 0; h < 20; ++h) obs.push_back(head(step, h, h < 2 ? (step == 1 ? 3.0 : 4.0) : 1.0));
     const auto as = alerts(obs, {});
     ASSERT_EQ(as.size(), 1u);
-    EXPECT_EQ(as[0].kind, "head_concentration");
+    EXPECT_EQ(as[0].kind, AlertKind::head_concentration);
     EXPECT_EQ(as[0].step, 2);
     EXPECT_NEAR(as[0].value, 32.0 / 50.0, 1e-15);
 }

@@ -16,11 +16,14 @@
 
 #include "diffract/core/field_values.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/names.hpp"
 #include "diffract/linalg/backend.hpp"
 
 namespace diffract::analysis {
 
 enum class Level { parameter, in_model, cross_model };
+inline constexpr NameTable<Level, 3> kLevelNames{
+    {{Level::parameter, "PARAMETER"}, {Level::in_model, "IN_MODEL"}, {Level::cross_model, "CROSS_MODEL"}}};
 std::string_view level_name(Level l);
 
 struct FieldInfo {
@@ -43,6 +46,7 @@ const FieldInfo* find_field(std::string_view name);
 std::vector<std::string> resolve_metrics(std::string_view spec);
 
 enum class Precision { f32, f64 };
+inline constexpr NameTable<Precision, 2> kPrecisionNames{{{Precision::f32, "f32"}, {Precision::f64, "f64"}}};
 
 inline constexpr int kDefaultMinFitSize = 50;
 inline constexpr int kDefaultPValueDraws = 100;

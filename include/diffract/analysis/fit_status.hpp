@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "diffract/core/names.hpp"
+
 namespace diffract::analysis {
 
 enum class FitStatus {
@@ -17,36 +19,30 @@ enum class FitStatus {
     at_bound_lambda = 4,  // Lambda within the optimiser's tolerance of its lower bound 0
 };
 
+inline constexpr NameTable<FitStatus, 5> kFitStatusNames{{{FitStatus::ok, "ok"},
+                                                          {FitStatus::too_few, "too_few"},
+                                                          {FitStatus::no_convergence, "no_convergence"},
+                                                          {FitStatus::at_bound_alpha, "at_bound:alpha"},
+                                                          {FitStatus::at_bound_lambda, "at_bound:lambda"}}};
+
 inline constexpr std::string_view fit_status_name(FitStatus s) {
-    switch (s) {
-        case FitStatus::ok:
-            return "ok";
-        case FitStatus::too_few:
-            return "too_few";
-        case FitStatus::no_convergence:
-            return "no_convergence";
-        case FitStatus::at_bound_alpha:
-            return "at_bound:alpha";
-        case FitStatus::at_bound_lambda:
-            return "at_bound:lambda";
-    }
-    return "unknown";
+    const auto name = name_of(kFitStatusNames, s);
+    return name.empty() ? "unknown" : name;
 }
 
 // The name of a stored code; "nan" for NaN (a matrix that was not analysed), "unknown" for a code
 // outside the table.
 inline std::string_view fit_status_name(double code) {
     if (std::isnan(code)) return "nan";
-    for (int c = 0; c <= static_cast<int>(FitStatus::at_bound_lambda); ++c)
-        if (code == c) return fit_status_name(static_cast<FitStatus>(c));
+    for (const auto& row : kFitStatusNames)
+        if (code == static_cast<double>(row.value)) return row.name;
     return "unknown";
 }
 
 // The code of a name as the CSVs write it ("nan" and "" are NaN); nullopt for an unknown name.
 inline std::optional<double> fit_status_code(std::string_view name) {
     if (name.empty() || name == "nan") return std::nan("");
-    for (int c = 0; c <= static_cast<int>(FitStatus::at_bound_lambda); ++c)
-        if (name == fit_status_name(static_cast<FitStatus>(c))) return static_cast<double>(c);
+    if (const auto s = value_of(kFitStatusNames, name)) return static_cast<double>(*s);
     return std::nullopt;
 }
 

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "diffract/core/names.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/model/schema.hpp"
 
 namespace diffract::analysis {
@@ -31,6 +33,13 @@ enum class ScaleScope { global, layer, projection };
 //               KS distance (the least heavy-tailed, worst power-law fit) ranks lowest
 //   random:     a permutation seeded by `seed` (reproducible across platforms)
 enum class HeadOrder { importance, agreement, pl_ks, random };
+
+inline constexpr NameTable<ScaleScope, 3> kScaleScopeNames{
+    {{ScaleScope::global, "global"}, {ScaleScope::layer, "layer"}, {ScaleScope::projection, "projection"}}};
+inline constexpr NameTable<HeadOrder, 4> kHeadOrderNames{{{HeadOrder::importance, "importance"},
+                                                          {HeadOrder::agreement, "agreement"},
+                                                          {HeadOrder::pl_ks, "pl_ks"},
+                                                          {HeadOrder::random, "random"}}};
 
 // heads.csv's computed columns, for `diffract metrics --table heads` (the identity columns model,
 // reference, layer, head, kv_head, kv_group_size and the ranking's options are not listed).
@@ -116,11 +125,10 @@ HeadRankOptions parse_head_rank_options(std::string_view order, std::string_view
 struct RankedHead {
     int layer = 0, head = 0;
     double update_norm = 0;
-    double ref_update_norm = std::numeric_limits<double>::quiet_NaN();  // NaN without a reference
-    double importance =
-        std::numeric_limits<double>::quiet_NaN();           // s; without a reference, scale01(update_norm)
-    double key = std::numeric_limits<double>::quiet_NaN();  // the value the order sorts by (ascending)
-    int rank = 0;                                           // 0 = first to rewind
+    double ref_update_norm = kNaN;  // NaN without a reference
+    double importance = kNaN;       // s; without a reference, scale01(update_norm)
+    double key = kNaN;              // the value the order sorts by (ascending)
+    int rank = 0;                   // 0 = first to rewind
 };
 
 // Min-max scaling to [0, 1] over the finite values (NaN stays NaN); all 0 when max == min.
@@ -138,8 +146,8 @@ struct HeadRow {
     int layer = 0, head = 0, kv_head = 0, kv_group_size = 1;
     HeadStats domain, ref;  // ref: NaN norms without a reference
     RankedHead ranked;
-    double update_z = std::numeric_limits<double>::quiet_NaN();  // robust_z among the model's heads
-    bool stands_out = false;                                     // noise_floor's verdict
+    double update_z = kNaN;   // robust_z among the model's heads
+    bool stands_out = false;  // noise_floor's verdict
 };
 
 // One model's compared head blocks, as compare computed them.

@@ -36,20 +36,19 @@
 #include <span>
 
 #include "diffract/analysis/fit_status.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
-
-inline constexpr double kFitNaN = std::numeric_limits<double>::quiet_NaN();
 
 // One tail fit. `alpha` is NaN for the exponential, `lambda` NaN for the power law. `ks` is the
 // powerlaw-style KS distance at the chosen x_min; `n_tail` = #{x >= xmin}. `p_value` is not filled by the
 // fits (see tail_p_value).
 struct TailFit {
-    double alpha = kFitNaN;
-    double lambda = kFitNaN;
-    double xmin = kFitNaN;
-    double ks = kFitNaN;
-    double p_value = kFitNaN;
+    double alpha = kNaN;
+    double lambda = kNaN;
+    double xmin = kNaN;
+    double ks = kNaN;
+    double p_value = kNaN;
     std::size_t n_tail = 0;
     // False when the Nelder-Mead search (exponential Lambda, truncated power law) stopped at its
     // evaluation or iteration limit (200 per parameter) before its tolerances held; true otherwise.
@@ -84,9 +83,9 @@ FitStatus tail_fit_status(const TailFit& fit, bool has_lambda, bool has_alpha, i
 // (>= 0): a small gap with a different alpha means the data support two exponents almost equally.
 // NaN fields (n_tail 0) when the ESD cannot be fitted or no candidate qualifies.
 struct XminRunnerUp {
-    double alpha = kFitNaN;
-    double xmin = kFitNaN;
-    double ks_gap = kFitNaN;
+    double alpha = kNaN;
+    double xmin = kNaN;
+    double ks_gap = kNaN;
     std::size_t n_tail = 0;
 };
 XminRunnerUp power_law_runner_up(std::span<const double> esd, std::size_t min_tail);
@@ -97,8 +96,8 @@ XminRunnerUp power_law_runner_up(std::span<const double> esd, std::size_t min_ta
 // interpolation). Deterministic per seed (xoshiro256** seeded by splitmix64). NaN when draws <= 0, level
 // is outside (0, 1), or the ESD cannot be fitted. Costs `draws` power-law fits.
 struct AlphaInterval {
-    double low = kFitNaN;
-    double high = kFitNaN;
+    double low = kNaN;
+    double high = kNaN;
 };
 // `on_draw` (when set) is called after each draw: the resampling fields' progress.
 using DrawTick = std::function<void()>;
@@ -134,9 +133,9 @@ double log_upper_incomplete_gamma(double a, double z);
 // esd_max = min(l+, max esd), esd_min = s^2 (1 - 1/sqrt Q)^2, bulk_std = s. NaN fields when the ESD is
 // empty or has NaN, or Q, M, weights_std are invalid.
 struct MarchenkoPasturFit {
-    double esd_max = kFitNaN;
-    double esd_min = kFitNaN;
-    double bulk_std = kFitNaN;
+    double esd_max = kNaN;
+    double esd_min = kNaN;
+    double bulk_std = kNaN;
 };
 MarchenkoPasturFit fit_marchenko_pastur(std::span<const double> esd, std::span<const double> esd_rand,
                                         double weights_std, double aspect_ratio_Q, std::size_t M);

@@ -9,9 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "diffract/core/names.hpp"
+
 namespace diffract::analysis {
 
 enum class Convention { diffract, weightwatcher };
+inline constexpr NameTable<Convention, 2> kConventionNames{
+    {{Convention::diffract, "diffract"}, {Convention::weightwatcher, "weightwatcher"}}};
 // "diffract" or "weightwatcher"; throws InputError otherwise.
 Convention parse_convention(const std::string& text);
 

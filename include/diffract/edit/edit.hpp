@@ -23,6 +23,7 @@
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/selection.hpp"
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/names.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/core/table.hpp"
 #include "diffract/formats/checkpoint.hpp"
@@ -58,7 +59,7 @@ struct EditCommon {
     bool per_head = false;                             // matrix edits: per head block of attention tensors
     std::uint64_t max_shard_bytes = 5'000'000'000ULL;  // output shard size
     std::map<std::string, std::string> extra_files;    // small files placed next to the weights
-    std::string device = "cpu";                        // SVD backend
+    linalg::Device device = linalg::Device::cpu;       // SVD backend
     // NaN/Inf in an edited tensor (of any input): refused (InputError naming file and tensor) unless
     // set; then such positions are left out of the edit (0 in every input while it computes) and the
     // output keeps the primary's stored value there (--allow-nonfinite). Either way no output entry
@@ -197,11 +198,13 @@ EditSummary merge_lora_adapter(const std::string& out_dir, const std::string& ba
 // query head of the group is rewound (default: a partly rewound group keeps the CPT K/V); `any`: when
 // at least one is.
 enum class KvPolicy { all, any };
+inline constexpr NameTable<KvPolicy, 2> kKvPolicyNames{{{KvPolicy::all, "all"}, {KvPolicy::any, "any"}}};
 KvPolicy parse_kv_policy(const std::string& text);
 
 // The output projection's bias is added once for all heads, so no head owns a slice of it. `keep`
 // (default): it stays the model's; `base`: a layer with at least one rewound head takes the base's.
 enum class OBias { keep, base };
+inline constexpr NameTable<OBias, 2> kOBiasNames{{{OBias::keep, "keep"}, {OBias::base, "base"}}};
 OBias parse_o_bias(const std::string& text);
 
 struct RewindHead {
@@ -306,6 +309,11 @@ std::string omega_dir(double omega);
 
 // mergekit's generalized task arithmetic.
 enum class MergeMethod { task_arithmetic, ties, dare_linear, dare_ties };
+inline constexpr NameTable<MergeMethod, 4> kMergeMethodNames{
+    {{MergeMethod::task_arithmetic, "task_arithmetic"},
+     {MergeMethod::ties, "ties"},
+     {MergeMethod::dare_linear, "dare_linear"},
+     {MergeMethod::dare_ties, "dare_ties"}}};
 MergeMethod parse_merge_method(const std::string& text);
 
 struct MergeOptions {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "diffract/core/matrix.hpp"
+#include "diffract/core/names.hpp"
 
 namespace diffract::linalg {
 
@@ -30,6 +31,8 @@ class GramProducts;  // gram_pair.hpp
 //          (cpu/small_values.cpp), or the whole matrix with gesdd when they are many.
 //   auto:  gram (with the guard) — measured the faster route here (bench/bench_svd).
 enum class SvdRoute { auto_route, gesdd, gram };
+inline constexpr NameTable<SvdRoute, 3> kSvdRouteNames{
+    {{SvdRoute::auto_route, "auto"}, {SvdRoute::gesdd, "gesdd"}, {SvdRoute::gram, "gram"}}};
 
 inline constexpr double kGramConditionGuard = 1e-9;
 
@@ -148,11 +151,17 @@ public:
     virtual double measure_matmul_gflops(int n) = 0;
 };
 
-// "cpu" (LAPACK/OpenBLAS) or "cuda" (cuSOLVER; throws InputError in a build without CUDA).
+// Where the SVDs run: cpu (LAPACK/OpenBLAS) or cuda (cuSOLVER).
+enum class Device { cpu, cuda };
+inline constexpr NameTable<Device, 2> kDeviceNames{{{Device::cpu, "cpu"}, {Device::cuda, "cuda"}}};
+
+// --device's text as make_backend takes it: throws InputError for an unknown name, or cuda in a build
+// without CUDA, without starting a backend (options are checked even when no matrix is left to compute).
+Device parse_device(std::string_view text);
+// The device's backend (cuda in a build without CUDA: InputError).
+std::unique_ptr<Backend> make_backend(Device device);
+// make_backend(parse_device(text)): the benchmarks' --device.
 std::unique_ptr<Backend> make_backend(std::string_view device);
-// Validates a device name as make_backend would (unknown name, or cuda in a build without CUDA),
-// without starting a backend: options are checked even when no matrix is left to compute.
-void check_device(std::string_view device);
 
 // block_singular_values the plain way, a block at a time: read, then singular_values.
 std::vector<std::vector<double>> block_singular_values_one_by_one(Backend& backend, const TensorInfo& t,

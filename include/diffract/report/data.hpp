@@ -10,12 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "diffract/analysis/catalog.hpp"
+#include "diffract/core/numbers.hpp"
+#include "diffract/sweep/kind.hpp"
+
 namespace diffract::report {
 
 // One matrix or head block of one model (metrics.csv / compare.csv row, or store results).
 struct Record {
-    std::string model, base, tensor, role;  // base: compare rows only
-    std::string precision;                  // "f32", "f64": what computed it ("" when the input does not say)
+    std::string model, base, tensor, role;         // base: compare rows only
+    std::optional<analysis::Precision> precision;  // what computed it (none when the input does not say)
     std::optional<int> layer, head;
     std::optional<std::int64_t> step;  // a watch directory's step column (exact: never through a double)
     std::map<std::string, double> values;
@@ -42,15 +46,15 @@ struct SweepPoint {
     std::string order;
     long long seed = 0;
     double x = 0;
-    std::vector<double> scores;                                      // one per Sweep::score_columns
-    double eval_seconds = std::numeric_limits<double>::quiet_NaN();  // curve.csv's eval_seconds
+    std::vector<double> scores;  // one per Sweep::score_columns
+    double eval_seconds = kNaN;  // curve.csv's eval_seconds
 };
 // A model evaluated once beside the sweep (summary.json's "references": the base, the unedited
 // model, or an interpolation's endpoints), drawn as a labelled line.
 struct SweepReference {
     std::string key;                       // "base", "model", ... as summary.json names it
     std::map<std::string, double> scores;  // "score", or per score column ("score_math")
-    double eval_seconds = std::numeric_limits<double>::quiet_NaN();
+    double eval_seconds = kNaN;
 };
 // The score's name and direction, as the y axes say it: summary.json's "score_key" (else "score") and
 // "direction" (null: unknown), else, in a summary written before sweeps wrote their direction, the one
@@ -63,7 +67,8 @@ struct ScoreAxis {
 };
 
 struct Sweep {
-    std::string name, kind, source;  // kind: rewind | truncate | interpolate | sweep
+    std::string name, source;
+    std::optional<sweep::Kind> kind;  // parsed once from summary.json or the name; nullopt: a generic sweep
     std::vector<std::string> score_columns;
     std::vector<SweepPoint> points;
     std::optional<double> baseline;  // summary.json's score of the unedited model, when given
@@ -75,15 +80,16 @@ struct Sweep {
 // a validation (heads_validation.csv: harm, the score lost, with each head's importance, and the sets).
 struct HeadEffect {
     int layer = 0, head = 0;
-    double change = std::numeric_limits<double>::quiet_NaN();  // score − the unedited model's
-    double importance = std::numeric_limits<double>::quiet_NaN();
+    double change = kNaN;  // score − the unedited model's
+    double importance = kNaN;
 };
 struct SetEffect {
     std::string set;  // bottom | top | random_bottom | random_top
-    double change = std::numeric_limits<double>::quiet_NaN();
+    double change = kNaN;
 };
 struct HeadEffects {
-    std::string name, kind, source;  // kind: rewind-each | validate
+    std::string name, source;
+    sweep::Kind kind = sweep::Kind::rewind_each;  // rewind_each | validate
     std::vector<HeadEffect> heads;
     std::vector<SetEffect> sets;       // validate only
     std::vector<std::string> verdict;  // validate: summary.json's sentences

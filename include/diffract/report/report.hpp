@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "diffract/core/names.hpp"
+
 #include "diffract/report/config.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/report/figures.hpp"
@@ -13,6 +15,8 @@
 namespace diffract::report {
 
 enum class OutputFormat { html, svg, png };
+inline constexpr NameTable<OutputFormat, 3> kOutputFormatNames{
+    {{OutputFormat::html, "html"}, {OutputFormat::svg, "svg"}, {OutputFormat::png, "png"}}};
 OutputFormat parse_output_format(const std::string& s);  // InputError naming --format
 
 struct ReportOptions {

@@ -36,6 +36,21 @@ struct CompareOptions : analysis::CompareSettings {
     RunOptions run;
 };
 
+// compare's own options as the CLI and Python spell them (--top-k, --scale-scope, --order, --seed,
+// --precision, --svd-route, --no-heads, --allow-partial, --delta-only), with their defaults written here
+// once: the CLI's arguments inherit this struct, Python binds it, and both convert it with
+// apply_compare_options, so they accept, refuse and default alike.
+struct CompareOptionText {
+    int top_k = analysis::kDefaultTopK;
+    std::string scale_scope = "global", order = "importance";
+    std::uint64_t seed = 42;
+    std::string precision = "f64", svd_route = "auto";
+    bool heads = true, allow_partial = false, delta_only = false;
+};
+// Sets o's comparison settings, head ranking, heads, allow_partial (also o.run's selection: call it after
+// o.run is set) and delta_only from the text; throws InputError naming the flag of a bad value.
+void apply_compare_options(const CompareOptionText& text, CompareOptions& o);
+
 struct CompareRow : UnitRow {
     std::string base;
 };

@@ -8,6 +8,7 @@
 
 #include "diffract/analysis/selection.hpp"
 #include "diffract/core/progress.hpp"
+#include "diffract/linalg/backend.hpp"
 
 namespace diffract::formats {
 struct Checkpoint;
@@ -19,7 +20,7 @@ struct RunOptions {
     int threads = 0;               // 0: hardware concurrency
     std::uint64_t max_memory = 0;  // 0: half of physical memory
     std::string store_path;        // "" : ./.diffract/results.sqlite
-    std::string device = "cpu";
+    linalg::Device device = linalg::Device::cpu;
     analysis::Selection selection;
     bool progress = true;
     ProgressSink progress_sink;  // a front end's own progress display (replaces the stderr line)

@@ -31,6 +31,10 @@ struct RewindJob {
     edit::EditCommon common;
     // The ranking's compare (threads, memory budget, store; its selection is the edit's).
     RunOptions run;
+    // The choice of heads: exactly one of fraction, heads_file and heads, and a list naming at least one
+    // head; throws InputError otherwise. Needs only those three fields, so a front end calls it before
+    // opening the checkpoints (rewind calls it again).
+    void check() const;
 };
 
 struct RewindOutcome {

@@ -8,7 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "diffract/core/names.hpp"
+
 namespace diffract::sweep {
+
+// --direction's and summary.json's words, by whether lower is better.
+inline constexpr NameTable<bool, 2> kDirectionNames{{{false, "higher"}, {true, "lower"}}};
 
 // The direction a score key implies, from the words of its last dotted component (case ignored;
 // words split at '_', '-' and other non-alphanumerics): perplexity, ppl, loss, nll, bpb, error (and

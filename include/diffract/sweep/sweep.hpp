@@ -18,14 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "diffract/analysis/head_ranking.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/core/table.hpp"
 #include "diffract/edit/edit.hpp"
 #include "diffract/run/analyze.hpp"
+#include "diffract/sweep/kind.hpp"
 
 namespace diffract::sweep {
-
-inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A shell command with `{model}` standing for the candidate's path and `{python}` for the front end's
 // Python interpreter (`python`: Python's sys.executable, the CLI's $DIFFRACT_PYTHON or python3 from
@@ -85,7 +85,7 @@ struct SweepConfig {
 };
 
 struct Candidate {
-    std::string order;  // e.g. "importance", "random", "keep", "omega", "each"
+    Order order = Order::unedited;
     std::uint64_t seed = 0;
     double x = 0;
     std::string label;    // directory name (and DIR/logs/LABEL.log)
@@ -93,7 +93,7 @@ struct Candidate {
     std::function<void(const std::string& dir)> build;
     // The role of a reference whose weights this candidate's equal byte for byte (rewinding no head,
     // interpolating at ω = 0 or 1): it takes that reference's scores, never built or evaluated again.
-    std::string same_as = {};
+    std::optional<RefRole> same_as = std::nullopt;
     // Counts written after x in curve.csv (what a rewind puts back: query_heads, kv_blocks, parameters).
     std::vector<std::pair<std::string, std::int64_t>> columns = {};
 };
@@ -110,7 +110,7 @@ struct Scores {
 };
 
 struct Record {
-    std::string order;
+    Order order = Order::unedited;
     std::uint64_t seed = 0;
     double x = 0;
     std::string content;
@@ -122,17 +122,19 @@ struct Record {
 // A reference point: an input checkpoint evaluated as it is, once per sweep (rewind and truncate:
 // "base" and "model"; interpolate: "a" and "b"). `path` is what the evaluation received.
 struct ReferenceInput {
-    std::string role;
+    RefRole role;
     const formats::Checkpoint* checkpoint = nullptr;
 };
 struct Reference {
-    std::string role, path;
+    RefRole role;
+    std::string path;
     Scores scores;
 };
 
 struct SweepRun {
     std::vector<Reference> references;  // in the order given
     std::vector<Record> records;        // one per candidate, in order
+    std::vector<std::string> lines;     // what the engine says when done (SweepOutputs::lines)
 };
 
 // Evaluates each reference, then builds, evaluates and deletes (unless keep) each candidate, skipping
@@ -151,7 +153,7 @@ double trapezoid_auc(std::vector<std::pair<double, double>> points);
 // ratio to the random ordering's mean AUC (when random was swept) and z = (auc − random mean) / random
 // std; with select/report evaluations, per curve the x of the best select score and the report score
 // there; the references (and, when there is a "model" reference, its score as `baseline`).
-nlohmann::json summarize(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+nlohmann::json summarize(const SweepConfig& config, Kind kind, const SweepRun& run);
 // curve.csv's table.
 Table curve_table(const SweepConfig& config, const SweepRun& run);
 
@@ -160,8 +162,11 @@ Table curve_table(const SweepConfig& config, const SweepRun& run);
 struct SweepOutputs {
     Table table;
     std::string summary;
+    // What the front end prints on stderr when the sweep is done, as analyze and compare return theirs:
+    // warnings (each after "diffract: warning: "), then the closing lines (none with quiet >= 2).
+    std::vector<std::string> warnings = {}, lines = {};
 };
-SweepOutputs write_outputs(const SweepConfig& config, const std::string& kind, const SweepRun& run);
+SweepOutputs write_outputs(const SweepConfig& config, Kind kind, const SweepRun& run);
 // summary.json's "score_key" (the JSON field the score is read from), when one was given: the report
 // names its axes by it.
 void add_score_key(const SweepConfig& config, nlohmann::ordered_json& summary);

@@ -28,7 +28,7 @@ struct SweepOptions {
                                         kv_policy = "all";
     int seeds = 5;
     std::uint64_t seed = 0;
-    std::string fractions = "0:1:0.1";
+    std::string fractions = std::string(kind_info(Kind::rewind).grid);
     // validate (with the rewind options above; seeds and seed: the random sets)
     std::string second_reference;
     int k = 0;  // heads per set; 0: a quarter of the heads
@@ -36,14 +36,14 @@ struct SweepOptions {
     // (score_direction.hpp), required by validate and by a sweep that picks a best x.
     std::string direction;
     // truncate
-    std::string keeps = "0:1:0.1";
+    std::string keeps = std::string(kind_info(Kind::truncate).grid);
     // interpolate
-    std::string a, b, omegas = "0:1:0.1";
+    std::string a, b, omegas = std::string(kind_info(Kind::interpolate).grid);
 };
 
-// kind: "rewind", "rewind-each", "validate", "truncate" or "interpolate". The configuration carries the
-// journal fingerprint: the kind, the evaluations, the selection and that kind's own inputs.
-SweepConfig sweep_config(const SweepOptions& o, std::string_view kind);
+// The configuration carries the journal fingerprint: the kind, the evaluations, the selection and that
+// kind's own inputs.
+SweepConfig sweep_config(const SweepOptions& o, Kind kind);
 // Each kind's parameters with its checkpoints, which the front end opened from o.base, o.model,
 // o.reference (or o.a, o.b) after sweep_config: those strings stay the journal's fingerprint.
 RewindSweep rewind_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,

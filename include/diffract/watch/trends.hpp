@@ -8,17 +8,25 @@
 #include <string>
 #include <vector>
 
+#include "diffract/core/names.hpp"
 #include "diffract/core/table.hpp"
+#include "diffract/model/schema.hpp"
 
 namespace diffract::watch {
+
+// The table an observation comes from. Declared in the order of the names (trends.csv lists the units
+// sorted by source, then tensor, layer and head).
+enum class Source { compare, heads, metrics };
+inline constexpr NameTable<Source, 3> kSourceNames{
+    {{Source::compare, "compare"}, {Source::heads, "heads"}, {Source::metrics, "metrics"}}};
 
 // One unit's values at one step: a matrix or head block (metrics.csv, compare.csv rows), or a head's
 // update statistics (heads.csv rows).
 struct Observation {
-    std::string source;  // "metrics", "compare" or "heads": the table it comes from
+    Source source = Source::metrics;
     std::string tensor;  // "" for heads.csv rows
     std::optional<int> layer;
-    std::string role;
+    std::optional<model::Role> role;  // none for heads.csv rows
     std::optional<int> head;
     std::int64_t step = 0;
     std::map<std::string, double> values;  // numeric fields only
@@ -38,7 +46,10 @@ struct AlertThresholds {
 };
 
 struct Trend {
-    std::string source, tensor, role, field;
+    Source source = Source::metrics;
+    std::string tensor;
+    std::optional<model::Role> role;
+    std::string field;
     std::optional<int> layer, head;
     std::size_t checkpoints = 0;  // steps with a finite value
     std::int64_t first_step = 0, last_step = 0;
@@ -50,10 +61,36 @@ struct Trend {
     std::optional<double> threshold;
 };
 
+// The rules of thumb (docs/watch.md), one row each in kAlertRules: its name (alerts.csv's kind), the
+// field it watches, and whether it is a range rule (raised when a unit enters the range, not again while
+// it stays) or a jump between consecutive checkpoints. AlertThresholds holds their thresholds.
+enum class AlertKind { over_fit, under_trained, alpha_jump, stable_rank_jump, head_concentration };
+struct AlertRule {
+    AlertKind kind;
+    std::string_view name, field;
+    bool range;
+};
+inline constexpr std::array<AlertRule, 5> kAlertRules{{
+    {AlertKind::over_fit, "over_fit", "pl_alpha", true},
+    {AlertKind::under_trained, "under_trained", "pl_alpha", true},
+    {AlertKind::alpha_jump, "alpha_jump", "pl_alpha", false},
+    {AlertKind::stable_rank_jump, "stable_rank_jump", "stable_rank", false},
+    {AlertKind::head_concentration, "head_concentration", "update_norm", true},
+}};
+static_assert([] {
+    for (std::size_t i = 0; i < kAlertRules.size(); ++i)
+        if (static_cast<std::size_t>(kAlertRules[i].kind) != i) return false;
+    return true;
+}());
+constexpr const AlertRule& alert_rule(AlertKind k) { return kAlertRules[static_cast<std::size_t>(k)]; }
+constexpr std::string_view alert_kind_name(AlertKind k) { return alert_rule(k).name; }
+
 struct Alert {
     std::int64_t step = 0;
-    std::string kind;  // over_fit | under_trained | alpha_jump | stable_rank_jump | head_concentration
-    std::string tensor, role, field;
+    AlertKind kind = AlertKind::over_fit;
+    std::string tensor;
+    std::optional<model::Role> role;
+    std::string field;
     std::optional<int> layer, head;
     double value = 0, previous = 0, threshold = 0;  // previous: NaN where the rule has none
     std::string message;                            // one line, without the step

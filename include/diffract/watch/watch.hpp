@@ -16,6 +16,7 @@
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/option_values.hpp"
+#include "diffract/core/names.hpp"
 #include "diffract/core/table.hpp"
 #include "diffract/run/analyze.hpp"
 #include "diffract/run/compare.hpp"
@@ -50,6 +51,12 @@ struct WatchOptions {
 // What became of a checkpoint: `none` until the watch first decides (a checkpoint still `none` is not
 // listed); named in checkpoints.csv by checkpoint_status_name.
 enum class CheckpointStatus { none, analysed, reused, skipped, deleted };
+inline constexpr NameTable<CheckpointStatus, 5> kCheckpointStatusNames{
+    {{CheckpointStatus::none, ""},
+     {CheckpointStatus::analysed, "analysed"},
+     {CheckpointStatus::reused, "reused"},
+     {CheckpointStatus::skipped, "skipped"},
+     {CheckpointStatus::deleted, "deleted"}}};
 std::string_view checkpoint_status_name(CheckpointStatus status);
 
 // checkpoints.csv: every checkpoint found, and what became of it.

@@ -5,11 +5,10 @@
 #include <limits>
 
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ----------------------------------------------------------------------------------------------------
 // Upper incomplete gamma, log-scaled: R(a, z) = Gamma(a, z) e^z z^-a.

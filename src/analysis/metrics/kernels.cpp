@@ -16,13 +16,13 @@
 #include "diffract/analysis/fit_status.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
 #include "diffract/core/nonfinite.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
 
 constexpr double kEps = 1e-16;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 template <typename T>
 struct Context {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kEps = 1e-16;
 }  // namespace
 

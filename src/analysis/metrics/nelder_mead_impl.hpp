@@ -8,9 +8,10 @@
 #include <limits>
 #include <utility>
 
+#include "diffract/core/numbers.hpp"
+
 namespace diffract::analysis::nelder_mead_detail {
 
-inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ----------------------------------------------------------------------------------------------------

@@ -18,12 +18,12 @@
 #include "analysis/metrics/nelder_mead_impl.hpp"
 #include "analysis/metrics/tail_sampling_impl.hpp"
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/numbers.hpp"
 #include "diffract/core/random.hpp"
 
 namespace diffract::analysis {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // powerlaw's stand-in likelihood for impossible points: 10 ** sys.float_info.min_10_exp.
 constexpr double kTinyLikelihood = 1e-307;

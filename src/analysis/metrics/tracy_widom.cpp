@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kNodes = 96;
 
 // Airy Ai: Maclaurin series for |x| <= 2 (at most ~1 digit of cancellation); Bessel forms beyond

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "diffract/analysis/spectral_fits.hpp"
+#include "diffract/core/numbers.hpp"
 
 namespace diffract::analysis {
 
 double wasserstein1(std::span<const double> a, std::span<const double> b) {
-    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
     if (a.empty() || b.empty()) return kNaN;
     std::vector<double> x(a.begin(), a.end()), y(b.begin(), b.end());
     for (double v : x)

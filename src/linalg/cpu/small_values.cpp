@@ -49,28 +49,13 @@ bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-// The p components of `w` under guard·λ_max (λ: the Gram spectrum, ascending): their
-// singular values and, with `vectors`, their short-side singular vectors (column-major k × p), both
-// ascending. nullopt where refined_small_values' contract says so.
+// The upper triangular R (k × k) with RᵀR = the short side's Gram matrix, so σ(R) = σ(W) and R's right
+// singular vectors are W's short-side vectors (column-major); nullopt when LAPACK fails.
 template <typename T>
-std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<double>& lambda, double guard,
-                                         bool vectors) {
+std::optional<std::vector<double>> triangular_factor(const Matrix<T>& w, int k, int n_long) {
     const auto rows = w.rows, cols = w.cols;
-    const std::int64_t k64 = std::min(rows, cols), long64 = std::max(rows, cols);
-    if (lambda.size() != static_cast<std::size_t>(k64) || lambda.empty() || !(lambda.back() > 0))
-        return std::nullopt;
-    const double threshold = guard * lambda.back();
-    const auto p =
-        static_cast<std::size_t>(std::lower_bound(lambda.begin(), lambda.end(), threshold) - lambda.begin());
-    if (p == 0 || p > kMaxRefined || 4 * p > lambda.size()) return std::nullopt;
-    const int k = checked_int(k64, "dimension"), n_long = checked_int(long64, "dimension");
-    const int b = static_cast<int>(std::min<std::size_t>(2 * p + 8, lambda.size()));
-    if (2 * b > k) return std::nullopt;  // a small matrix: gesdd costs no more
-
-    // The upper triangular R (k × k) with RᵀR = the short side's Gram matrix, so σ(R) = σ(W) and R's
-    // right singular vectors are W's short-side vectors. Row-major W is, column-major, A = Wᵀ with ld
-    // cols: A is k × long (cols ≤ rows; A = L·Q, AAᵀ = LLᵀ = WᵀW, R = Lᵀ) or long × k (A = Q·R,
-    // AᵀA = RᵀR = WWᵀ).
+    // Row-major W is, column-major, A = Wᵀ with ld cols: A is k × long (cols ≤ rows; A = L·Q,
+    // AAᵀ = LLᵀ = WᵀW, R = Lᵀ) or long × k (A = Q·R, AᵀA = RᵀR = WWᵀ).
     std::vector<double> a(w.data.begin(), w.data.end());
     const bool lq = cols <= rows;
     const int m = lq ? k : n_long, n = lq ? n_long : k;
@@ -90,7 +75,30 @@ std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<d
             r[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * k] =
                 lq ? a[static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * m]
                    : a[static_cast<std::size_t>(i) + static_cast<std::size_t>(j) * m];
-    a = {};
+    return r;
+}
+
+// The p components of `w` under guard·λ_max (λ: the Gram spectrum, ascending): their
+// singular values and, with `vectors`, their short-side singular vectors (column-major k × p), both
+// ascending. nullopt where refined_small_values' contract says so.
+template <typename T>
+std::optional<SmallComponents> small_end(const Matrix<T>& w, const std::vector<double>& lambda, double guard,
+                                         bool vectors) {
+    const auto rows = w.rows, cols = w.cols;
+    const std::int64_t k64 = std::min(rows, cols), long64 = std::max(rows, cols);
+    if (lambda.size() != static_cast<std::size_t>(k64) || lambda.empty() || !(lambda.back() > 0))
+        return std::nullopt;
+    const double threshold = guard * lambda.back();
+    const auto p =
+        static_cast<std::size_t>(std::lower_bound(lambda.begin(), lambda.end(), threshold) - lambda.begin());
+    if (p == 0 || p > kMaxRefined || 4 * p > lambda.size()) return std::nullopt;
+    const int k = checked_int(k64, "dimension"), n_long = checked_int(long64, "dimension");
+    const int b = static_cast<int>(std::min<std::size_t>(2 * p + 8, lambda.size()));
+    if (2 * b > k) return std::nullopt;  // a small matrix: gesdd costs no more
+
+    auto factor = triangular_factor(w, k, n_long);
+    if (!factor) return std::nullopt;
+    std::vector<double> r = std::move(*factor);
 
     // Inverse subspace iteration on RᵀR from a seeded Gaussian block (the result does not depend on
     // the start beyond the tolerance; the seed keeps runs reproducible).

@@ -1,4 +1,4 @@
-// Compiled with the CUDA backend: check_device accepts "cuda".
+// Compiled with the CUDA backend: parse_device accepts "cuda".
 namespace diffract::linalg {
 
 bool cuda_backend_built() { return true; }
