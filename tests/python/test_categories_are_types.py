@@ -15,7 +15,8 @@ ALLOWED_DIRS = {
 }
 # Files that may compare text, and why.
 ALLOWED_FILES = {
-    "src/model/schema.cpp": "the parser of tensor names and architectures (a model's own text)",
+    "src/model/schema.cpp": "the parser of config.json's architectures and geometry keys (a model's own text)",
+    "src/model/tensor_names.cpp": "the parser of tensor names (a model's own text)",
     "src/core/byte_size.cpp": "the parser of sizes (--max-memory 8G: the unit letters)",
     "src/synth/synthetic_family.cpp": "the parser of --preset (tiny, 1b, 7b) and the flag named in a message",
     "src/analysis/catalog.cpp": "the parser of --metrics (all, default)",
