@@ -47,17 +47,13 @@ std::vector<HeadStats> expert_stats(const std::vector<ExpertMatrix>& matrices, m
 
 void note_uniform_experts(const std::string& model, const NoiseFloor& floor,
                           std::vector<std::string>& findings) {
-    if (floor.z.empty() ||
-        std::any_of(floor.stands_out.begin(), floor.stands_out.end(), [](char c) { return c; }))
-        return;
-    double largest = -std::numeric_limits<double>::infinity();
-    for (double v : floor.z)
-        if (!std::isnan(v)) largest = std::max(largest, v);
+    const auto largest = uniform_update(floor);
+    if (!largest) return;
     findings.push_back(
         fmt::format("{}: no routed expert's update stands out from the others' (largest robust z {:.2f}; the "
                     "heads' noise "
                     "floor): its expert ranking orders noise (docs/formats/moe.md)",
-                    model, largest));
+                    model, *largest));
 }
 
 }  // namespace

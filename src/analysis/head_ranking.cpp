@@ -343,20 +343,26 @@ namespace {
 // noise, and the user is told so beside the tables.
 void note_uniform_update(const std::string& model, const NoiseFloor& floor,
                          std::vector<std::string>& findings) {
-    if (floor.z.empty() ||
-        std::any_of(floor.stands_out.begin(), floor.stands_out.end(), [](char c) { return c; }))
-        return;
-    double largest = -std::numeric_limits<double>::infinity();
-    for (double v : floor.z)
-        if (!std::isnan(v)) largest = std::max(largest, v);
+    const auto largest = uniform_update(floor);
+    if (!largest) return;
     findings.push_back(fmt::format(
         "{}: no head's update stands out from the others' (largest robust z {:.2f}; none above {} at {}x the "
         "median relative update or more, none >= {}x the median: as uniform noise or a quantisation error "
         "is): its importance ranking orders noise (docs/compare.md)",
-        model, largest, kStandsOutZ, kStandsOutMinRatio, kStandsOutRatio));
+        model, *largest, kStandsOutZ, kStandsOutMinRatio, kStandsOutRatio));
 }
 
 }  // namespace
+
+std::optional<double> uniform_update(const NoiseFloor& floor) {
+    if (floor.z.empty() ||
+        std::any_of(floor.stands_out.begin(), floor.stands_out.end(), [](char c) { return c; }))
+        return std::nullopt;
+    double largest = -std::numeric_limits<double>::infinity();
+    for (double v : floor.z)
+        if (!std::isnan(v)) largest = std::max(largest, v);
+    return largest;
+}
 
 std::vector<HeadRow> rank_model_heads(const std::vector<ModelHeadBlocks>& models, int reference,
                                       const model::HeadGeometry& g, const HeadRankOptions& options,

@@ -64,6 +64,36 @@ std::vector<std::string> names(const std::vector<Column<Row>>& columns) {
     return out;
 }
 
+// A unit table's (heads.csv, experts.csv) block norms: PREFIX + name + "_update_norm", one per block.
+template <typename Row>
+std::vector<Column<Row>> block_columns(const std::string& prefix, analysis::HeadStats Row::*stats,
+                                       const std::vector<std::string>& blocks) {
+    std::vector<Column<Row>> c;
+    for (std::size_t b = 0; b < blocks.size(); ++b)
+        c.push_back({prefix + blocks[b] + "_update_norm",
+                     [stats, b](const Row& r) -> Cell { return (r.*stats).block_norm[b]; }});
+    return c;
+}
+
+// The ranking's columns, the same in heads.csv and experts.csv: importance and the other keys, the
+// ranking's options, the rank, and the noise floor's verdict.
+template <typename Row>
+std::vector<Column<Row>> ranking_columns(const analysis::HeadRankOptions& ranking) {
+    return {
+        {column::importance, [](const Row& r) -> Cell { return r.ranked.importance; }},
+        {column::agreement, [](const Row& r) -> Cell { return r.domain.agreement; }},
+        {column::pl_ks, [](const Row& r) -> Cell { return r.domain.pl_ks; }},
+        {column::scale_scope,
+         [ranking](const Row&) -> Cell { return std::string(analysis::scale_scope_name(ranking.scope)); }},
+        {column::order,
+         [ranking](const Row&) -> Cell { return std::string(analysis::head_order_name(ranking.order)); }},
+        {column::seed, [ranking](const Row&) -> Cell { return ranking.seed; }},
+        {column::rank, [](const Row& r) { return count(r.ranked.rank); }},
+        {"relative_update", [](const Row& r) -> Cell { return r.domain.relative_update(); }},
+        {"update_z", [](const Row& r) -> Cell { return r.update_z; }},
+        {"stands_out", [](const Row& r) { return count(r.stands_out ? 1 : 0); }}};
+}
+
 }  // namespace
 
 std::vector<std::string> identity_columns(bool with_base) {
@@ -92,15 +122,7 @@ Table aggregates_table(const AnalyzeResult& result) {
 
 Table heads_table(const CompareResult& result) {
     using analysis::HeadRow;
-    const auto ranking = result.ranking;
-    // The per-projection block norms: q_update_norm, ..., then ref_q_update_norm, ...
-    const auto block_norms = [](const std::string& prefix, analysis::HeadStats HeadRow::*stats) {
-        std::vector<Column<HeadRow>> c;
-        for (int p = 0; p < analysis::kProjections; ++p)
-            c.push_back({prefix + "qkvo"[p] + "_update_norm",
-                         [stats, p](const HeadRow& h) -> Cell { return (h.*stats).block_norm[p]; }});
-        return c;
-    };
+    const std::vector<std::string> qkvo{"q", "k", "v", "o"};
     std::vector<Column<HeadRow>> columns{
         {column::model, [](const HeadRow& h) -> Cell { return h.model; }},
         {column::reference, [](const HeadRow& h) -> Cell { return h.reference; }},
@@ -109,40 +131,18 @@ Table heads_table(const CompareResult& result) {
         {column::kv_head, [](const HeadRow& h) { return count(h.kv_head); }},
         {column::kv_group_size, [](const HeadRow& h) { return count(h.kv_group_size); }},
         {column::update_norm, [](const HeadRow& h) -> Cell { return h.ranked.update_norm; }}};
-    for (auto& c : block_norms("", &HeadRow::domain)) columns.push_back(std::move(c));
+    for (auto& c : block_columns("", &HeadRow::domain, qkvo)) columns.push_back(std::move(c));
     columns.push_back(
         {column::ref_update_norm, [](const HeadRow& h) -> Cell { return h.ranked.ref_update_norm; }});
-    for (auto& c : block_norms("ref_", &HeadRow::ref)) columns.push_back(std::move(c));
-    columns.insert(columns.end(),
-                   {{column::importance, [](const HeadRow& h) -> Cell { return h.ranked.importance; }},
-                    {column::agreement, [](const HeadRow& h) -> Cell { return h.domain.agreement; }},
-                    {column::pl_ks, [](const HeadRow& h) -> Cell { return h.domain.pl_ks; }},
-                    {column::scale_scope,
-                     [ranking](const HeadRow&) -> Cell {
-                         return std::string(analysis::scale_scope_name(ranking.scope));
-                     }},
-                    {column::order,
-                     [ranking](const HeadRow&) -> Cell {
-                         return std::string(analysis::head_order_name(ranking.order));
-                     }},
-                    {column::seed, [ranking](const HeadRow&) -> Cell { return ranking.seed; }},
-                    {column::rank, [](const HeadRow& h) { return count(h.ranked.rank); }},
-                    {"relative_update", [](const HeadRow& h) -> Cell { return h.domain.relative_update(); }},
-                    {"update_z", [](const HeadRow& h) -> Cell { return h.update_z; }},
-                    {"stands_out", [](const HeadRow& h) { return count(h.stands_out ? 1 : 0); }}});
+    for (auto& c : block_columns("ref_", &HeadRow::ref, qkvo)) columns.push_back(std::move(c));
+    for (auto& c : ranking_columns<HeadRow>(result.ranking)) columns.push_back(std::move(c));
     return make_table(columns, result.heads);
 }
 
 Table experts_table(const CompareResult& result) {
     using analysis::ExpertRow;
-    const auto ranking = result.ranking;
-    auto blocks = [](const std::string& prefix, analysis::HeadStats ExpertRow::*stats) {
-        std::vector<Column<ExpertRow>> c;
-        for (int b = 0; b < 3; ++b)
-            c.push_back({prefix + analysis::kExpertBlocks[b] + "_update_norm",
-                         [stats, b](const ExpertRow& e) -> Cell { return (e.*stats).block_norm[b]; }});
-        return c;
-    };
+    const std::vector<std::string> blocks(std::begin(analysis::kExpertBlocks),
+                                          std::end(analysis::kExpertBlocks));
     std::vector<Column<ExpertRow>> columns{
         {column::model, [](const ExpertRow& e) -> Cell { return e.model; }},
         {column::reference, [](const ExpertRow& e) -> Cell { return e.reference; }},
@@ -151,29 +151,13 @@ Table experts_table(const CompareResult& result) {
         {column::expert_kind,
          [](const ExpertRow& e) -> Cell { return std::string(model::expert_kind_name(e.kind)); }},
         {column::update_norm, [](const ExpertRow& e) -> Cell { return e.ranked.update_norm; }}};
-    for (auto& c : blocks("", &ExpertRow::domain)) columns.push_back(std::move(c));
+    for (auto& c : block_columns("", &ExpertRow::domain, blocks)) columns.push_back(std::move(c));
     columns.push_back(
         {column::ref_update_norm, [](const ExpertRow& e) -> Cell { return e.ranked.ref_update_norm; }});
-    columns.insert(
-        columns.end(),
-        {{column::importance, [](const ExpertRow& e) -> Cell { return e.ranked.importance; }},
-         {column::agreement, [](const ExpertRow& e) -> Cell { return e.domain.agreement; }},
-         {column::pl_ks, [](const ExpertRow& e) -> Cell { return e.domain.pl_ks; }},
-         {column::scale_scope,
-          [ranking](const ExpertRow&) -> Cell {
-              return std::string(analysis::scale_scope_name(ranking.scope));
-          }},
-         {column::order,
-          [ranking](const ExpertRow&) -> Cell {
-              return std::string(analysis::head_order_name(ranking.order));
-          }},
-         {column::seed, [ranking](const ExpertRow&) -> Cell { return ranking.seed; }},
-         {column::rank, [](const ExpertRow& e) { return count(e.ranked.rank); }},
-         {"relative_update", [](const ExpertRow& e) -> Cell { return e.domain.relative_update(); }},
-         {"update_z", [](const ExpertRow& e) -> Cell { return e.update_z; }},
-         {"stands_out", [](const ExpertRow& e) { return count(e.stands_out ? 1 : 0); }},
-         {"router_update_norm", [](const ExpertRow& e) -> Cell { return e.router.update_norm; }},
-         {"router_angle_degrees", [](const ExpertRow& e) -> Cell { return e.router.angle; }}});
+    for (auto& c : ranking_columns<ExpertRow>(result.ranking)) columns.push_back(std::move(c));
+    columns.push_back(
+        {"router_update_norm", [](const ExpertRow& e) -> Cell { return e.router.update_norm; }});
+    columns.push_back({"router_angle_degrees", [](const ExpertRow& e) -> Cell { return e.router.angle; }});
     return make_table(columns, result.experts);
 }
 

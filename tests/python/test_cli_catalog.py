@@ -14,8 +14,8 @@ import pytest
 
 from conftest import assert_input_error, binary, run
 
-IDENTITY = {"model", "base", "reference", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count", "precision",
-            "kv_head", "kv_group_size", "scale_scope", "order", "seed"}
+IDENTITY = {"model", "base", "reference", "tensor", "component", "layer", "role", "expert", "expert_kind", "head", "rows",
+            "cols", "nonfinite_count", "precision", "kv_head", "kv_group_size", "scale_scope", "order", "seed"}
 
 
 def listed(table):

@@ -98,9 +98,9 @@ def test_analyze_reports_nonfinite_matrices_and_analyses_the_rest(models, dtype,
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("diffract: warning:")]
     assert lines == [warning(bad, Q0, 2), warning(bad, DOWN1, 1)]
     rows = read_csv(tmp_path / "out" / "metrics.csv")
-    assert list(rows[0])[:9] == ["model", "tensor", "layer", "role", "head", "rows", "cols", "nonfinite_count",
-                                 "precision"]
-    metric_fields = list(rows[0])[9:]
+    assert list(rows[0])[:12] == ["model", "tensor", "component", "layer", "role", "expert", "expert_kind", "head",
+                                  "rows", "cols", "nonfinite_count", "precision"]
+    metric_fields = list(rows[0])[12:]
     affected = 0
     for r in rows:
         n = expected_count(r["tensor"], r["head"])
@@ -128,9 +128,9 @@ def test_compare_reports_nonfinite_pairs(models, route, tmp_path):
     assert [ln for ln in p.stderr.splitlines() if ln.startswith("diffract: warning:")] == [
         warning(bad, Q0, 2), warning(bad, DOWN1, 1)]
     rows = read_csv(tmp_path / "out" / "compare.csv")
-    assert list(rows[0])[:10] == ["model", "base", "tensor", "layer", "role", "head", "rows", "cols",
-                                  "nonfinite_count", "precision"]
-    fields = list(rows[0])[10:]
+    assert list(rows[0])[:13] == ["model", "base", "tensor", "component", "layer", "role", "expert", "expert_kind",
+                                  "head", "rows", "cols", "nonfinite_count", "precision"]
+    fields = list(rows[0])[13:]
     for r in rows:
         n = expected_count(r["tensor"], r["head"]) if r["model"] == "bad" else 0
         assert int(r["nonfinite_count"]) == n, (r["model"], r["tensor"], r["head"])

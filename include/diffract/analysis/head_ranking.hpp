@@ -105,6 +105,9 @@ struct NoiseFloor {
     double median = 0;             // of the finite relative updates
 };
 NoiseFloor noise_floor(const std::vector<double>& relative_updates);
+// When no unit stands out (and there are some): the largest robust z, for the finding that the ranking
+// orders noise; nullopt when some unit stands out.
+std::optional<double> uniform_update(const NoiseFloor& floor);
 
 // Per query head, in (layer, head) order: its Q, K, V, O block norms (GQA: a K/V block counts in every
 // query head of its group), agreement the mean of 0.5 (l + r) over its blocks, pl_ks their mean.
