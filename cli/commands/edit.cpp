@@ -46,9 +46,12 @@ struct EditArgs {
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    auto c = edit::parse_edit_common(a.run, a.run.device, a.per_head, a.max_shard_size);
-    c.allow_nonfinite = a.allow_nonfinite;
-    return c;
+    edit::EditCommonText text;
+    static_cast<analysis::SelectionText&>(text) = a.run;
+    text.max_shard_size = a.max_shard_size, text.per_head = a.per_head,
+    text.allow_nonfinite = a.allow_nonfinite;
+    text.device = a.run.device;
+    return edit::parse_edit_common(text);
 }
 
 void report(const EditArgs& a, const char* what, const edit::EditSummary& s, const std::string& out) {

@@ -21,19 +21,13 @@
 namespace diffract::python {
 namespace {
 
-struct EditArgs {  // the options every edit takes
-    std::string max_shard_size = "5G";
-    bool per_head = false;
-    bool allow_nonfinite = false;
-    std::string device = "cpu";
-    std::string roles, layers, match, exclude, experts, components;
+// The library's edit options as the CLI spells them, plus Python's progress sink.
+struct EditArgs : edit::EditCommonText {
     nb::object progress = nb::none();  // None, or report(done, total, label) (progress_sink)
 };
 
 edit::EditCommon common_of(const EditArgs& a) {
-    auto c = edit::parse_edit_common({a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, a.device, a.per_head,
-                                     a.max_shard_size);
-    c.allow_nonfinite = a.allow_nonfinite;
+    auto c = edit::parse_edit_common(a);
     c.progress = progress_sink(a.progress);
     return c;
 }
@@ -79,8 +73,11 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
     job.common = common_of(a);
     std::shared_ptr<const formats::Checkpoint> ref;
     if (!heads) {
-        job.run = run::parse_run_options(
-            {{a.roles, a.layers, a.match, a.exclude, a.experts, a.components}, threads, max_memory, store, a.device, /*quiet=*/true});
+        run::RunOptionText text;
+        static_cast<analysis::SelectionText&>(text) = a;
+        text.threads = threads, text.max_memory = max_memory, text.store = store, text.device = a.device;
+        text.quiet = 1;
+        job.run = run::parse_run_options(text);
         job.run.progress_sink = job.common.progress;  // the head ranking's compare, then the edit
         job.run.progress = static_cast<bool>(job.run.progress_sink);
         if (reference) ref = opened(*reference), job.reference = ref.get();

@@ -3,13 +3,13 @@
 
 namespace diffract::edit {
 
-EditCommon parse_edit_common(const analysis::SelectionText& selection, const std::string& device,
-                             bool per_head, const std::string& max_shard_size) {
+EditCommon parse_edit_common(const EditCommonText& text) {
     EditCommon c;
-    c.selection = analysis::make_selection(selection);
-    c.per_head = per_head;
-    c.max_shard_bytes = parse_size(max_shard_size, "--max-shard-size");
-    c.device = linalg::parse_device(device);
+    c.selection = analysis::make_selection(text);
+    c.per_head = text.per_head;
+    c.max_shard_bytes = parse_size(text.max_shard_size, "--max-shard-size");
+    c.device = linalg::parse_device(text.device);
+    c.allow_nonfinite = text.allow_nonfinite;
     return c;
 }
 

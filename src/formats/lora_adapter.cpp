@@ -297,26 +297,23 @@ Checkpoint open_lora_model(std::string name, std::string base_spec, const std::s
     return merged;
 }
 
-LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
-    LoraAdapter ad;
-    ad.path = path;
-    const std::string label = (fs::path(path) / kConfigFile).string();
-    const auto config = read_adapter_config(path);
-    ad.config = nlohmann::json::parse(json_text(config.json));
-    ad.base_model = config.base_model;
+namespace {
 
-    // The weights: adapter_model.safetensors (or any single weight file the readers know).
+// The adapter's weight file: adapter_model.safetensors, else adapter_model.bin.
+fs::path adapter_weights(const std::string& path) {
     fs::path weights = fs::path(path) / "adapter_model.safetensors";
     std::error_code ec;
     if (!fs::exists(weights, ec)) weights = fs::path(path) / "adapter_model.bin";
     if (!fs::exists(weights, ec))
         throw_input_error(path, "",
                           "adapter directory without adapter_model.safetensors or adapter_model.bin");
-    auto file = open_checkpoint(weights.string());
-    ad.files = std::move(file.tensors);
+    return weights;
+}
 
+// Sorts the adapter's tensors: LoRA factors by module (returned), and whole tensors (modules_to_save,
+// trained biases) as replacements of the base's tensors of the same name (into ad.replacements).
+std::map<std::string, Factors> sort_adapter_tensors(LoraAdapter& ad, const Checkpoint& base) {
     std::map<std::string, Factors> factors;  // module -> A, B
-    std::vector<std::string> outside_layers, flag_on_linear, flag_off_conv1d;
     for (const auto& t : ad.files) {
         if (!t.name.starts_with(kPrefix))
             throw_input_error(t.path(), t.name,
@@ -350,65 +347,96 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
         r.tensor.name = base_t.name;
         ad.replacements.push_back(std::move(r));
     }
+    return factors;
+}
 
+// The modules whose fan_in_fan_out flag PEFT overrides (by the base module's type), for the warnings.
+struct FlagOverrides {
+    std::vector<std::string> on_linear, off_conv1d;
+};
+
+// Checks the factors' shapes and types against the base's target and the config's rank and scale.
+void check_factors(const LoraModule& m, const TensorInfo& target, const LoraConfig& config,
+                   const std::string& label) {
+    const std::int64_t r = dim(m.a, 0);
+    if (m.a.shape.size() != 2 || m.b.shape.size() != 2 || dim(m.b, 1) != r || r <= 0)
+        throw_input_error(
+            label, m.module,
+            fmt::format("LoRA factors of inconsistent shapes (A {}, B {}; expected [r, in] and [out, r])",
+                        shape_string(m.a.shape), shape_string(m.b.shape)));
+    if (!dtype_is_float(m.a.dtype) || !dtype_is_float(m.b.dtype) || dtype_is_block(m.a.dtype) ||
+        dtype_is_block(m.b.dtype))
+        throw_input_error(label, m.module, "LoRA factors must be floating tensors");
+    // The delta B·A is [out, in]; stored transposed (fan_in_fan_out, embeddings) it is [in, out].
+    const std::int64_t rows = m.transposed ? dim(m.a, 1) : dim(m.b, 0);
+    const std::int64_t cols = m.transposed ? dim(m.b, 0) : dim(m.a, 1);
+    if (target.shape.size() != 2 || target.shape[0] != rows || target.shape[1] != cols)
+        throw_input_error(
+            label, m.module,
+            fmt::format("LoRA delta does not fit the base's '{}' (expected {}, found [{}, {}]{})",
+                        target.name, shape_string(target.shape), rows, cols,
+                        m.transposed ? ", stored transposed" : ""));
+    if (const auto pr = config.rank_for(m.module)) {
+        if (*pr != r)
+            throw_input_error(label, m.module,
+                              fmt::format("rank_pattern gives r = {} but the factors have rank {}", *pr, r));
+    } else if (config.r != r) {
+        throw_input_error(label, m.module,
+                          fmt::format("the factors' rank differs from the config's r (expected {}, found {})",
+                                      config.r, r));
+    }
+}
+
+// One module's LoRA update as PEFT loads it.
+LoraModule lora_module(const std::string& module, const Factors& f, const LoraConfig& config,
+                       const Checkpoint& base, const std::string& label, FlagOverrides& overrides) {
+    if (!f.a || !f.b)
+        throw_input_error(label, module, fmt::format("LoRA module without its {} factor", f.a ? "B" : "A"));
+    if (!config.targets(module))
+        throw_input_error(label, module, "the module has LoRA factors but target_modules does not name it");
+    LoraModule m;
+    m.module = module;
+    m.a = *f.a;
+    m.b = *f.b;
+    const auto& target = match_base_tensor(base, module + ".weight", label);
+    m.target = target.name;
+    // PEFT decides the orientation by the base module, whatever fan_in_fan_out says (it warns and
+    // overrides the flag): only a Conv1D weight (GPT-2, stored [in, out]) and embeddings are transposed.
+    const bool conv1d = !f.embedding && model::whole_matrix(base.schema, target).transposed;
+    m.transposed = f.embedding || conv1d;
+    if (!f.embedding && config.fan_in_fan_out != conv1d)
+        (conv1d ? overrides.off_conv1d : overrides.on_linear).push_back(module);
+    check_factors(m, target, config, label);
+    m.rank = static_cast<int>(dim(m.a, 0));
+    m.alpha = config.alpha_for(module);
+    m.scale = config.rslora ? m.alpha / std::sqrt(static_cast<double>(m.rank))
+                            : m.alpha / static_cast<double>(m.rank);
+    return m;
+}
+
+}  // namespace
+
+// The stages: the config, the weight file, its tensors sorted into factors and whole tensors, each
+// module's update as PEFT loads it, and the warnings where PEFT overrides a flag or skips a module.
+LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
+    LoraAdapter ad;
+    ad.path = path;
+    const std::string label = (fs::path(path) / kConfigFile).string();
+    const auto config = read_adapter_config(path);
+    ad.config = nlohmann::json::parse(json_text(config.json));
+    ad.base_model = config.base_model;
+    const auto weights = adapter_weights(path);
+    auto file = open_checkpoint(weights.string());
+    ad.files = std::move(file.tensors);
+    const auto factors = sort_adapter_tensors(ad, base);
+    std::vector<std::string> outside_layers;
+    FlagOverrides overrides;
     for (const auto& [module, f] : factors) {
-        const std::string weights_label = weights.string();
-        if (!f.a || !f.b)
-            throw_input_error(weights_label, module,
-                              fmt::format("LoRA module without its {} factor", f.a ? "B" : "A"));
-        if (!config.targets(module))
-            throw_input_error(weights_label, module,
-                              "the module has LoRA factors but target_modules does not name it");
-        if (!config.transforms_layer(module)) {
+        if (f.a && f.b && config.targets(module) && !config.transforms_layer(module)) {
             outside_layers.push_back(module);  // PEFT creates no LoRA layer there: its factors are not loaded
             continue;
         }
-        LoraModule m;
-        m.module = module;
-        m.a = *f.a;
-        m.b = *f.b;
-        const auto& target = match_base_tensor(base, module + ".weight", weights_label);
-        m.target = target.name;
-        // PEFT decides the orientation by the base module, whatever fan_in_fan_out says (it warns and
-        // overrides the flag): only a Conv1D weight (GPT-2, stored [in, out]) and embeddings are transposed.
-        const bool conv1d = !f.embedding && model::whole_matrix(base.schema, target).transposed;
-        m.transposed = f.embedding || conv1d;
-        if (!f.embedding && config.fan_in_fan_out != conv1d)
-            (conv1d ? flag_off_conv1d : flag_on_linear).push_back(module);
-        const std::int64_t r = dim(m.a, 0);
-        if (m.a.shape.size() != 2 || m.b.shape.size() != 2 || dim(m.b, 1) != r || r <= 0)
-            throw_input_error(
-                weights_label, module,
-                fmt::format("LoRA factors of inconsistent shapes (A {}, B {}; expected [r, in] and [out, r])",
-                            shape_string(m.a.shape), shape_string(m.b.shape)));
-        if (!dtype_is_float(m.a.dtype) || !dtype_is_float(m.b.dtype) || dtype_is_block(m.a.dtype) ||
-            dtype_is_block(m.b.dtype))
-            throw_input_error(weights_label, module, "LoRA factors must be floating tensors");
-        // The delta B·A is [out, in]; stored transposed (fan_in_fan_out, embeddings) it is [in, out].
-        const std::int64_t rows = m.transposed ? dim(m.a, 1) : dim(m.b, 0);
-        const std::int64_t cols = m.transposed ? dim(m.b, 0) : dim(m.a, 1);
-        if (target.shape.size() != 2 || target.shape[0] != rows || target.shape[1] != cols)
-            throw_input_error(
-                weights_label, module,
-                fmt::format("LoRA delta does not fit the base's '{}' (expected {}, found [{}, {}]{})",
-                            target.name, shape_string(target.shape), rows, cols,
-                            m.transposed ? ", stored transposed" : ""));
-        m.rank = static_cast<int>(r);
-        if (const auto pr = config.rank_for(module)) {
-            if (*pr != r)
-                throw_input_error(
-                    weights_label, module,
-                    fmt::format("rank_pattern gives r = {} but the factors have rank {}", *pr, r));
-        } else if (config.r != r) {
-            throw_input_error(
-                weights_label, module,
-                fmt::format("the factors' rank differs from the config's r (expected {}, found {})", config.r,
-                            r));
-        }
-        m.alpha = config.alpha_for(module);
-        m.scale =
-            config.rslora ? m.alpha / std::sqrt(static_cast<double>(r)) : m.alpha / static_cast<double>(r);
-        ad.modules.push_back(std::move(m));
+        ad.modules.push_back(lora_module(module, f, config, base, weights.string(), overrides));
     }
     auto warn = [&](const std::vector<std::string>& modules, std::string_view what) {
         if (!modules.empty())
@@ -418,8 +446,8 @@ LoraAdapter open_lora_adapter(const std::string& path, const Checkpoint& base) {
     };
     warn(outside_layers,
          "with LoRA factors outside layers_to_transform: not merged, PEFT does not load them");
-    warn(flag_on_linear, "of torch.nn.Linear with fan_in_fan_out set to True: the flag is ignored");
-    warn(flag_off_conv1d,
+    warn(overrides.on_linear, "of torch.nn.Linear with fan_in_fan_out set to True: the flag is ignored");
+    warn(overrides.off_conv1d,
          "of Conv1D with fan_in_fan_out set to False: merged as Conv1D, the flag is ignored");
     if (ad.modules.empty() && ad.replacements.empty())
         throw_input_error(weights.string(), "",

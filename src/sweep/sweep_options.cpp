@@ -118,6 +118,14 @@ SweepConfig sweep_config(const SweepOptions& o, Kind kind) {
 
 namespace {
 
+// The edit options of a sweep's candidates (its selection, --per-head, --max-shard-size, --device).
+edit::EditCommon edit_common_of(const SweepOptions& o) {
+    edit::EditCommonText text;
+    static_cast<analysis::SelectionText&>(text) = o.run;
+    text.max_shard_size = o.max_shard_size, text.per_head = o.per_head, text.device = o.run.device;
+    return edit::parse_edit_common(text);
+}
+
 // What every rewind sweep takes: the models, the head ranking's scope, the K/V policy, the edit and the
 // run options (the orderings, seeds and fractions are rewind's own).
 RewindSweep rewind_common(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model,
@@ -126,7 +134,7 @@ RewindSweep rewind_common(const SweepOptions& o, formats::Checkpoint base, forma
     w.base = std::move(base), w.model = std::move(model), w.reference = std::move(reference);
     w.scope = analysis::parse_scale_scope(o.scale_scope);
     w.kv = edit::parse_kv_policy(o.kv_policy);
-    w.common = edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size);
+    w.common = edit_common_of(o);
     w.run = run::parse_run_options(o.run);
     w.run.progress = false;
     return w;
@@ -170,13 +178,13 @@ ValidateSweep validate_sweep(const SweepOptions& o, formats::Checkpoint base, fo
 TruncateSweep truncate_sweep(const SweepOptions& o, formats::Checkpoint base, formats::Checkpoint model) {
     return {std::move(base), std::move(model),
             edit::parse_grid(o.keeps, "--keeps", edit::check_max_candidates(o.max_candidates)),
-            edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size)};
+            edit_common_of(o)};
 }
 
 InterpolateSweep interpolate_sweep(const SweepOptions& o, formats::Checkpoint a, formats::Checkpoint b) {
     return {std::move(a), std::move(b),
             edit::parse_grid(o.omegas, "--omegas", edit::check_max_candidates(o.max_candidates)),
-            edit::parse_edit_common(o.run, o.run.device, o.per_head, o.max_shard_size)};
+            edit_common_of(o)};
 }
 
 }  // namespace diffract::sweep

@@ -68,10 +68,17 @@ struct EditCommon {
     ProgressSink progress;  // when set: told of each tensor written (Python's progress=True)
 };
 
-// EditCommon from the options as the CLI and Python spell them (selection flags, --per-head,
-// --max-shard-size 5G, --device).
-EditCommon parse_edit_common(const analysis::SelectionText& selection, const std::string& device,
-                             bool per_head, const std::string& max_shard_size);
+// The options every edit takes as the CLI and Python spell them: the selection flags, --per-head,
+// --max-shard-size 5G, --device, --allow-nonfinite (Python's EditArgs is this struct plus its progress).
+struct EditCommonText : analysis::SelectionText {
+    std::string max_shard_size = "5G";
+    bool per_head = false;
+    bool allow_nonfinite = false;
+    std::string device = "cpu";
+};
+
+// EditCommon from its text (InputError naming the flag).
+EditCommon parse_edit_common(const EditCommonText& text);
 
 // What made an edited checkpoint (written to its diffract_edit.json with the inputs and counts).
 struct EditRecord {
