@@ -42,18 +42,26 @@ MatrixBlock whole_matrix(const ModelSchema& schema, const TensorInfo& t) {
     return b;
 }
 
-std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& t, Role role) {
+namespace {
+
+// One attention projection split into heads: its logical (out × in) extent, and blocks of its output
+// rows (or, for the output projection, input columns) in stored coordinates.
+struct Splitter {
+    const TensorInfo& t;
+    const HeadGeometry& g;
+    MatrixBlock whole;
+    std::int64_t out_dim, in_dim;
     std::vector<HeadBlock> out;
-    const Layout layout = layout_of(schema, t);
-    if (!layout.heads || t.shape.size() != 2 || !role_is_attention(role)) return out;
-    const HeadGeometry& g = *layout.heads;
-    const std::int64_t d = g.head_dim, dv = g.value_dim();
-    const MatrixBlock whole = whole_matrix(schema, t);
-    // Logical (out × in) extent: rows are output features.
-    const std::int64_t out_dim = whole.transposed ? whole.cols : whole.rows;
-    const std::int64_t in_dim = whole.transposed ? whole.rows : whole.cols;
-    // Block over logical output rows [r0, r0+n) of the whole matrix, in stored coordinates.
-    auto out_rows = [&](std::int64_t r0, std::int64_t n) {
+
+    Splitter(const TensorInfo& tensor, const HeadGeometry& geometry, MatrixBlock w)
+        : t(tensor),
+          g(geometry),
+          whole(w),
+          out_dim(w.transposed ? w.cols : w.rows),
+          in_dim(w.transposed ? w.rows : w.cols) {}
+
+    // Logical output rows [r0, r0 + n).
+    MatrixBlock out_rows(std::int64_t r0, std::int64_t n) const {
         MatrixBlock b;
         b.transposed = whole.transposed;
         if (whole.transposed)
@@ -61,96 +69,112 @@ std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& 
         else
             b.row0 = r0, b.rows = n, b.col0 = 0, b.cols = whole.cols;
         return b;
-    };
-    auto add_rows = [&](Role proj, int n, std::int64_t base, std::int64_t stride, std::int64_t width) {
+    }
+    // Logical input columns [c0, c0 + n).
+    MatrixBlock in_cols(std::int64_t c0, std::int64_t n) const {
+        MatrixBlock b;
+        b.transposed = whole.transposed;
+        if (whole.transposed)
+            b.row0 = c0, b.rows = n, b.col0 = 0, b.cols = whole.cols;
+        else
+            b.row0 = 0, b.rows = whole.rows, b.col0 = c0, b.cols = n;
+        return b;
+    }
+    void add_rows(Role proj, int n, std::int64_t base, std::int64_t stride, std::int64_t width) {
         for (int h = 0; h < n; ++h) out.push_back({h, proj, out_rows(base + h * stride, width)});
-    };
-    const std::int64_t q_rows = g.n_heads * d, kv_rows = g.n_kv_heads * d;
+    }
+    void expect(std::int64_t expected, std::int64_t found, const char* what) const {
+        if (expected != found) mismatch(t, expected, found, what);
+    }
+
     // The model width, when the config gives it: the projections' input (Q, K, V) or output (O) side.
     // A latent query or key/value projection reads the low-rank latent, not the model width.
-    const bool reads_latent = g.latent && (role == Role::attn_q || role == Role::attn_kv_b);
-    if (g.hidden > 0 && !reads_latent && role != Role::attn_kv_b) {
+    void check_width(Role role) const {
+        const bool reads_latent = g.latent && role == Role::attn_q;
+        if (g.hidden <= 0 || reads_latent || role == Role::attn_kv_b) return;
         const bool o = role == Role::attn_o;
-        const std::int64_t side = o ? out_dim : in_dim;
-        if (side != g.hidden)
-            mismatch(t, g.hidden, side,
-                     o ? "output-projection rows = hidden_size" : "projection columns = hidden_size");
+        expect(g.hidden, o ? out_dim : in_dim,
+               o ? "output-projection rows = hidden_size" : "projection columns = hidden_size");
     }
+    void query() {
+        expect(g.n_heads * g.head_dim, out_dim, "query rows = num_attention_heads x head_dim");
+        add_rows(Role::attn_q, g.n_heads, 0, g.head_dim, g.head_dim);
+    }
+    void key_or_value(Role role) {
+        if (g.latent) return;  // a latent model's keys and values are kv_b_proj's
+        expect(g.n_kv_heads * g.head_dim, out_dim, "key/value rows = num_key_value_heads x head_dim");
+        add_rows(role, g.n_kv_heads, 0, g.head_dim, g.head_dim);
+    }
+    // Head h's rows of kv_b_proj: its key's non-rotary part (qk_nope_head_dim), then its value.
+    void latent_key_value() {
+        if (!g.latent) return;
+        const std::int64_t nope = g.key_nope_dim(), stride = nope + g.value_dim();
+        expect(g.n_heads * stride, out_dim,
+               "kv_b_proj rows = num_attention_heads x (qk_nope_head_dim + v_head_dim)");
+        add_rows(Role::attn_k, g.n_heads, 0, stride, nope);
+        add_rows(Role::attn_v, g.n_heads, nope, stride, g.value_dim());
+    }
+    void output() {
+        const std::int64_t dv = g.value_dim();
+        expect(g.n_heads * dv, in_dim,
+               g.latent ? "output-projection columns = num_attention_heads x v_head_dim"
+                        : "output-projection columns = num_attention_heads x head_dim");
+        for (int h = 0; h < g.n_heads; ++h) out.push_back({h, Role::attn_o, in_cols(h * dv, dv)});
+    }
+    void fused(QkvLayout layout) {
+        const std::int64_t d = g.head_dim, q_rows = g.n_heads * d, kv_rows = g.n_kv_heads * d;
+        expect(q_rows + 2 * kv_rows, out_dim, "fused qkv rows = (heads + 2 x kv heads) x head_dim");
+        if (layout == QkvLayout::interleaved_per_head) {
+            expect(g.n_heads, g.n_kv_heads, "interleaved qkv needs kv heads == heads");
+            add_rows(Role::attn_q, g.n_heads, 0, 3 * d, d);
+            add_rows(Role::attn_k, g.n_heads, d, 3 * d, d);
+            add_rows(Role::attn_v, g.n_heads, 2 * d, 3 * d, d);
+        } else if (layout == QkvLayout::grouped_by_kv) {
+            // Group k: its query heads, then its key, then its value.
+            const int group = g.group_size();
+            const std::int64_t stride = (group + 2) * d;
+            for (int k = 0; k < g.n_kv_heads; ++k) {
+                for (int j = 0; j < group; ++j)
+                    out.push_back({k * group + j, Role::attn_q, out_rows(k * stride + j * d, d)});
+                out.push_back({k, Role::attn_k, out_rows(k * stride + group * d, d)});
+                out.push_back({k, Role::attn_v, out_rows(k * stride + (group + 1) * d, d)});
+            }
+        } else {
+            add_rows(Role::attn_q, g.n_heads, 0, d, d);
+            add_rows(Role::attn_k, g.n_kv_heads, q_rows, d, d);
+            add_rows(Role::attn_v, g.n_kv_heads, q_rows + kv_rows, d, d);
+        }
+    }
+};
+
+}  // namespace
+
+std::vector<HeadBlock> head_blocks(const ModelSchema& schema, const TensorInfo& t, Role role) {
+    const Layout layout = layout_of(schema, t);
+    if (!layout.heads || t.shape.size() != 2 || !role_is_attention(role)) return {};
+    Splitter s(t, *layout.heads, whole_matrix(schema, t));
+    s.check_width(role);
     switch (role) {
         case Role::attn_q:
-            if (out_dim != q_rows)
-                mismatch(t, q_rows, out_dim, "query rows = num_attention_heads x head_dim");
-            add_rows(Role::attn_q, g.n_heads, 0, d, d);
+            s.query();
             break;
         case Role::attn_k:
         case Role::attn_v:
-            if (g.latent) break;  // a latent model's keys and values are kv_b_proj's
-            if (out_dim != kv_rows)
-                mismatch(t, kv_rows, out_dim, "key/value rows = num_key_value_heads x head_dim");
-            add_rows(role, g.n_kv_heads, 0, d, d);
+            s.key_or_value(role);
             break;
-        case Role::attn_kv_b: {
-            // Head h's rows: its key's non-rotary part (qk_nope_head_dim), then its value (v_head_dim).
-            if (!g.latent) break;
-            const std::int64_t nope = g.key_nope_dim(), stride = nope + dv;
-            if (out_dim != g.n_heads * stride)
-                mismatch(t, g.n_heads * stride, out_dim,
-                         "kv_b_proj rows = num_attention_heads x (qk_nope_head_dim + v_head_dim)");
-            add_rows(Role::attn_k, g.n_heads, 0, stride, nope);
-            add_rows(Role::attn_v, g.n_heads, nope, stride, dv);
+        case Role::attn_kv_b:
+            s.latent_key_value();
             break;
-        }
-        case Role::attn_o: {
-            if (in_dim != g.n_heads * dv)
-                mismatch(t, g.n_heads * dv, in_dim,
-                         g.latent ? "output-projection columns = num_attention_heads x v_head_dim"
-                                  : "output-projection columns = num_attention_heads x head_dim");
-            for (int h = 0; h < g.n_heads; ++h) {
-                MatrixBlock b;
-                b.transposed = whole.transposed;
-                if (whole.transposed)
-                    b.row0 = h * dv, b.rows = dv, b.col0 = 0, b.cols = whole.cols;
-                else
-                    b.row0 = 0, b.rows = whole.rows, b.col0 = h * dv, b.cols = dv;
-                out.push_back({h, Role::attn_o, b});
-            }
+        case Role::attn_o:
+            s.output();
             break;
-        }
         case Role::attn_qkv:
-            if (out_dim != q_rows + 2 * kv_rows)
-                mismatch(t, q_rows + 2 * kv_rows, out_dim,
-                         "fused qkv rows = (heads + 2 x kv heads) x head_dim");
-            switch (layout.qkv) {
-                case QkvLayout::interleaved_per_head:
-                    if (g.n_kv_heads != g.n_heads)
-                        mismatch(t, g.n_heads, g.n_kv_heads, "interleaved qkv needs kv heads == heads");
-                    add_rows(Role::attn_q, g.n_heads, 0, 3 * d, d);
-                    add_rows(Role::attn_k, g.n_heads, d, 3 * d, d);
-                    add_rows(Role::attn_v, g.n_heads, 2 * d, 3 * d, d);
-                    break;
-                case QkvLayout::grouped_by_kv: {
-                    // Group k: its query heads, then its key, then its value.
-                    const int group = g.group_size();
-                    const std::int64_t stride = (group + 2) * d;
-                    for (int k = 0; k < g.n_kv_heads; ++k) {
-                        for (int j = 0; j < group; ++j)
-                            out.push_back({k * group + j, Role::attn_q, out_rows(k * stride + j * d, d)});
-                        out.push_back({k, Role::attn_k, out_rows(k * stride + group * d, d)});
-                        out.push_back({k, Role::attn_v, out_rows(k * stride + (group + 1) * d, d)});
-                    }
-                    break;
-                }
-                default:
-                    add_rows(Role::attn_q, g.n_heads, 0, d, d);
-                    add_rows(Role::attn_k, g.n_kv_heads, q_rows, d, d);
-                    add_rows(Role::attn_v, g.n_kv_heads, q_rows + kv_rows, d, d);
-                    break;
-            }
+            s.fused(layout.qkv);
             break;
-        default:
+        default:  // a latent model's low-rank down-projections: no heads
             break;
     }
-    return out;
+    return std::move(s.out);
 }
 
 void check_head_geometry(ModelSchema& schema, const std::vector<TensorInfo>& tensors) {
