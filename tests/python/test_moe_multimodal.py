@@ -359,3 +359,12 @@ def test_a_noise_copy_has_no_expert_standing_out(tmp_path):
     rows = read_csv(tmp_path / "c" / "experts.csv")
     assert rows and not any(r["stands_out"] == "1" for r in rows)
     assert "no routed expert's update stands out" in p.stderr
+
+
+def test_the_expert_importance_example_runs_and_finds_the_planted_expert(tmp_path):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "expert_importance.py"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "experts standing out: [3]" in p.stdout
