@@ -265,7 +265,7 @@ def test_edited_packed_experts_load_in_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     for name, cls in (("gpt_oss", "GptOssForCausalLM"), ("qwen3_moe_packed", "Qwen3MoeForCausalLM"),
                       ("llama4", "Llama4ForConditionalGeneration"), ("gemma3", "Gemma3ForConditionalGeneration"),
-                      ("mixtral", "MixtralForCausalLM")):
+                      ("mixtral", "MixtralForCausalLM"), ("olmoe", "OlmoeForCausalLM")):
         d = FIXTURES / name
         moved_copy(d, tmp_path / f"{name}_moved")
         out = tmp_path / f"{name}_e"

@@ -17,7 +17,7 @@ No network access is needed: every config is built directly in Python.
 tests/fixtures/transformers/ holds config.json and model.safetensors of some of its outputs (written by
 transformers 5.25.0 with torch 2.15), so that the default test run reads layouts transformers itself
 wrote without installing torch: gpt_oss, llama4, qwen2_5_vl, deepseek_v3, deepseek_v2_lite, qwen2_moe,
-mixtral as saved by default; qwen3_moe_packed = _native/qwen3_moe (the v5 in-memory packed layout);
+mixtral, olmoe as saved by default; qwen3_moe_packed = _native/qwen3_moe (the v5 in-memory packed layout);
 gemma3 = _variants/gemma3_vision_model_prefix (the vision_tower.vision_model. prefix of real checkpoints).
 Run with LAYOUTS_OUT=DIR to write elsewhere.
 """
