@@ -2,8 +2,9 @@
 # # Which experts did adaptation change?
 #
 # The paper's head analysis with the experts of a mixture of experts as the units (compare's
-# experts.csv, docs/formats/moe.md). The model is a tiny Qwen3-MoE that transformers itself saved in its
-# packed layout (tests/fixtures/transformers/qwen3_moe_packed); a "continued" copy moves expert 3
+# experts.csv, docs/formats/moe.md). The model is a tiny Qwen3-MoE in the packed layout transformers
+# writes (tests/fixtures/transformers/qwen3_moe_packed, materialized with seeded values); a "continued"
+# copy moves expert 3
 # of every layer a lot and the rest a little, and a reference copy moves everything a little. Runs as
 # plain Python: `python examples/expert_importance.py [WORKDIR]`.
 
@@ -18,10 +19,12 @@ from safetensors.numpy import load_file, save_file
 
 import diffract_spectral as diffract
 
-root = Path(__file__).resolve().parents[1]
-source = root / "tests" / "fixtures" / "transformers" / "qwen3_moe_packed"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "transformers"))
+from materialize import materialize  # noqa: E402
+
 work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="diffract-moe-"))
 store = work / "results.sqlite"
+source = materialize("qwen3_moe_packed", work / "base")
 
 # %% [markdown]
 # ## 1. A base, a continued model and a reference

@@ -1,5 +1,6 @@
 """Mixture-of-experts, multimodal and latent-attention checkpoints as transformers itself writes them
-(tests/fixtures/transformers: tiny models saved by transformers 5.25, tests/tools/make_transformers_layouts.py):
+(tests/fixtures/transformers: the layouts of tiny models saved by transformers 5.25, materialized with seeded
+values; tests/tools/make_transformers_layouts.py):
 every expert and tower matrix present once with its expert, role and component; σ equal to numpy's on the
 true per-expert matrix (1e-12 relative); Gemma 3's text heads split and its vision rows kept apart;
 DeepSeek's MLA heads split from q_b_proj, kv_b_proj and o_proj; --experts and --component select; edits of
@@ -9,6 +10,7 @@ import csv
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import gguf
@@ -18,8 +20,19 @@ from safetensors.numpy import load_file, save_file
 
 from conftest import ROOT, run
 
-FIXTURES = ROOT / "tests" / "fixtures" / "transformers"
-ALL = sorted(p.name for p in FIXTURES.iterdir())
+sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "transformers"))
+from materialize import NAMES as ALL, materialize  # noqa: E402
+
+FIXTURES = None  # the materialized models' directory (_materialized)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _materialized(tmp_path_factory):
+    global FIXTURES
+    FIXTURES = tmp_path_factory.mktemp("transformers")
+    for name in ALL:
+        materialize(name, FIXTURES)
+    return FIXTURES
 X_AT_W = {"gpt_oss", "llama4"}  # packed experts stored [E, in, out] (x @ W)
 
 
@@ -69,7 +82,7 @@ def read_csv(path):
 
 
 @pytest.fixture(scope="module")
-def analyzed(tmp_path_factory):
+def analyzed(tmp_path_factory, _materialized):
     out = tmp_path_factory.mktemp("moe")
     run(["analyze", *[FIXTURES / n for n in ALL], "--out", out / "an", "--store", out / "s.sqlite", "--quiet"])
     return read_csv(out / "an" / "metrics.csv"), read_csv(out / "an" / "aggregates.csv")
@@ -363,7 +376,6 @@ def test_a_noise_copy_has_no_expert_standing_out(tmp_path):
 
 def test_the_expert_importance_example_runs_and_finds_the_planted_expert(tmp_path):
     import subprocess
-    import sys
     p = subprocess.run([sys.executable, str(ROOT / "examples" / "expert_importance.py"), str(tmp_path)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

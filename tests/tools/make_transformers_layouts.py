@@ -14,7 +14,8 @@ Outputs, per model <name>:
   $LAYOUTS_OUT/results.json            machine-readable summary used to write SUMMARY.md
 No network access is needed: every config is built directly in Python.
 
-tests/fixtures/transformers/ holds config.json and model.safetensors of some of its outputs (written by
+tests/fixtures/transformers/ holds config.json and the tensor list (tensors.json: name, dtype, shape in file
+order; materialize.py writes seeded weights of that layout) of some of its outputs (written by
 transformers 5.25.0 with torch 2.15), so that the default test run reads layouts transformers itself
 wrote without installing torch: gpt_oss, llama4, qwen2_5_vl, deepseek_v3, deepseek_v2_lite, qwen2_moe,
 mixtral, olmoe as saved by default; qwen3_moe_packed = _native/qwen3_moe (the v5 in-memory packed layout);
