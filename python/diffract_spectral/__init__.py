@@ -383,7 +383,8 @@ def _set_selection(args, roles, layers, match, exclude, experts, component) -> N
     args.match = match or ""
     args.exclude = exclude or ""
     args.experts = _experts_spec(experts)
-    args.components = _names_spec(component, "component", "\"language,vision\" or a list of component names")
+    args.components = _names_spec(component, "component", "\"language,vision\" or a list of component names",
+                                  "a component name")
 
 
 def _experts_spec(experts) -> str:
@@ -403,7 +404,7 @@ def _experts_spec(experts) -> str:
     return ",".join(out)
 
 
-def _names_spec(value, arg: str, expected: str) -> str:
+def _names_spec(value, arg: str, expected: str, item: str = "a name") -> str:
     """A comma-separated list flag as text: as is, or an iterable of names (strings)."""
     if value is None or isinstance(value, str):
         return value or ""
@@ -413,23 +414,13 @@ def _names_spec(value, arg: str, expected: str) -> str:
         raise TypeError(f"{arg}=: expected {expected}, not {type(value).__name__}") from None
     for r in items:
         if not isinstance(r, str):
-            raise TypeError(f"{arg}=: {r!r} is not a name (a string)")
+            raise TypeError(f"{arg}=: {r!r} is not {item} (a string)")
     return ",".join(items)
 
 
 def _roles_spec(roles) -> str:
     """--roles as text: "attn_q,mlp_down" as is, or an iterable of role names (strings)."""
-    if roles is None or isinstance(roles, str):
-        return roles or ""
-    try:
-        items = list(roles)
-    except TypeError:
-        raise TypeError(f"roles=: expected \"attn_q,mlp_down\" or a list of role names, not "
-                        f"{type(roles).__name__}") from None
-    for r in items:
-        if not isinstance(r, str):
-            raise TypeError(f"roles=: {r!r} is not a role name (a string)")
-    return ",".join(items)
+    return _names_spec(roles, "roles", "\"attn_q,mlp_down\" or a list of role names", "a role name")
 
 
 def _layers_spec(layers) -> str:

@@ -197,7 +197,8 @@ void bind_sweeps(nb::module_& m) {
     run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::match>(args, "match");
     run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::exclude>(args, "exclude");
     run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::experts>(args, "experts");
-    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::components>(args, "components");
+    run_attribute<std::string, analysis::SelectionText, &analysis::SelectionText::components>(args,
+                                                                                              "components");
     m.def("sweep_rewind", &rewind, nb::arg("base"), nb::arg("model"), nb::arg("reference").none(),
           nb::arg("orders"), nb::arg("seeds"), nb::arg("seed"), nb::arg("scale_scope"), nb::arg("kv_policy"),
           nb::arg("fractions"), nb::arg("args"));

@@ -20,27 +20,29 @@ int block_of(model::Role role) {
 // Per expert of `kind`, in (layer, expert) order: its blocks' update norms and base norms, agreement the
 // mean of 0.5 (l + r) over its matrices, pl_ks their mean. HeadStats' `head` is the expert index.
 std::vector<HeadStats> expert_stats(const std::vector<ExpertMatrix>& matrices, model::ExpertKind kind) {
-    std::map<Key, HeadStats> stats;
-    std::map<Key, std::pair<double, double>> sums;  // agreement, pl_ks
-    std::map<Key, int> counts;
+    struct Sums {
+        HeadStats stats;
+        double agreement = 0, pl_ks = 0;
+        int n = 0;
+    };
+    std::map<Key, Sums> experts;
     for (const auto& m : matrices) {
         if (m.kind != kind) continue;
-        const Key key{m.layer, m.expert.value_or(-1)};
-        auto& s = stats[key];
-        s.layer = m.layer, s.head = m.expert.value_or(-1);
+        auto& e = experts[{m.layer, m.expert.value_or(-1)}];
+        e.stats.layer = m.layer, e.stats.head = m.expert.value_or(-1);
         const int b = block_of(m.role);
-        s.block_norm[b] = m.delta_frob_norm;
-        s.base_block_norm[b] = m.rel_delta_frob_norm > 0 ? m.delta_frob_norm / m.rel_delta_frob_norm
-                                                         : std::numeric_limits<double>::quiet_NaN();
-        sums[key].first += 0.5 * (m.avg_l_agreement + m.avg_r_agreement);
-        sums[key].second += m.pl_ks;
-        ++counts[key];
+        e.stats.block_norm[b] = m.delta_frob_norm;
+        e.stats.base_block_norm[b] = m.rel_delta_frob_norm > 0 ? m.delta_frob_norm / m.rel_delta_frob_norm
+                                                               : std::numeric_limits<double>::quiet_NaN();
+        e.agreement += 0.5 * (m.avg_l_agreement + m.avg_r_agreement);
+        e.pl_ks += m.pl_ks;
+        ++e.n;
     }
     std::vector<HeadStats> out;
-    for (auto& [key, s] : stats) {
-        s.agreement = sums[key].first / counts[key];
-        s.pl_ks = sums[key].second / counts[key];
-        out.push_back(s);
+    for (auto& [key, e] : experts) {
+        e.stats.agreement = e.agreement / e.n;
+        e.stats.pl_ks = e.pl_ks / e.n;
+        out.push_back(e.stats);
     }
     return out;
 }

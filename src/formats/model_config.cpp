@@ -67,10 +67,9 @@ nlohmann::json gguf_config(const GgufFile& g, const std::string& label) {
     // the unabsorbed widths as key_length_mla and value_length_mla.
     if (const auto kv_lora = value("attention.kv_lora_rank")) {
         const auto rope = value("rope.dimension_count");
-        const auto key = value("attention.key_length_mla") ? value("attention.key_length_mla")
-                                                           : value("attention.key_length");
-        const auto val = value("attention.value_length_mla") ? value("attention.value_length_mla")
-                                                             : value("attention.value_length");
+        auto key = value("attention.key_length_mla"), val = value("attention.value_length_mla");
+        if (!key) key = value("attention.key_length");
+        if (!val) val = value("attention.value_length");
         cfg.erase("head_dim");
         if (!rope || !key || !val || *key <= *rope) return cfg;  // widths unknown: heads are not split
         cfg["kv_lora_rank"] = *kv_lora;

@@ -11,6 +11,8 @@ namespace diffract {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-inline nlohmann::json number_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+inline nlohmann::json number_json(double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 
 }  // namespace diffract
