@@ -27,7 +27,9 @@ struct EditArgs {
 
     // rewind
     std::string base, model, reference, heads_file, order = "importance", scale_scope = "global",
-                                                    kv_policy = "all", o_bias = "keep";
+                                                    kv_policy = "all", o_bias = "keep", router = "keep";
+    // heads or experts; empty: experts when --experts names some, else heads.
+    std::string unit;
     // Optional, not NaN/-1 sentinels: "--fraction nan" is a bad value to name, not an absent option.
     std::optional<double> fraction;
     std::uint64_t seed = 42;
@@ -103,6 +105,10 @@ int run_rewind(const EditArgs& a) {
     run::RewindJob job;
     job.fraction = a.fraction;
     job.heads_file = a.heads_file;
+    job.unit = edit::rewind_unit_of(a.unit, a.run.experts);
+    job.router = edit::parse_router_rows(a.router);
+    job.as_lora = a.as_lora;
+    job.common = common_of(a);
     job.check();  // before any checkpoint is opened
     const auto base = formats::open_checkpoint(a.base);
     const auto model = formats::open_checkpoint(a.model);
@@ -114,13 +120,22 @@ int run_rewind(const EditArgs& a) {
     job.ranking = analysis::parse_head_rank_options(a.order, a.scale_scope, a.seed);
     job.kv = edit::parse_kv_policy(a.kv_policy);
     job.o_bias = edit::parse_o_bias(a.o_bias);
-    job.as_lora = a.as_lora;
-    job.common = common_of(a);
     job.run = run::parse_run_options(a.run);
     job.run.progress = false;
     const auto outcome = run::rewind(job);
     const auto& heads = outcome.heads;
     report(a, "rewind", outcome.summary, a.out);
+    if (job.unit == edit::RewindUnit::experts) {
+        if (a.run.quiet < 2) {
+            std::string list;
+            for (const auto& e : outcome.experts)
+                list +=
+                    e.expert ? fmt::format(" {}:{}", e.layer, *e.expert) : fmt::format(" {}:shared", e.layer);
+            fmt::print(stderr, "rewound {} experts (layer:expert):{}\n", outcome.experts.size(), list);
+        }
+        fmt::print("{}\n", (std::filesystem::path(a.out) / "rewound_experts.csv").string());
+        return 0;
+    }
     if (a.run.quiet < 2) {
         std::string list;
         for (const auto& h : heads) list += fmt::format(" {}:{}", h.layer, h.head);
@@ -212,13 +227,18 @@ void add_edit(CLI::App& app) {
 
     {
         auto a = std::make_shared<EditArgs>();
-        auto* sub = add_edit_sub(edit, "rewind",
-                                 "Give the lowest-ranked heads' Q, K, V, O blocks the base's values", *a,
-                                 /*runs_analysis=*/true);
+        auto* sub =
+            add_edit_sub(edit, "rewind",
+                         "Give the lowest-ranked heads' Q, K, V, O blocks (or experts) the base's values", *a,
+                         /*runs_analysis=*/true);
         sub->add_option("--base", a->base, "The base (pre-trained) checkpoint")->required();
         sub->add_option("--model", a->model, "The CPT checkpoint to edit")->required();
         sub->add_option("--reference", a->reference, "Reference model of the head-importance score");
-        auto* f = sub->add_option("--fraction", a->fraction, "Rewind round(F x heads) lowest-ranked heads");
+        sub->add_option("--unit", a->unit,
+                        "heads, or experts (a mixture of experts': every matrix of theirs; default when "
+                        "--experts is given)");
+        auto* f = sub->add_option("--fraction", a->fraction,
+                                  "Rewind round(F x units) lowest-ranked heads (or routed experts)");
         sub->add_option("--heads", a->heads_file, "Rewind the heads listed in this CSV (layer,head)")
             ->excludes(f);
         sub->add_option("--order", a->order, "Head ranking: importance, agreement, pl_ks or random")
@@ -235,6 +255,10 @@ void add_edit(CLI::App& app) {
         sub->add_option("--o-bias", a->o_bias,
                         "The shared output-projection bias of a layer with rewound heads: keep (the model's) "
                         "or base")
+            ->capture_default_str();
+        sub->add_option("--router", a->router,
+                        "--unit experts: the rewound experts' router rows keep the model's values (keep) or "
+                        "take the base's (base)")
             ->capture_default_str();
         sub->add_flag("--as-lora", a->as_lora,
                       "The model is BASE+ADAPTER: write the adapter with the rewound heads' factors zeroed");

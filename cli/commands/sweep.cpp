@@ -58,10 +58,17 @@ CLI::App* add_sweep_sub(CLI::App* sweep, const std::string& name, const std::str
     return sub;
 }
 
+void add_unit_option(CLI::App* sub, SweepArgs& a) {
+    sub->add_option("--unit", a.unit,
+                    "heads, or experts (a mixture of experts' routed experts; default when --experts is "
+                    "given)");
+}
+
 void add_rewind_options(CLI::App* sub, SweepArgs& a) {
     sub->add_option("--base", a.base, "The base (pre-trained) checkpoint")->required();
     sub->add_option("--model", a.model, "The CPT checkpoint")->required();
     sub->add_option("--reference", a.reference, "Reference model of the head-importance score");
+    add_unit_option(sub, a);
     sub->add_option("--scale-scope", a.scale_scope, "Importance scaling: global, layer or projection")
         ->capture_default_str();
     sub->add_option("--kv-policy", a.kv_policy,
@@ -112,7 +119,9 @@ void add_sweep(CLI::App& app) {
     }
     {
         auto a = std::make_shared<SweepArgs>();
-        auto* sub = add_sweep_sub(sweep, "rewind-each", "Rewind one head at a time: heads_effect.csv", *a);
+        auto* sub =
+            add_sweep_sub(sweep, "rewind-each",
+                          "Rewind one head (expert) at a time: heads_effect.csv (experts_effect.csv)", *a);
         add_rewind_options(sub, *a);
         on_run(sub, [a] {
             const auto config = sweep::sweep_config(*a, sweep::Kind::rewind_each);
@@ -137,7 +146,8 @@ void add_sweep(CLI::App& app) {
         sub->add_option("--kv-policy", a->kv_policy,
                         "GQA: rewind a shared K/V block when all or any of its heads are")
             ->capture_default_str();
-        sub->add_option("--k", a->k, "Heads per set (default: a quarter of the heads)");
+        add_unit_option(sub, *a);
+        sub->add_option("--k", a->k, "Heads (experts) per set (default: a quarter of them)");
         sub->add_option("--seeds", a->seeds, "Random sets matched to each of the two sets")
             ->capture_default_str();
         sub->add_option("--seed", a->seed, "First seed of the random sets")

@@ -105,7 +105,8 @@ def watch_facts(w) -> Facts:
 
 def sweep_facts(r) -> Facts:
     s = r.summary or {}
-    table = r.curve if r.curve is not None else (r.heads_effect if r.heads_effect is not None else r.heads_validation)
+    tables = (r.curve, r.heads_effect, r.experts_effect, r.heads_validation, r.experts_validation)
+    table = next((t for t in tables if t is not None), None)
     facts = [("sweep", str(s.get("sweep", "?"))), ("out", str(r.out)), ("rows", str(_length(table)))]
     refs = s.get("references") or {}
     if refs:

@@ -144,7 +144,8 @@ def _heads_arg(heads):
 def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: Any = None,
            fraction: Optional[float] = None, heads: Any = None, order: str = "importance",
            scale_scope: str = "global", seed: int = 42, kv_policy: str = "all", o_bias: str = "keep",
-           as_lora: bool = False, threads: int = 0, max_memory: Optional[Union[str, int]] = None,
+           as_lora: bool = False, unit: Optional[str] = None, router: str = "keep", threads: int = 0,
+           max_memory: Optional[Union[str, int]] = None,
            store: Optional[Union[str, os.PathLike]] = None, progress: bool = False, max_shard_size: Union[str, int] = "5G",
         device: str = "cpu", roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,
@@ -156,7 +157,13 @@ def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: An
     order, scale_scope, seed, kv_policy: the ranking's and the rewind's options (the CLI's); threads,
     max_memory, store: the ranking compare's. o_bias: a layer's shared output bias, "keep" (the model's)
     or "base". as_lora: `model` is "BASE+ADAPTER": write the adapter with the rewound heads' factors
-    zeroed. The result adds "heads": [(layer, head), ...]."""
+    zeroed. The result adds "heads": [(layer, head), ...].
+
+    unit="experts" (the default when `experts` is given): rewind experts of a mixture of experts
+    instead, every matrix and bias of theirs, written in the input's layout — the lowest round(fraction
+    × routed experts) of compare's expert ranking, or without `fraction` the experts `experts` (and
+    `layers`) name; router "keep" leaves their router rows as the model's, "base" rewinds them too.
+    The result then adds "experts": [(layer, expert or "shared"), ...]."""
     from . import _checked_int
 
     heads = _heads_arg(heads)
@@ -166,7 +173,8 @@ def rewind(*, base: Any, model: Any, out: Union[str, os.PathLike], reference: An
                                  None if reference is None else _model(reference, "reference"), fraction, heads,
                                  order, scale_scope, seed, kv_policy, o_bias, bool(as_lora), c, threads,
                                  "" if max_memory is None else str(max_memory),
-                                 "" if store is None else os.fspath(store))
+                                 "" if store is None else os.fspath(store),
+                                 unit="" if unit is None else str(unit), router=str(router))
 
 
 @_edit("truncate")

@@ -43,8 +43,10 @@ class SweepResult:
     interpolate), `summary` (summary.json as a dict) and `out` (the output directory); for validate,
     `heads_validation` (heads_validation.csv: layer, head, importance, rank, score, harm[,
     importance_second, rank_second]), `sets` (sets.csv: set, seed, query_heads, kv_blocks, parameters,
-    score, harm) and `verdict` (the plain sentences it printed). Tables are pandas DataFrames, or dicts
-    of lists without pandas."""
+    score, harm) and `verdict` (the plain sentences it printed). With unit="experts" the per-unit tables
+    are `experts_effect` and `experts_validation` (column `expert` for `head`; sets count experts and
+    parameters) and the head tables are None. Tables are pandas DataFrames, or dicts of lists without
+    pandas."""
     curve: Optional[pd.DataFrame]
     summary: dict
     out: str
@@ -53,9 +55,12 @@ class SweepResult:
     heads_validation: Optional[pd.DataFrame] = None
     sets: Optional[pd.DataFrame] = None
     verdict: Optional[list] = None
+    experts_effect: Optional[pd.DataFrame] = None
+    experts_validation: Optional[pd.DataFrame] = None
 
     def _tables(self) -> str:
-        return ", ".join(n for n in ("curve", "heads_effect", "references", "heads_validation", "sets", "summary")
+        return ", ".join(n for n in ("curve", "heads_effect", "experts_effect", "references", "heads_validation",
+                                     "experts_validation", "sets", "summary")
                          if getattr(self, n) is not None)
 
     def __repr__(self) -> str:
@@ -67,7 +72,8 @@ class SweepResult:
     def _repr_html_(self) -> str:
         from . import _display
 
-        return _display.html_of("SweepResult", _display.sweep_facts(self), self._tables(), self.heads_validation)
+        validation = self.heads_validation if self.heads_validation is not None else self.experts_validation
+        return _display.html_of("SweepResult", _display.sweep_facts(self), self._tables(), validation)
 
 
 def _references(summary: dict):
@@ -96,6 +102,8 @@ def _result(run, heads_effect: bool = False) -> SweepResult:
     summary = json.loads(r["summary"])
     data = _table(r["table"])
     references = _references(summary)
+    if heads_effect and summary.get("unit") == "experts":
+        return SweepResult(None, summary, out, None, references, experts_effect=data)
     if heads_effect:
         return SweepResult(None, summary, out, data, references)
     return SweepResult(data, summary, out, None, references)
@@ -217,7 +225,7 @@ def _args(out: PathArg, eval: Evaluation, select_eval: Evaluation,  # noqa: A002
     return a
 
 
-def _run(core_sweep, common: dict, *inputs, per_head: bool = False):
+def _run(core_sweep, common: dict, *inputs, per_head: bool = False, unit: Optional[str] = None):
     """Runs `core_sweep(*inputs, args)` with the common options (`common`: the caller's locals, of which
     _args's names are taken) as _core.SweepArgs; progress=True shows the evaluations done as a tqdm bar
     (stderr lines without tqdm) instead of the engine's lines. Returns (out, what core_sweep returned)."""
@@ -227,6 +235,7 @@ def _run(core_sweep, common: dict, *inputs, per_head: bool = False):
     with _progress.display(common["progress"]) as report:
         a = _args(**{n: common[n] for n in names})
         a.per_head = bool(per_head)  # sweep truncate's own option
+        a.unit = "" if unit is None else str(unit)  # the rewind sweeps' own option
         if report is not None:  # the field defaults to None (nanobind refuses None for an object field)
             a.progress = report
         r = core_sweep(*inputs, a)
@@ -237,7 +246,7 @@ def _run(core_sweep, common: dict, *inputs, per_head: bool = False):
 def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
            orders: Union[str, Sequence[str]] = "importance,random", seeds: int = 5, seed: int = 0,
            fractions: Grid = "0:1:0.1", scale_scope: str = "global", kv_policy: str = "all",
-           eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+           unit: Optional[str] = None, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
         eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
@@ -249,18 +258,20 @@ def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
     random; random with `seeds` seeds from `seed`) and each fraction, the model with that fraction of
     heads rewound to the base, scored by `eval`. The heads are ranked by compare (models on disk,
     `reference` for the importance score). Returns the curve and the summary (AUC per ordering, and
-    against the random orderings)."""
+    against the random orderings). unit="experts" (the default when `experts` is given): the units are
+    a mixture of experts' routed experts, random orderings matched in experts and parameters."""
     from . import _checked_int
 
     return _result(_run(_core.sweep_rewind, locals(), _spec(base, "base"), _spec(model),
                         None if reference is None else _spec(reference, "reference"), _list_spec(orders),
                         _checked_int(seeds, "seeds"), _checked_int(seed, "seed", 0), scale_scope, kv_policy,
-                        _grid(fractions, "fractions")))
+                        _grid(fractions, "fractions"), unit=unit))
 
 
 @_sweep("rewind_each")
 def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, scale_scope: str = "global",
-                kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+                kv_policy: str = "all", unit: Optional[str] = None, eval: Evaluation = None,  # noqa: A002
+                select_eval: Evaluation = None,
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
         eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
@@ -270,16 +281,19 @@ def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, s
         component: Components = None) -> SweepResult:
     """`sweep rewind-each`: rewind one head at a time and score each candidate with `eval`. Returns
     heads_effect (layer, head, score, delta = score − the unedited model's, greedy_rank 0 = the head
-    whose rewind raises the score most) and the summary; `curve` is None."""
+    whose rewind raises the score most) and the summary; `curve` is None. unit="experts": one routed
+    expert at a time, returned as experts_effect (layer, expert, ...)."""
     return _result(_run(_core.sweep_rewind_each, locals(), _spec(base, "base"), _spec(model),
-                        None if reference is None else _spec(reference, "reference"), scale_scope, kv_policy),
+                        None if reference is None else _spec(reference, "reference"), scale_scope, kv_policy,
+                        unit=unit),
                    heads_effect=True)
 
 
 @_sweep("validate")
 def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, second_reference: Any = None,
              k: Optional[int] = None, seeds: int = 5, seed: int = 0,
-             scale_scope: str = "global", kv_policy: str = "all", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+             scale_scope: str = "global", kv_policy: str = "all", unit: Optional[str] = None,
+             eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
         eval_timeout: float = 6 * 3600,
         keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
@@ -294,18 +308,23 @@ def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, seco
     default) against `seeds` random sets matched to each; with `second_reference`, the ranking's
     stability (Kendall tau-b, the heads that move). Returns heads_validation (rank 1 = the most
     important head; rewind_order: the CSV's rank, 0 = the least important), sets, the verdict and the
-    summary."""
+    summary. unit="experts": the same with routed experts (experts_validation; random sets matched in
+    experts and parameters)."""
     from . import _checked_int, _heads_table, _table
 
     run = _run(_core.sweep_validate, locals(), _spec(base, "base"), _spec(model),
                None if reference is None else _spec(reference, "reference"),
                None if second_reference is None else _spec(second_reference, "second_reference"),
                _checked_int(k or 0, "k", 0), _checked_int(seeds, "seeds", 0), _checked_int(seed, "seed", 0),
-               direction or "", scale_scope, kv_policy)
+               direction or "", scale_scope, kv_policy, unit=unit)
     result = _result(run)
     sets = result.summary.get("sets", [])
     names = list(dict.fromkeys(name for s in sets for name in s))
-    result.heads_validation = _heads_table(run[1]["table"], group=(), names=("rank", "rank_second"))
+    validation = _heads_table(run[1]["table"], group=(), names=("rank", "rank_second"))
+    if result.summary.get("unit") == "experts":
+        result.experts_validation = validation
+    else:
+        result.heads_validation = validation
     result.curve = None
     result.sets = _table({name: [s.get(name) for s in sets] for name in names})
     result.verdict = list(result.summary.get("verdict", []))

@@ -49,9 +49,14 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
                 const std::optional<std::variant<std::string, HeadList>>& heads, const std::string& order,
                 const std::string& scale_scope, std::uint64_t seed, const std::string& kv_policy,
                 const std::string& o_bias, bool as_lora, const EditArgs& a, int threads,
-                const std::string& max_memory, const std::string& store) {
+                const std::string& max_memory, const std::string& store, const std::string& unit,
+                const std::string& router) {
     run::RewindJob job;
     job.fraction = fraction;
+    job.unit = edit::rewind_unit_of(unit, a.experts);
+    job.router = edit::parse_router_rows(router);
+    job.as_lora = as_lora;
+    job.common = common_of(a);
     if (heads) {
         if (const auto* file = std::get_if<std::string>(&*heads)) {
             job.heads_file = *file;
@@ -69,8 +74,6 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
     job.ranking = analysis::parse_head_rank_options(order, scale_scope, seed);
     job.kv = edit::parse_kv_policy(kv_policy);
     job.o_bias = edit::parse_o_bias(o_bias);
-    job.as_lora = as_lora;
-    job.common = common_of(a);
     std::shared_ptr<const formats::Checkpoint> ref;
     if (!heads) {
         run::RunOptionText text;
@@ -86,7 +89,14 @@ nb::dict rewind(const std::string& out, const ModelArg& base, const ModelArg& mo
     auto d = summary(outcome.summary);
     nb::list rewound;
     for (const auto& h : outcome.heads) rewound.append(nb::make_tuple(h.layer, h.head));
-    d["heads"] = rewound;
+    if (job.unit == edit::RewindUnit::experts) {
+        nb::list experts;
+        for (const auto& e : outcome.experts)
+            experts.append(e.expert ? nb::make_tuple(e.layer, *e.expert) : nb::make_tuple(e.layer, "shared"));
+        d["experts"] = experts;
+    } else {
+        d["heads"] = rewound;
+    }
     return d;
 }
 
@@ -193,7 +203,8 @@ void bind_edits(nb::module_& m) {
     m.def("edit_rewind", &rewind, nb::arg("out"), nb::arg("base"), nb::arg("model"),
           nb::arg("reference").none(), nb::arg("fraction").none(), nb::arg("heads").none(), nb::arg("order"),
           nb::arg("scale_scope"), nb::arg("seed"), nb::arg("kv_policy"), nb::arg("o_bias"),
-          nb::arg("as_lora"), nb::arg("common"), nb::arg("threads"), nb::arg("max_memory"), nb::arg("store"));
+          nb::arg("as_lora"), nb::arg("common"), nb::arg("threads"), nb::arg("max_memory"), nb::arg("store"),
+          nb::kw_only(), nb::arg("unit"), nb::arg("router"));
     m.def("edit_truncate", &truncate, nb::arg("out"), nb::arg("base"), nb::arg("model"),
           nb::arg("keep").none(), nb::arg("rank").none(), nb::arg("energy").none(), nb::arg("as_lora"),
           nb::arg("common"));

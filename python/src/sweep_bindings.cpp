@@ -181,6 +181,7 @@ void bind_sweeps(nb::module_& m) {
             .def_rw("max_shard_size", &SweepArgs::max_shard_size)
             .def_rw("max_candidates", &SweepArgs::max_candidates)
             .def_rw("per_head", &SweepArgs::per_head)
+            .def_rw("unit", &SweepArgs::unit)
             .def_prop_rw(
                 "quiet", [](const SweepArgs& a) { return a.run.quiet != 0; },
                 [](SweepArgs& a, bool quiet) { a.run.quiet = quiet ? 1 : 0; })

@@ -82,6 +82,15 @@ std::vector<RouterRow> router_drift(int layer, const std::vector<double>& base,
     return out;
 }
 
+HeadRow unit_row(const ExpertRow& e) {
+    HeadRow h;
+    h.model = e.model, h.reference = e.reference;
+    h.layer = e.layer, h.head = e.expert.value_or(-1), h.kv_head = h.head;
+    h.domain = e.domain, h.ref = e.ref, h.ranked = e.ranked;
+    h.update_z = e.update_z, h.stands_out = e.stands_out;
+    return h;
+}
+
 std::vector<ExpertRow> rank_model_experts(const std::vector<ModelExperts>& models, int reference,
                                           const HeadRankOptions& options,
                                           std::vector<std::string>& findings) {

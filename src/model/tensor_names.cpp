@@ -187,6 +187,10 @@ bool role_is_attention(Role r) {
            r == Role::attn_qkv || r == Role::attn_q_a || r == Role::attn_kv_a || r == Role::attn_kv_b;
 }
 
+bool role_is_mlp_projection(Role r) {
+    return r == Role::mlp_gate || r == Role::mlp_up || r == Role::mlp_down || r == Role::mlp_gate_up;
+}
+
 bool is_quantization_side_tensor(std::string_view name) {
     static constexpr std::array<std::string_view, 12> kSuffixes{".input_scale",      ".input_global_scale",
                                                                 ".input_zero_point", ".activation_scale",

@@ -59,11 +59,6 @@ std::vector<Task> compare_tasks(const ComparePlan& plan, const Job& job) {
     return tasks;
 }
 
-bool is_expert_block(model::Role r) {
-    return r == model::Role::mlp_gate || r == model::Role::mlp_up || r == model::Role::mlp_down ||
-           r == model::Role::mlp_gate_up;
-}
-
 // Each router's rows, base against model (analysis::router_drift): the router matrices are small
 // (experts × hidden) and read whole.
 std::vector<analysis::RouterRow> router_rows(const formats::Checkpoint& base, const formats::Checkpoint& ck) {
@@ -119,7 +114,7 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                                                f.at("pl_ks"), f.at("rel_delta_frob_norm")});
                 }
                 if (!unit.head && unit.layer && unit.expert_kind != model::ExpertKind::none &&
-                    is_expert_block(unit.role)) {
+                    model::role_is_mlp_projection(unit.role)) {
                     const auto& f = row.values;
                     experts[m].matrices.push_back({*unit.layer, unit.expert, unit.expert_kind, unit.role,
                                                    f.at("delta_frob_norm"), f.at("rel_delta_frob_norm"),

@@ -24,4 +24,25 @@ std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, cons
     return out;
 }
 
+std::vector<analysis::ExpertRow> expert_scores(const formats::Checkpoint& base,
+                                               const formats::Checkpoint& tuned,
+                                               const formats::Checkpoint* reference, RunOptions run) {
+    CompareOptions o;
+    o.base = base;
+    o.models = {tuned};
+    if (reference) o.reference = *reference;
+    o.heads = false;
+    o.suggest_allow_partial = false;
+    run.selection.roles = {model::Role::mlp_gate, model::Role::mlp_up, model::Role::mlp_down,
+                           model::Role::mlp_gate_up, model::Role::router};
+    o.run = std::move(run);
+    auto result = compare(o);
+    std::vector<analysis::ExpertRow> out;
+    for (auto& e : result.experts)
+        if (e.reference.empty() || e.model != e.reference) out.push_back(std::move(e));
+    if (out.empty())
+        throw_input_error(tuned.path, "", "no experts to rank (not a mixture of experts, or none selected)");
+    return out;
+}
+
 }  // namespace diffract::run

@@ -338,6 +338,7 @@ nlohmann::json summarize(const SweepConfig& c, Kind kind, const SweepRun& run) {
     auto st = curve_stats(run);
     nlohmann::ordered_json s;
     s["sweep"] = std::string(kind_name(kind));
+    if (run.unit) s["unit"] = std::string(name_of(edit::kRewindUnitNames, *run.unit));
     s["score"] = c.eval.empty() ? "select" : "eval";
     add_score_key(c, s);
     // The unedited model's score, where the report looks for it (its "unedited" line).

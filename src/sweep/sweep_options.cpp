@@ -16,13 +16,22 @@
 namespace diffract::sweep {
 namespace {
 
+// A rewind sweep's unit, in its fingerprint only for experts: journals of head sweeps from before
+// --unit still resume.
+void add_unit(const SweepOptions& o, nlohmann::json& f) {
+    if (const auto unit = edit::rewind_unit_of(o.unit, o.run.experts); unit != edit::RewindUnit::heads)
+        f["unit"] = std::string(name_of(edit::kRewindUnitNames, unit));
+}
+
 // What each kind's journal fingerprint holds beside the evaluations and the selection: its own inputs.
 nlohmann::json rewind_models(const SweepOptions& o) {
-    return {{"base", o.base},
-            {"model", o.model},
-            {"reference", o.reference},
-            {"kv", o.kv_policy},
-            {"scope", o.scale_scope}};
+    nlohmann::json f{{"base", o.base},
+                     {"model", o.model},
+                     {"reference", o.reference},
+                     {"kv", o.kv_policy},
+                     {"scope", o.scale_scope}};
+    add_unit(o, f);
+    return f;
 }
 
 nlohmann::json rewind_inputs(const SweepOptions& o) {
@@ -32,16 +41,19 @@ nlohmann::json rewind_inputs(const SweepOptions& o) {
 }
 
 nlohmann::json validate_inputs(const SweepOptions& o) {
-    return {{"base", o.base},
-            {"model", o.model},
-            {"reference", o.reference},
-            {"second_reference", o.second_reference},
-            {"kv", o.kv_policy},
-            {"scope", o.scale_scope},
-            {"k", o.k},
-            {"seeds", o.seeds},
-            {"seed", o.seed},
-            {"direction", direction_name(required_lower_is_better(o.direction, o.score_key, "validate"))}};
+    nlohmann::json f{
+        {"base", o.base},
+        {"model", o.model},
+        {"reference", o.reference},
+        {"second_reference", o.second_reference},
+        {"kv", o.kv_policy},
+        {"scope", o.scale_scope},
+        {"k", o.k},
+        {"seeds", o.seeds},
+        {"seed", o.seed},
+        {"direction", direction_name(required_lower_is_better(o.direction, o.score_key, "validate"))}};
+    add_unit(o, f);
+    return f;
 }
 
 nlohmann::json truncate_inputs(const SweepOptions& o) {
@@ -132,6 +144,7 @@ RewindSweep rewind_common(const SweepOptions& o, formats::Checkpoint base, forma
                           std::optional<formats::Checkpoint> reference) {
     RewindSweep w;
     w.base = std::move(base), w.model = std::move(model), w.reference = std::move(reference);
+    w.unit = edit::rewind_unit_of(o.unit, o.run.experts);
     w.scope = analysis::parse_scale_scope(o.scale_scope);
     w.kv = edit::parse_kv_policy(o.kv_policy);
     w.common = edit_common_of(o);

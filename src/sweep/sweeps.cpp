@@ -12,61 +12,19 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/json_text.hpp"
 #include "diffract/core/random.hpp"
-#include "diffract/run/head_scores.hpp"
 #include "diffract/sweep/sweep.hpp"
 #include "rewind_candidates_impl.hpp"
 
 namespace diffract::sweep {
-namespace detail {
-
-std::string heads_content(std::vector<edit::RewindHead> heads, edit::KvPolicy kv) {
-    std::sort(heads.begin(), heads.end(), [](const auto& a, const auto& b) {
-        return std::pair(a.layer, a.head) < std::pair(b.layer, b.head);
-    });
-    std::string s = fmt::format("rewind/kv={}:", name_of(edit::kKvPolicyNames, kv));
-    for (const auto& h : heads) s += fmt::format("{}.{},", h.layer, h.head);
-    return s;
-}
-
-Candidate rewind_candidate(const RewindSweep& w, std::vector<edit::RewindHead> heads,
-                           const edit::RewoundAmount* amount) {
-    Candidate c;
-    c.content = heads_content(heads, w.kv);
-    if (heads.empty()) c.same_as = RefRole::model;
-    if (amount)
-        c.columns = {{"query_heads", amount->query_heads},
-                     {"kv_blocks", amount->kv_blocks},
-                     {"parameters", amount->parameters}};
-    c.build = [&w, heads = std::move(heads)](const std::string& dir) {
-        edit::rewind(dir, w.base, w.model, heads, w.kv, w.common);
-    };
-    return c;
-}
-
-SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {
-    SweepConfig c = config;
-    c.candidate_bytes = edit::checkpoint_bytes(primary);
-    return c;
-}
-
-std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
-                                           const formats::Checkpoint* reference, const RewindSweep& w) {
-    return run::head_scores(base, model, reference, w.run);
-}
-
-}  // namespace detail
-
 namespace {
 
-using detail::heads_content;
 using detail::sized;
 
 std::string x_label(double x) { return format_value(x); }
 
-// The heads' scores against the base (and the reference, when given): a compare job.
-std::vector<analysis::HeadRow> head_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
-                                           const RewindSweep& w) {
-    return detail::head_scores(base, model, w.reference ? &*w.reference : nullptr, w);
+// The units' scores against the base (and the reference, when given): a compare job.
+std::vector<analysis::HeadRow> unit_scores(const RewindSweep& w) {
+    return detail::unit_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
 }
 
 }  // namespace
@@ -81,11 +39,12 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
                                         config.max_candidates);
     const auto& base = w.base;
     const auto& model = w.model;
-    const auto scores = head_scores(base, model, w);
+    const auto scores = unit_scores(w);
     // Random orderings are matched to the importance ordering when it is swept too: at each x the
     // random heads fill as many key/value groups with as many query heads as the importance heads do,
     // so both rewind the same query heads, K/V blocks and weight entries (under GQA a plain random
-    // ordering completes far fewer K/V groups, and the comparison measured the amount rewound).
+    // ordering completes far fewer K/V groups, and the comparison measured the amount rewound). Experts:
+    // as many experts of each size.
     const bool matched =
         std::find(w.orders.begin(), w.orders.end(), analysis::HeadOrder::importance) != w.orders.end();
     std::map<double, std::vector<edit::RewindHead>> importance_heads;
@@ -101,13 +60,13 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
             analysis::HeadRankOptions ranking{w.scope, order,
                                               random ? w.first_seed + static_cast<std::uint64_t>(i) : 0};
             for (double x : w.fractions) {
-                auto heads = random && matched ? edit::matched_random_heads(
-                                                     scores, importance_heads.at(x),
+                auto units = random && matched ? detail::matched_random_units(
+                                                     w, scores, importance_heads.at(x),
                                                      stream_seed(ranking.seed, "matched-random", x_label(x)))
                                                : edit::lowest_heads(scores, ranking, x);
-                const auto amount = edit::rewound_amount(model, heads, w.kv, w.common.selection);
-                amounts[x].emplace(amount.parameters, std::string(analysis::head_order_name(order)));
-                auto c = detail::rewind_candidate(w, std::move(heads), &amount);  // x = 0: the model itself
+                auto c = detail::rewind_candidate(w, std::move(units), true);  // x = 0: the model itself
+                // The last column is the weight entries rewound, for either unit (rewound_columns).
+                amounts[x].emplace(c.columns.back().second, std::string(analysis::head_order_name(order)));
                 c.order = order_of(order);
                 c.seed = ranking.seed;
                 c.x = x;
@@ -129,9 +88,10 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
                             "their scores compare amounts as well as orderings",
                             x_label(x), what));
         }
-    auto out = write_outputs(
-        config, Kind::rewind,
-        run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates));
+    auto run =
+        run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates);
+    run.unit = w.unit;
+    auto out = write_outputs(config, Kind::rewind, run);
     out.warnings = std::move(warnings);
     return out;
 }
@@ -139,11 +99,12 @@ SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& w) {
 SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) {
     const auto& base = w.base;
     const auto& model = w.model;
-    const auto scores = head_scores(base, model, w);
+    const auto scores = unit_scores(w);
+    const auto words = detail::unit_words(w.unit);
     std::vector<Candidate> candidates;
     auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
         const bool unedited = heads.empty();
-        auto c = detail::rewind_candidate(w, std::move(heads), nullptr);
+        auto c = detail::rewind_candidate(w, std::move(heads), false);
         c.order = unedited ? Order::unedited : Order::each;
         c.x = x;
         c.label = label;
@@ -156,7 +117,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     for (std::size_t i = 0; i < heads.size(); ++i) {
         edit::RewindHead h{heads[i].first, heads[i].second, {}};
         h.ranked.layer = h.layer, h.ranked.head = h.head;
-        add({h}, fmt::format("L{}_H{}", h.layer, h.head), static_cast<double>(i));
+        add({h}, detail::unit_label(w, h), static_cast<double>(i));
     }
     const auto run =
         run_candidates(sized(config, model), {{RefRole::base, &base}, {RefRole::model, &model}}, candidates);
@@ -173,13 +134,13 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     });
     std::vector<int> greedy(heads.size());
     for (std::size_t r = 0; r < order.size(); ++r) greedy[order[r]] = static_cast<int>(r);
-    // heads_effect.csv: a row per head i, its candidate records[i + 1].
+    // heads_effect.csv (experts_effect.csv): a row per unit i, its candidate records[i + 1].
     const auto score = [&](std::size_t i) { return records[i + 1].curve_score(); };
     const auto count = [](std::int64_t v) { return Cell{v}; };
     SweepOutputs out;
     out.table = make_table<std::size_t>(
         {{"layer", [&](std::size_t i) { return count(heads[i].first); }},
-         {"head", [&](std::size_t i) { return count(heads[i].second); }},
+         {std::string(words.index_column), [&](std::size_t i) { return count(heads[i].second); }},
          {"score", [&](std::size_t i) -> Cell { return score(i); }},
          {"delta", [&](std::size_t i) -> Cell { return score(i) - unedited; }},
          {"greedy_rank", [&](std::size_t i) { return count(greedy[i]); }},
@@ -187,17 +148,19 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
         index);
     nlohmann::ordered_json summary{{"sweep", std::string(kind_name(Kind::rewind_each))},
                                    {"unedited_score", unedited},
-                                   {"heads", heads.size()},
+                                   {"unit", std::string(name_of(edit::kRewindUnitNames, w.unit))},
+                                   {std::string(words.plural), heads.size()},
                                    {"references", references_json(config, run.references)}};
     add_score_key(config, summary);
     out.summary = json_text(summary, 2) + "\n";
     const std::filesystem::path dir(config.out_dir);
-    write_file_atomically((dir / kind_info(Kind::rewind_each).table_file).string(), to_csv(out.table));
+    const auto table_file = unit_table_file(Kind::rewind_each, w.unit);
+    write_file_atomically((dir / table_file).string(), to_csv(out.table));
     write_file_atomically((dir / "summary.json").string(), out.summary);
     out.lines = run.lines;
     if (config.quiet < 2)
-        out.lines.push_back(
-            fmt::format("sweep rewind-each: {} heads -> {}/heads_effect.csv", heads.size(), config.out_dir));
+        out.lines.push_back(fmt::format("sweep rewind-each: {} {} -> {}/{}", heads.size(), words.plural,
+                                        config.out_dir, table_file));
     return out;
 }
 

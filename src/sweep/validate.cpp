@@ -47,12 +47,11 @@ std::vector<Candidate> candidates_of(const std::vector<SetPlan>& plans, const Va
     std::vector<Candidate> out;
     for (std::size_t i = 0; i < plans.size(); ++i) {
         const auto& p = plans[i];
-        const auto amount = edit::rewound_amount(w.model, p.heads, w.kv, w.common.selection);
-        auto c = detail::rewind_candidate(w, p.heads, &amount);
+        auto c = detail::rewind_candidate(w, p.heads, true);
         c.order = p.set;
         c.seed = p.seed;
         c.x = static_cast<double>(p.heads.size());
-        c.label = p.set == Order::each       ? fmt::format("L{}_H{}", p.heads[0].layer, p.heads[0].head)
+        c.label = p.set == Order::each       ? detail::unit_label(w, p.heads[0])
                   : p.set == Order::unedited ? std::string(order_name(Order::unedited))
                                              : fmt::format("{}_s{}", order_name(p.set), p.seed);
         out.push_back(std::move(c));
@@ -64,26 +63,34 @@ std::string interval_text(const analysis::Interval& ci) {
     return std::isfinite(ci.low) ? fmt::format("95% CI {:.2f} .. {:.2f}", ci.low, ci.high) : "no interval";
 }
 
-// The predictive check's verdict line.
-std::string predictive_verdict(double rho, const analysis::Interval& ci, double p, std::size_t n) {
-    const auto stats =
-        fmt::format("Spearman {:.2f} ({}, permutation p = {:.3g}, {} heads)", rho, interval_text(ci), p, n);
+// The predictive check's verdict line (`unit`: "head" or "expert").
+std::string predictive_verdict(double rho, const analysis::Interval& ci, double p, std::size_t n,
+                               const detail::UnitWords& unit) {
+    const auto stats = fmt::format("Spearman {:.2f} ({}, permutation p = {:.3g}, {} {})", rho,
+                                   interval_text(ci), p, n, unit.plural);
     if (ci.low > 0)
-        return "the ranking predicts what rewinding one head does: " + stats +
-               ": the more important a head, the more rewinding it alone costs";
+        return fmt::format(
+            "the ranking predicts what rewinding one {0} does: {1}: the more important a {0}, "
+            "the more rewinding it alone costs",
+            unit.index_column, stats);
     if (ci.high < 0)
-        return "the ranking predicts the opposite of its claim: " + stats +
-               ": rewinding the more important heads alone costs less";
-    return "no evidence that the ranking predicts what rewinding one head does: " + stats +
-           " (the interval includes 0)";
+        return fmt::format(
+            "the ranking predicts the opposite of its claim: {}: rewinding the more important {} "
+            "alone costs less",
+            stats, unit.plural);
+    return fmt::format(
+        "no evidence that the ranking predicts what rewinding one {} does: {} (the interval "
+        "includes 0)",
+        unit.index_column, stats);
 }
 
 // A set's harm (the score lost) against its matched random sets', worded as score changes: how the set
 // compares with all of them and with their mean.
 std::string set_verdict(const std::string& what, int k, double harm, const std::vector<double>& random,
-                        bool least, double direction) {
+                        bool least, double direction, const detail::UnitWords& unit) {
     auto change = [&](double h) { return fmt::format("{:+.4g}", -direction * h + 0.0); };  // + 0.0: no "-0"
-    const auto head = fmt::format("rewinding the {} {} heads changes the score by {}", k, what, change(harm));
+    const auto head =
+        fmt::format("rewinding the {} {} {} changes the score by {}", k, what, unit.plural, change(harm));
     if (random.empty()) return head;
     const double mean =
         std::accumulate(random.begin(), random.end(), 0.0) / static_cast<double>(random.size());
@@ -97,12 +104,13 @@ std::string set_verdict(const std::string& what, int k, double harm, const std::
                        head, random.size(), change(mean), std::min(c1, c2), std::max(c1, c2),
                        beats_all    ? fmt::format("{} than every one of them", better)
                        : beats_mean ? fmt::format("{} than their mean, not than all", better)
-                                    : fmt::format("no {} than random heads", better));
+                                    : fmt::format("no {} than random {}", better, unit.plural));
 }
 
 // The plan: the heads in layer-major order, then the candidates' head sets — unedited, each head alone,
 // the k least and most important, and the random sets matched to each.
 struct ValidationPlan {
+    detail::UnitWords unit;             // heads or experts (every "head" below is a unit)
     std::vector<const HeadRow*> heads;  // plans[i + 1] rewinds heads[i] alone
     std::vector<SetPlan> plans;
     int k = 0;
@@ -114,13 +122,15 @@ ValidationPlan plan_validation(const std::vector<HeadRow>& scores, const Validat
     const auto ranked = by_rank(scores);
     const auto n = static_cast<int>(scores.size());
     ValidationPlan p;
+    p.unit = detail::unit_words(v.rewind.unit);
     p.k = v.k > 0 ? v.k : std::max(1, static_cast<int>(std::lround(n / 4.0)));
     if (p.k > n)
-        throw InputError(fmt::format("--k: expected at most the model's {} heads, found {}", n, p.k));
+        throw InputError(
+            fmt::format("--k: expected at most the model's {} {}, found {}", n, p.unit.plural, p.k));
     const double total = 1.0 + n + 2.0 + 2.0 * v.seeds;
     if (total > static_cast<double>(max_candidates))
-        edit::throw_too_many_candidates("sweep validate (1 + heads + 2 + 2 x --seeds)", total,
-                                        max_candidates);
+        edit::throw_too_many_candidates(
+            fmt::format("sweep validate (1 + {} + 2 + 2 x --seeds)", p.unit.plural), total, max_candidates);
     for (const auto& s : scores) p.heads.push_back(&s);
     std::sort(p.heads.begin(), p.heads.end(), [](const HeadRow* a, const HeadRow* b) {
         return std::pair(a->layer, a->head) < std::pair(b->layer, b->head);
@@ -135,10 +145,12 @@ ValidationPlan plan_validation(const std::vector<HeadRow>& scores, const Validat
     p.plans.push_back({Order::top, 0, top});
     for (int i = 0; i < v.seeds; ++i) {
         const std::uint64_t seed = v.first_seed + static_cast<std::uint64_t>(i);
-        p.plans.push_back({Order::random_bottom, seed,
-                           edit::matched_random_heads(scores, bottom, stream_seed(seed, "validate-bottom"))});
-        p.plans.push_back({Order::random_top, seed,
-                           edit::matched_random_heads(scores, top, stream_seed(seed, "validate-top"))});
+        p.plans.push_back(
+            {Order::random_bottom, seed,
+             detail::matched_random_units(v.rewind, scores, bottom, stream_seed(seed, "validate-bottom"))});
+        p.plans.push_back(
+            {Order::random_top, seed,
+             detail::matched_random_units(v.rewind, scores, top, stream_seed(seed, "validate-top"))});
     }
     return p;
 }
@@ -167,9 +179,9 @@ std::string predictive_check(const ValidationPlan& p, const Harms& harm, const V
     summary["predictive"] = {{"spearman", number_json(rho)},
                              {"ci95", {number_json(ci.low), number_json(ci.high)}},
                              {"p_value", number_json(pv)},
-                             {"heads", importance.size()},
+                             {std::string(p.unit.plural), importance.size()},
                              {"draws", v.draws}};
-    return predictive_verdict(rho, ci, pv, importance.size());
+    return predictive_verdict(rho, ci, pv, importance.size(), p.unit);
 }
 
 // The sets against their matched random sets: summary.json's "sets" and two verdicts.
@@ -188,8 +200,9 @@ std::vector<std::string> sets_check(const ValidationPlan& p, const Harms& harm,
         sets.push_back(j);
     }
     summary["sets"] = sets;
-    return {set_verdict("least important", p.k, harm(p.first_set), random_bottom, true, harm.direction),
-            set_verdict("most important", p.k, harm(p.first_set + 1), random_top, false, harm.direction)};
+    return {
+        set_verdict("least important", p.k, harm(p.first_set), random_bottom, true, harm.direction, p.unit),
+        set_verdict("most important", p.k, harm(p.first_set + 1), random_top, false, harm.direction, p.unit)};
 }
 
 using SecondRanks = std::map<std::pair<int, int>, const HeadRow*>;
@@ -216,21 +229,25 @@ std::string stability_check(const ValidationPlan& p, const SecondRanks& second_o
     for (std::size_t i = 0; i < moved.size() && i < 5 && moved[i].first > 0; ++i) {
         const auto* h = moved[i].second;
         const int r2 = second_of.at({h->layer, h->head})->ranked.rank;
-        moved_json.push_back(
-            {{"layer", h->layer}, {"head", h->head}, {"rank", h->ranked.rank}, {"rank_second", r2}});
-        moved_text += fmt::format("{}L{} H{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer, h->head,
-                                  h->ranked.rank, r2);
+        moved_json.push_back({{"layer", h->layer},
+                              {std::string(p.unit.index_column), h->head},
+                              {"rank", h->ranked.rank},
+                              {"rank_second", r2}});
+        moved_text += fmt::format("{}L{} {}{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer,
+                                  p.unit.letter, h->head, h->ranked.rank, r2);
     }
     summary["stability"] = {{"kendall_tau", number_json(tau)},
                             {"ci95", {number_json(ci.low), number_json(ci.high)}},
-                            {"heads", a.size()},
+                            {std::string(p.unit.plural), a.size()},
                             {"moved", moved_json}};
-    const auto stats = fmt::format("Kendall tau {:.2f} ({}, {} heads)", tau, interval_text(ci), a.size());
+    const auto stats =
+        fmt::format("Kendall tau {:.2f} ({}, {} {})", tau, interval_text(ci), a.size(), p.unit.plural);
     return (ci.low > 0
                 ? "the ranking holds under the second reference domain: " + stats
                 : "the ranking depends on the reference domain: " + stats + " (the interval includes 0)") +
-           (moved_text.empty() ? std::string()
-                               : "; heads that move most (rank first -> second): " + moved_text);
+           (moved_text.empty()
+                ? std::string()
+                : fmt::format("; {} that move most (rank first -> second): {}", p.unit.plural, moved_text));
 }
 
 // heads_validation.csv's table: a row per head (with the second reference's importance and rank).
@@ -240,7 +257,7 @@ Table heads_table(const ValidationPlan& p, const Harms& harm, const SecondRanks*
     auto count = [](std::int64_t x) { return Cell{x}; };
     std::vector<Column<std::size_t>> columns{
         {"layer", [&](std::size_t i) { return count(p.heads[i]->layer); }},
-        {"head", [&](std::size_t i) { return count(p.heads[i]->head); }},
+        {std::string(p.unit.index_column), [&](std::size_t i) { return count(p.heads[i]->head); }},
         {"importance", [&](std::size_t i) -> Cell { return p.heads[i]->ranked.importance; }},
         {"rank", [&](std::size_t i) { return count(p.heads[i]->ranked.rank); }},
         {"score", [&](std::size_t i) -> Cell { return harm.run.records[i + 1].curve_score(); }},
@@ -283,7 +300,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     const auto& w = v.rewind;
     if (v.seeds < 0) throw InputError(fmt::format("--seeds: expected at least 0, found {}", v.seeds));
     if (v.draws < 1) throw InputError(fmt::format("draws: expected at least 1, found {}", v.draws));
-    const auto scores = detail::head_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
+    const auto scores = detail::unit_scores(w.base, w.model, w.reference ? &*w.reference : nullptr, w);
     const auto plan = plan_validation(scores, v, config.max_candidates);
     const auto run =
         run_candidates(detail::sized(config, w.model), {{RefRole::base, &w.base}, {RefRole::model, &w.model}},
@@ -291,7 +308,8 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     const Harms harm{run, run.records[0].curve_score(), v.lower_is_better ? -1.0 : 1.0};
 
     nlohmann::ordered_json summary{{"sweep", std::string(kind_name(Kind::validate))},
-                                   {"heads", plan.heads.size()},
+                                   {"unit", std::string(name_of(edit::kRewindUnitNames, w.unit))},
+                                   {std::string(plan.unit.plural), plan.heads.size()},
                                    {"k", plan.k},
                                    {"direction", direction_name(v.lower_is_better)},
                                    {"unedited_score", number_json(harm.unedited)}};
@@ -301,7 +319,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     std::vector<HeadRow> second;
     SecondRanks second_of;
     if (v.second_reference) {
-        second = detail::head_scores(w.base, w.model, &*v.second_reference, w);
+        second = detail::unit_scores(w.base, w.model, &*v.second_reference, w);
         for (const auto& s : second) second_of[{s.layer, s.head}] = &s;
         verdict.push_back(stability_check(plan, second_of, v, summary));
     }
@@ -311,7 +329,7 @@ SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& v) {
     SweepOutputs out{heads_table(plan, harm, v.second_reference ? &second_of : nullptr),
                      json_text(summary, 2) + "\n"};
     const std::filesystem::path dir(config.out_dir);
-    write_file_atomically((dir / kind_info(Kind::validate).table_file).string(), to_csv(out.table));
+    write_file_atomically((dir / unit_table_file(Kind::validate, w.unit)).string(), to_csv(out.table));
     write_file_atomically((dir / "sets.csv").string(), to_csv(sets_table(plan, harm)));
     write_file_atomically((dir / "summary.json").string(), out.summary);
     out.lines = run.lines;

@@ -52,6 +52,10 @@ struct ExpertRow {
     RouterRow router;  // NaN for a shared expert or without a router
 };
 
+// A routed expert as a rewind unit with the heads' row (its index in `head`, a K/V group of its own):
+// what the rewind sweeps rank and draw from.
+HeadRow unit_row(const ExpertRow& e);
+
 // Every model's experts (the one at `reference`, -1 for none, is ranked against, not ranked), routed and
 // shared apart. `findings` gets a line for each model none of whose routed experts stands out.
 std::vector<ExpertRow> rank_model_experts(const std::vector<ModelExperts>& models, int reference,

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/analysis/selection.hpp"
 #include "diffract/core/matrix.hpp"
@@ -277,6 +278,66 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
 EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint& base,
                            const formats::Checkpoint& model, const std::vector<RewindHead>& heads,
                            KvPolicy kv, const EditCommon& common, OBias o_bias = OBias::keep);
+
+// ---- Expert rewind (docs/experts.md) ----------------------------------------------------------------
+
+// What a rewind gives the base's values: attention heads (their Q/K/V/O blocks) or the experts of a
+// mixture of experts (every matrix and bias of theirs).
+enum class RewindUnit { heads, experts };
+inline constexpr NameTable<RewindUnit, 2> kRewindUnitNames{
+    {{RewindUnit::heads, "heads"}, {RewindUnit::experts, "experts"}}};
+RewindUnit parse_rewind_unit(const std::string& text);
+// --unit as the front ends take it: `unit`, or when it is empty experts if --experts (`experts`) names
+// some (a head rewind of expert matrices would select nothing), else heads.
+RewindUnit rewind_unit_of(const std::string& unit, const std::string& experts);
+
+// A layer's router holds one row (and bias entry) per routed expert: the logits that send tokens to
+// it. `keep` (default): a rewound expert keeps the model's row, so the rewind changes only the
+// experts' own bytes; `base`: the rewound experts' rows take the base's too.
+enum class RouterRows { keep, base };
+inline constexpr NameTable<RouterRows, 2> kRouterRowsNames{
+    {{RouterRows::keep, "keep"}, {RouterRows::base, "base"}}};
+RouterRows parse_router_rows(const std::string& text);
+
+struct RewindExpert {
+    int layer = 0;
+    std::optional<int> expert;    // a routed expert's index; none: the layer's shared experts
+    analysis::RankedHead ranked;  // rank and scores (NaN when chosen by the selection)
+};
+
+// The experts the selection names (--layers, --experts 0-7,shared, ...): each routed expert, and each
+// layer's shared experts, one of whose matrices the selection admits, in (layer, expert) order.
+std::vector<RewindExpert> selected_experts(const formats::Checkpoint& model,
+                                           const analysis::Selection& selection);
+// The routed experts ranked (analysis::rank_heads over compare's expert rows) and the
+// round(fraction · n) lowest-ranked, by rank. Shared experts are never ranked against routed ones.
+std::vector<RewindExpert> lowest_experts(const std::vector<analysis::ExpertRow>& scores,
+                                         const analysis::HeadRankOptions& ranking, double fraction);
+// What an expert rewind puts back: experts, and the weight entries of their selected tensors.
+struct RewoundExperts {
+    std::int64_t experts = 0, parameters = 0;
+};
+RewoundExperts rewound_expert_amount(const formats::Checkpoint& model,
+                                     const std::vector<RewindExpert>& experts,
+                                     const analysis::Selection& selection);
+// A random set of routed experts matched to `like`: as many experts of each size (weight entries under
+// the selection) as `like` has, drawn with `seed` from `pool`, so that it rewinds the same number of
+// experts and weight entries.
+std::vector<RewindExpert> matched_random_experts(const formats::Checkpoint& model,
+                                                 const std::vector<RewindExpert>& pool,
+                                                 const std::vector<RewindExpert>& like, std::uint64_t seed,
+                                                 const analysis::Selection& selection);
+// rewound_experts.csv: layer,expert,expert_kind,rank,key,importance,update_norm,ref_update_norm,
+// parameters,router (keep or base).
+Table rewound_experts_table(const std::vector<RewindExpert>& experts, const formats::Checkpoint& model,
+                            RouterRows router, const analysis::Selection& selection);
+// Copies `model` and gives every selected tensor of `experts` (their gate/up/down matrices and biases,
+// written back into a packed tensor's slices) `base`'s values, and with RouterRows::base their router
+// rows and bias entries. Every expert must exist in the model and the selection (InputError naming it
+// otherwise, before anything is written). Writes rewound_experts.csv next to the weights.
+EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint& base,
+                           const formats::Checkpoint& model, const std::vector<RewindExpert>& experts,
+                           RouterRows router, const EditCommon& common);
 
 // ---- SVD edits ------------------------------------------------------------------------------------
 

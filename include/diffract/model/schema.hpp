@@ -52,6 +52,8 @@ enum class Role {
 std::string_view role_name(Role r);
 std::optional<Role> role_from_name(std::string_view name);
 bool role_is_attention(Role r);
+// An MLP's projections (gate, up, down, fused gate_up): an expert's matrices in a mixture of experts.
+bool role_is_mlp_projection(Role r);
 
 // What part of a model a tensor belongs to: the language model, or one of the towers a multimodal
 // wrapper adds (vision, audio) and the projector that maps a tower into the language model. Aggregates,

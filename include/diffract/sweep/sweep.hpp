@@ -135,6 +135,7 @@ struct SweepRun {
     std::vector<Reference> references;  // in the order given
     std::vector<Record> records;        // one per candidate, in order
     std::vector<std::string> lines;     // what the engine says when done (SweepOutputs::lines)
+    std::optional<edit::RewindUnit> unit = std::nullopt;  // a rewind sweep's: summary.json's "unit"
 };
 
 // Evaluates each reference, then builds, evaluates and deletes (unless keep) each candidate, skipping
@@ -176,8 +177,11 @@ nlohmann::ordered_json references_json(const SweepConfig& config, const std::vec
 // ---- The sweeps -----------------------------------------------------------------------------------
 
 // The checkpoints come opened by the front end (on disk: every evaluation reads a model from a path).
+// With unit experts the units are a mixture of experts' routed experts (compare's expert ranking; every
+// matrix of an expert rewound; random sets matched in experts and weight entries) instead of heads.
 struct RewindSweep {
     formats::Checkpoint base, model;
+    edit::RewindUnit unit = edit::RewindUnit::heads;
     std::optional<formats::Checkpoint> reference;
     std::vector<analysis::HeadOrder> orders = {analysis::HeadOrder::importance, analysis::HeadOrder::random};
     int seeds = 5;  // random orderings
@@ -190,7 +194,8 @@ struct RewindSweep {
 };
 SweepOutputs sweep_rewind(const SweepConfig& config, const RewindSweep& sweep);
 // One head at a time: DIR/heads_effect.csv (layer,head,score,delta,greedy_rank) with delta = score −
-// the unedited model's score; greedy_rank 0 = the head whose rewind raises the score most.
+// the unedited model's score; greedy_rank 0 = the head whose rewind raises the score most. Unit
+// experts: DIR/experts_effect.csv (layer,expert,...).
 SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& sweep);
 
 // The head ranking checked against what rewinding heads does (docs/edit.md, "Validating a ranking"):
@@ -200,6 +205,8 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& swe
 // in as many K/V groups: the same weight rewound); with a second reference, the ranking's stability
 // (Kendall tau-b between the two importance rankings, the heads that move most). Writes
 // DIR/heads_validation.csv, DIR/sets.csv and DIR/summary.json (with a plain verdict), prints the verdict.
+// Unit experts: the same with routed experts (DIR/experts_validation.csv; the random sets hold as many
+// experts of each size).
 struct ValidateSweep {
     RewindSweep rewind;  // base, model, reference, scale scope, K/V policy, edit and run options
     std::optional<formats::Checkpoint> second_reference;
@@ -210,6 +217,10 @@ struct ValidateSweep {
     int draws = 2000;              // bootstrap resamples and permutations
 };
 SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& sweep);
+
+// The table a rewind-each or validate sweep writes for its unit: heads_effect.csv or experts_effect.csv,
+// heads_validation.csv or experts_validation.csv (the kind's table_file for heads).
+std::string unit_table_file(Kind kind, edit::RewindUnit unit);
 
 struct TruncateSweep {
     formats::Checkpoint base, model;

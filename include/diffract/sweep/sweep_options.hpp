@@ -26,6 +26,8 @@ struct SweepOptions {
     // rewind and rewind-each
     std::string base, model, reference, orders = "importance,random", scale_scope = "global",
                                         kv_policy = "all";
+    // heads, or experts (a mixture of experts' routed experts); empty: edit::rewind_unit_of.
+    std::string unit;
     int seeds = 5;
     std::uint64_t seed = 0;
     std::string fractions = std::string(kind_info(Kind::rewind).grid);
