@@ -19,6 +19,7 @@
 #include "diffract/report/csv.hpp"
 #include "diffract/report/data.hpp"
 #include "diffract/run/tables.hpp"
+#include "diffract/sweep/kind.hpp"
 #include "diffract/sweep/score_direction.hpp"
 
 namespace diffract::report {
@@ -227,20 +228,22 @@ std::string dir_name(const fs::path& dir) {
 
 // heads_effect.csv (rewind-each: delta per head) or heads_validation.csv (validate: harm, importance;
 // sets from summary.json), with the verdict and the Spearman rho of a validation.
-void read_head_effects(const fs::path& dir, const std::string& file, ReportData& data) {
-    const auto csv = (dir / file).string();
+void read_head_effects(const fs::path& dir, sweep::Kind kind, edit::RewindUnit unit, ReportData& data) {
+    const auto csv = (dir / sweep::unit_table_file(kind, unit)).string();
     const auto t = read_csv(csv);
     const auto summary = read_summary(dir / "summary.json", data);
     HeadEffects e;
     e.source = csv;
     e.name = dir_name(dir);
-    e.kind = file == sweep::kind_info(sweep::Kind::validate).table_file ? sweep::Kind::validate
-                                                                        : sweep::Kind::rewind_each;
+    e.kind = kind;
+    e.unit = unit;
     e.axis = score_axis(summary);
-    const int layer = t.column("layer"), head = t.column("head"), delta = t.column("delta"),
+    const auto index_column = std::string(edit::rewind_unit_words(unit).singular);
+    const int layer = t.column("layer"), head = t.column(index_column), delta = t.column("delta"),
               harm = t.column("harm"), importance = t.column("importance");
     if (layer < 0 || head < 0 || (delta < 0 && harm < 0)) {
-        data.notes.push_back(fmt::format("{}: no layer, head and delta (or harm) columns; not drawn", csv));
+        data.notes.push_back(
+            fmt::format("{}: no layer, {} and delta (or harm) columns; not drawn", csv, index_column));
         return;
     }
     // A validation's harm is the score lost in the score's direction: the change is its negation
@@ -282,6 +285,8 @@ void read_sweep(const fs::path& dir, ReportData& data) {
     s.source = csv;
     s.name = dir_name(dir);
     s.kind = sweep_kind(summary, s.name);
+    if (summary.contains("unit") && summary["unit"].is_string())
+        s.unit = value_of(edit::kRewindUnitNames, summary["unit"].get<std::string>()).value_or(s.unit);
     s.axis = score_axis(summary);
     s.baseline = sweep_baseline(summary);
     s.references = sweep_references(summary, (dir / "summary.json").string(), data);
@@ -366,18 +371,18 @@ void load_result_dir(const std::string& dir, ReportData& data) {
         read_sweep(d, data);
         any = true;
     }
-    for (const char* file : {"heads_effect.csv", "heads_validation.csv"})
-        if (fs::exists(d / file)) {
-            read_head_effects(d, file, data);
-            any = true;
-        }
+    for (const auto kind : {sweep::Kind::rewind_each, sweep::Kind::validate})
+        for (const auto unit : {edit::RewindUnit::heads, edit::RewindUnit::experts})
+            if (fs::exists(d / sweep::unit_table_file(kind, unit))) {
+                read_head_effects(d, kind, unit, data);
+                any = true;
+            }
     if (any && fs::exists(d / "alerts.csv")) read_alerts((d / "alerts.csv").string(), data);
     if (!any)
-        throw InputError(
-            fmt::format("{}: no metrics.csv, compare.csv, heads.csv, curve.csv, heads_effect.csv or "
-                        "heads_validation.csv in "
-                        "this directory",
-                        dir));
+        throw InputError(fmt::format(
+            "{}: no metrics.csv, compare.csv, heads.csv, curve.csv, heads_effect.csv, "
+            "heads_validation.csv, experts_effect.csv or experts_validation.csv in this directory",
+            dir));
 }
 
 }  // namespace diffract::report

@@ -346,8 +346,8 @@ struct SweepFigureText {
 };
 constexpr std::array<SweepFigureText, 4> kSweepFigures{{
     {sweep::Kind::rewind, "Head rewind",
-     "Score against the fraction of attention heads rewound to the base, one line per head "
-     "ordering (random orderings dashed)."},
+     "Score against the fraction of attention heads (or, for a sweep with --unit experts, of routed "
+     "experts) rewound to the base, one line per ordering (random orderings dashed)."},
     {sweep::Kind::interpolate, "Interpolation trade-off",
      "Score on one evaluation against the other along the interpolation "
      "(1 − ω)·W₁ + ω·W₂ (hover a point for ω), or the score against ω when the sweep "
@@ -380,7 +380,10 @@ Figure panels_figure(FigureContext& ctx, const std::vector<const Sweep*>& sweeps
         }
         const auto curves = curves_of(s, 0);
         const double scale = truncate ? truncation_reference(s) : 1.0;
-        const std::string x_label = kind ? std::string(sweep::kind_info(*kind).axis_label) : "x";
+        const std::string x_label = kind == sweep::Kind::rewind && s.unit == edit::RewindUnit::experts
+                                        ? "fraction of experts rewound"
+                                    : kind ? std::string(sweep::kind_info(*kind).axis_label)
+                                           : "x";
         Axis x{x_label, x_range(curves), false, {}, false};
         Axis y{truncate ? "relative " + s.axis.key + " (÷ full delta)" : score_axis_label(s),
                curve_range(curves, scale),

@@ -16,13 +16,6 @@
 
 namespace diffract::sweep::detail {
 
-// How a unit is written: "heads"/"experts", the table column of its index ("head"/"expert"), the
-// letter of its candidates' labels (L3_H5, L3_E5).
-struct UnitWords {
-    std::string_view plural, index_column, letter;
-};
-UnitWords unit_words(edit::RewindUnit unit);
-
 // The units' scores of `model` against `base` (and `reference`, may be null): a compare job. Experts:
 // the routed experts' rows.
 std::vector<analysis::HeadRow> unit_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,

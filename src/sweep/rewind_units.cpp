@@ -34,11 +34,6 @@ std::vector<edit::RewindHead> as_units(const std::vector<edit::RewindExpert>& ex
 
 }  // namespace
 
-UnitWords unit_words(edit::RewindUnit unit) {
-    return unit == edit::RewindUnit::experts ? UnitWords{"experts", "expert", "E"}
-                                             : UnitWords{"heads", "head", "H"};
-}
-
 std::vector<analysis::HeadRow> unit_scores(const formats::Checkpoint& base, const formats::Checkpoint& model,
                                            const formats::Checkpoint* reference, const RewindSweep& w) {
     if (!experts(w)) return run::head_scores(base, model, reference, w.run);
@@ -98,7 +93,7 @@ Candidate rewind_candidate(const RewindSweep& w, std::vector<edit::RewindHead> u
 }
 
 std::string unit_label(const RewindSweep& w, const edit::RewindHead& unit) {
-    return fmt::format("L{}_{}{}", unit.layer, unit_words(w.unit).letter, unit.head);
+    return fmt::format("L{}_{}{}", unit.layer, edit::rewind_unit_words(w.unit).letter, unit.head);
 }
 
 SweepConfig sized(const SweepConfig& config, const formats::Checkpoint& primary) {

@@ -100,7 +100,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     const auto& base = w.base;
     const auto& model = w.model;
     const auto scores = unit_scores(w);
-    const auto words = detail::unit_words(w.unit);
+    const auto words = edit::rewind_unit_words(w.unit);
     std::vector<Candidate> candidates;
     auto add = [&](std::vector<edit::RewindHead> heads, const std::string& label, double x) {
         const bool unedited = heads.empty();
@@ -140,7 +140,7 @@ SweepOutputs sweep_rewind_each(const SweepConfig& config, const RewindSweep& w) 
     SweepOutputs out;
     out.table = make_table<std::size_t>(
         {{"layer", [&](std::size_t i) { return count(heads[i].first); }},
-         {std::string(words.index_column), [&](std::size_t i) { return count(heads[i].second); }},
+         {std::string(words.singular), [&](std::size_t i) { return count(heads[i].second); }},
          {"score", [&](std::size_t i) -> Cell { return score(i); }},
          {"delta", [&](std::size_t i) -> Cell { return score(i) - unedited; }},
          {"greedy_rank", [&](std::size_t i) { return count(greedy[i]); }},

@@ -65,14 +65,14 @@ std::string interval_text(const analysis::Interval& ci) {
 
 // The predictive check's verdict line (`unit`: "head" or "expert").
 std::string predictive_verdict(double rho, const analysis::Interval& ci, double p, std::size_t n,
-                               const detail::UnitWords& unit) {
+                               const edit::RewindUnitWords& unit) {
     const auto stats = fmt::format("Spearman {:.2f} ({}, permutation p = {:.3g}, {} {})", rho,
                                    interval_text(ci), p, n, unit.plural);
     if (ci.low > 0)
         return fmt::format(
             "the ranking predicts what rewinding one {0} does: {1}: the more important a {0}, "
             "the more rewinding it alone costs",
-            unit.index_column, stats);
+            unit.singular, stats);
     if (ci.high < 0)
         return fmt::format(
             "the ranking predicts the opposite of its claim: {}: rewinding the more important {} "
@@ -81,13 +81,13 @@ std::string predictive_verdict(double rho, const analysis::Interval& ci, double 
     return fmt::format(
         "no evidence that the ranking predicts what rewinding one {} does: {} (the interval "
         "includes 0)",
-        unit.index_column, stats);
+        unit.singular, stats);
 }
 
 // A set's harm (the score lost) against its matched random sets', worded as score changes: how the set
 // compares with all of them and with their mean.
 std::string set_verdict(const std::string& what, int k, double harm, const std::vector<double>& random,
-                        bool least, double direction, const detail::UnitWords& unit) {
+                        bool least, double direction, const edit::RewindUnitWords& unit) {
     auto change = [&](double h) { return fmt::format("{:+.4g}", -direction * h + 0.0); };  // + 0.0: no "-0"
     const auto head =
         fmt::format("rewinding the {} {} {} changes the score by {}", k, what, unit.plural, change(harm));
@@ -110,7 +110,7 @@ std::string set_verdict(const std::string& what, int k, double harm, const std::
 // The plan: the heads in layer-major order, then the candidates' head sets — unedited, each head alone,
 // the k least and most important, and the random sets matched to each.
 struct ValidationPlan {
-    detail::UnitWords unit;             // heads or experts (every "head" below is a unit)
+    edit::RewindUnitWords unit;         // heads or experts (every "head" below is a unit)
     std::vector<const HeadRow*> heads;  // plans[i + 1] rewinds heads[i] alone
     std::vector<SetPlan> plans;
     int k = 0;
@@ -122,7 +122,7 @@ ValidationPlan plan_validation(const std::vector<HeadRow>& scores, const Validat
     const auto ranked = by_rank(scores);
     const auto n = static_cast<int>(scores.size());
     ValidationPlan p;
-    p.unit = detail::unit_words(v.rewind.unit);
+    p.unit = edit::rewind_unit_words(v.rewind.unit);
     p.k = v.k > 0 ? v.k : std::max(1, static_cast<int>(std::lround(n / 4.0)));
     if (p.k > n)
         throw InputError(
@@ -230,7 +230,7 @@ std::string stability_check(const ValidationPlan& p, const SecondRanks& second_o
         const auto* h = moved[i].second;
         const int r2 = second_of.at({h->layer, h->head})->ranked.rank;
         moved_json.push_back({{"layer", h->layer},
-                              {std::string(p.unit.index_column), h->head},
+                              {std::string(p.unit.singular), h->head},
                               {"rank", h->ranked.rank},
                               {"rank_second", r2}});
         moved_text += fmt::format("{}L{} {}{} ({} -> {})", moved_text.empty() ? "" : ", ", h->layer,
@@ -257,7 +257,7 @@ Table heads_table(const ValidationPlan& p, const Harms& harm, const SecondRanks*
     auto count = [](std::int64_t x) { return Cell{x}; };
     std::vector<Column<std::size_t>> columns{
         {"layer", [&](std::size_t i) { return count(p.heads[i]->layer); }},
-        {std::string(p.unit.index_column), [&](std::size_t i) { return count(p.heads[i]->head); }},
+        {std::string(p.unit.singular), [&](std::size_t i) { return count(p.heads[i]->head); }},
         {"importance", [&](std::size_t i) -> Cell { return p.heads[i]->ranked.importance; }},
         {"rank", [&](std::size_t i) { return count(p.heads[i]->ranked.rank); }},
         {"score", [&](std::size_t i) -> Cell { return harm.run.records[i + 1].curve_score(); }},

@@ -25,6 +25,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from conftest import run
+from report_inputs import figures_of
 from test_moe_multimodal import materialize, moe_family, moved_copy
 
 stats = pytest.importorskip("scipy.stats")
@@ -164,6 +165,9 @@ def test_rewind_sweep_matches_random_orderings_in_experts_and_parameters(family,
     imp = {r["x"]: float(r["score"]) for r in rows if r["order"] == "importance"}
     rnd = [float(r["score"]) for r in rows if r["order"] == "random" and r["x"] == "0.5"]
     assert imp["0.5"] >= max(rnd)
+    html = tmp_path / "r.html"
+    run(["report", out, "--out", html, "--quiet"])
+    assert "fraction of experts rewound" in figures_of(html.read_text())["sweep-rewind"]
 
 
 def test_rewind_each_and_validate_with_experts(family, tmp_path):
@@ -205,6 +209,16 @@ def test_rewind_each_and_validate_with_experts(family, tmp_path):
         own = next(s for s in sets if s["set"] == kind)
         for s in (s for s in sets if s["set"] == "random_" + kind):
             assert (s["experts"], s["parameters"]) == (own["experts"], own["parameters"]) == ("4", str(4 * 3 * 24 * 48))
+
+    # The report draws both as the experts' figures: a point per expert, the sets, the verdict.
+    html = tmp_path / "r.html"
+    run(["report", each, out, "--out", html, "--quiet"])
+    figures = figures_of(html.read_text())
+    assert "head-effects-rewind-each" not in figures and "head-effects-validate" not in figures
+    each_svg, validate_svg = figures["expert-effects-rewind-each"], figures["expert-effects-validate"]
+    assert each_svg.count("expert 3: ") == 2 and len(re.findall(r"layer \d+ expert \d+: ", each_svg)) == 32
+    assert len(re.findall(r"layer \d+ expert \d+: importance", validate_svg)) == 32
+    assert "expert sets" in validate_svg and "the ranking predicts what rewinding one expert does" in html.read_text()
 
 
 def test_python_rewinds_and_validates_experts(family, tmp_path):

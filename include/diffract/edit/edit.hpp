@@ -27,6 +27,7 @@
 #include "diffract/core/names.hpp"
 #include "diffract/core/progress.hpp"
 #include "diffract/core/table.hpp"
+#include "diffract/edit/rewind_unit.hpp"
 #include "diffract/formats/checkpoint.hpp"
 #include "diffract/linalg/backend.hpp"
 
@@ -280,16 +281,6 @@ EditSummary rewind_adapter(const std::string& out_dir, const formats::Checkpoint
                            KvPolicy kv, const EditCommon& common, OBias o_bias = OBias::keep);
 
 // ---- Expert rewind (docs/experts.md) ----------------------------------------------------------------
-
-// What a rewind gives the base's values: attention heads (their Q/K/V/O blocks) or the experts of a
-// mixture of experts (every matrix and bias of theirs).
-enum class RewindUnit { heads, experts };
-inline constexpr NameTable<RewindUnit, 2> kRewindUnitNames{
-    {{RewindUnit::heads, "heads"}, {RewindUnit::experts, "experts"}}};
-RewindUnit parse_rewind_unit(const std::string& text);
-// --unit as the front ends take it: `unit`, or when it is empty experts if --experts (`experts`) names
-// some (a head rewind of expert matrices would select nothing), else heads.
-RewindUnit rewind_unit_of(const std::string& unit, const std::string& experts);
 
 // A layer's router holds one row (and bias entry) per routed expert: the logits that send tokens to
 // it. `keep` (default): a rewound expert keeps the model's row, so the rewind changes only the

@@ -12,6 +12,7 @@
 
 #include "diffract/analysis/catalog.hpp"
 #include "diffract/core/numbers.hpp"
+#include "diffract/edit/rewind_unit.hpp"
 #include "diffract/sweep/kind.hpp"
 
 namespace diffract::report {
@@ -69,6 +70,7 @@ struct ScoreAxis {
 struct Sweep {
     std::string name, source;
     std::optional<sweep::Kind> kind;  // parsed once from summary.json or the name; nullopt: a generic sweep
+    edit::RewindUnit unit = edit::RewindUnit::heads;  // a rewind sweep's (summary.json's "unit")
     std::vector<std::string> score_columns;
     std::vector<SweepPoint> points;
     std::optional<double> baseline;  // summary.json's score of the unedited model, when given
@@ -78,6 +80,7 @@ struct Sweep {
 
 // What rewinding single heads did: a rewind-each sweep (heads_effect.csv: delta, the score change) or
 // a validation (heads_validation.csv: harm, the score lost, with each head's importance, and the sets).
+// The same for experts (experts_effect.csv, experts_validation.csv): `head` is then the expert.
 struct HeadEffect {
     int layer = 0, head = 0;
     double change = kNaN;  // score − the unedited model's
@@ -89,7 +92,8 @@ struct SetEffect {
 };
 struct HeadEffects {
     std::string name, source;
-    sweep::Kind kind = sweep::Kind::rewind_each;  // rewind_each | validate
+    sweep::Kind kind = sweep::Kind::rewind_each;      // rewind_each | validate
+    edit::RewindUnit unit = edit::RewindUnit::heads;  // the units rewound one at a time (`heads` below)
     std::vector<HeadEffect> heads;
     std::vector<SetEffect> sets;       // validate only
     std::vector<std::string> verdict;  // validate: summary.json's sentences

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/core/names.hpp"
+#include "diffract/edit/rewind_unit.hpp"
 
 namespace diffract::sweep {
 
@@ -43,6 +45,10 @@ static_assert([] {
 }());
 constexpr const KindInfo& kind_info(Kind k) { return kKinds[static_cast<std::size_t>(k)]; }
 constexpr std::string_view kind_name(Kind k) { return kind_info(k).name; }
+
+// The table a rewind-each or validate sweep writes for its unit: heads_effect.csv or experts_effect.csv,
+// heads_validation.csv or experts_validation.csv (the kind's table_file for heads).
+std::string unit_table_file(Kind kind, edit::RewindUnit unit);
 
 // What a candidate's curve is: a head ordering (rewind), the unedited model and single heads
 // (rewind-each, validate), validate's head sets, or a grid sweep's own axis (truncate: keep,

@@ -218,10 +218,6 @@ struct ValidateSweep {
 };
 SweepOutputs sweep_validate(const SweepConfig& config, const ValidateSweep& sweep);
 
-// The table a rewind-each or validate sweep writes for its unit: heads_effect.csv or experts_effect.csv,
-// heads_validation.csv or experts_validation.csv (the kind's table_file for heads).
-std::string unit_table_file(Kind kind, edit::RewindUnit unit);
-
 struct TruncateSweep {
     formats::Checkpoint base, model;
     std::vector<double> keeps;
