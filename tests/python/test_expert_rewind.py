@@ -267,3 +267,31 @@ def test_bad_expert_rewinds_are_refused_in_one_line(family, tmp_path):
     p = run(["edit", "rewind", "--unit", "experts", "--fraction", "0.5", "--base", dense, "--model", dense,
              "--out", tmp_path / "bad"], check=False)
     assert p.returncode == 2 and "no experts to rank" in p.stderr and not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("name,cls", [("gpt_oss", "GptOssForCausalLM"), ("qwen3_moe_packed", "Qwen3MoeForCausalLM"),
+                                      ("mixtral", "MixtralForCausalLM"), ("olmoe", "OlmoeForCausalLM"),
+                                      ("llama4", "Llama4ForConditionalGeneration")])
+def test_a_rewound_moe_loads_in_transformers_and_differs_only_in_the_rewound_experts(tmp_path, name, cls):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    d_base = materialize(name, tmp_path / "base")
+    d_cpt = tmp_path / "cpt"
+    moved_copy(d_base, d_cpt)
+    out = tmp_path / "out"
+    run(["edit", "rewind", "--base", d_base, "--model", d_cpt, "--experts", "1", "--out", out, "--quiet"])
+    load = lambda d: getattr(transformers, cls).from_pretrained(str(d), dtype=torch.float32).state_dict()  # noqa: E731
+    got, cpt, base = load(out), load(d_cpt), load(d_base)
+    assert sorted(got) == sorted(cpt)
+    changed = [k for k in got if not torch.equal(got[k], cpt[k])]
+    assert changed and all("experts" in k for k in changed), changed
+    for k in changed:
+        # In the loaded model's own layout: expert 1's slice (or tensors) is the base's, the rest the model's.
+        if ".experts.1." in k:
+            assert torch.equal(got[k], base[k]), k
+            continue
+        packed_at = 0 if got[k].shape[0] > 1 else None
+        assert packed_at is not None, k
+        assert torch.equal(got[k][1], base[k][1]), k
+        rest = [e for e in range(got[k].shape[0]) if e != 1]
+        assert torch.equal(got[k][rest], cpt[k][rest]), k
