@@ -33,6 +33,9 @@ __all__ = ["rewind", "truncate", "interpolate", "rewind_each", "validate", "Swee
 
 Evaluation = Union[str, Callable[[os.PathLike], float], None]
 
+# The sweeps' defaults, written once in the library (sweep::SweepOptions) and read here.
+_D = _core.SweepArgs()
+
 
 @dataclass(repr=False)
 class SweepResult:
@@ -244,12 +247,12 @@ def _run(core_sweep, common: dict, *inputs, per_head: bool = False, unit: Option
 
 @_sweep("rewind")
 def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
-           orders: Union[str, Sequence[str]] = "importance,random", seeds: int = 5, seed: int = 0,
-           fractions: Grid = "0:1:0.1", scale_scope: str = "global", kv_policy: str = "all",
+           orders: Union[str, Sequence[str]] = _D.orders, seeds: int = _D.seeds, seed: int = _D.seed,
+           fractions: Grid = _D.fractions, scale_scope: str = _D.scale_scope, kv_policy: str = _D.kv_policy,
            unit: Optional[str] = None, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-        eval_timeout: float = 6 * 3600,
-        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        eval_timeout: float = _D.eval_timeout,
+        keep: bool = False, max_candidates: int = _D.max_candidates, max_shard_size: Union[str, int] = _D.max_shard_size, threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,
@@ -269,12 +272,12 @@ def rewind(*, base: Any, model: Any, out: PathArg, reference: Any = None,
 
 
 @_sweep("rewind_each")
-def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, scale_scope: str = "global",
-                kv_policy: str = "all", unit: Optional[str] = None, eval: Evaluation = None,  # noqa: A002
+def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, scale_scope: str = _D.scale_scope,
+                kv_policy: str = _D.kv_policy, unit: Optional[str] = None, eval: Evaluation = None,  # noqa: A002
                 select_eval: Evaluation = None,
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-        eval_timeout: float = 6 * 3600,
-        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        eval_timeout: float = _D.eval_timeout,
+        keep: bool = False, max_candidates: int = _D.max_candidates, max_shard_size: Union[str, int] = _D.max_shard_size, threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,
@@ -291,12 +294,12 @@ def rewind_each(*, base: Any, model: Any, out: PathArg, reference: Any = None, s
 
 @_sweep("validate")
 def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, second_reference: Any = None,
-             k: Optional[int] = None, seeds: int = 5, seed: int = 0,
-             scale_scope: str = "global", kv_policy: str = "all", unit: Optional[str] = None,
+             k: Optional[int] = None, seeds: int = _D.seeds, seed: int = _D.seed,
+             scale_scope: str = _D.scale_scope, kv_policy: str = _D.kv_policy, unit: Optional[str] = None,
              eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-        eval_timeout: float = 6 * 3600,
-        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        eval_timeout: float = _D.eval_timeout,
+        keep: bool = False, max_candidates: int = _D.max_candidates, max_shard_size: Union[str, int] = _D.max_shard_size, threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,
@@ -332,11 +335,11 @@ def validate(*, base: Any, model: Any, out: PathArg, reference: Any = None, seco
 
 
 @_sweep("truncate")
-def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", per_head: bool = False,
+def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = _D.keeps, per_head: bool = False,
              eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-        eval_timeout: float = 6 * 3600,
-        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        eval_timeout: float = _D.eval_timeout,
+        keep: bool = False, max_candidates: int = _D.max_candidates, max_shard_size: Union[str, int] = _D.max_shard_size, threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,
@@ -349,10 +352,10 @@ def truncate(*, base: Any, model: Any, out: PathArg, keeps: Grid = "0:1:0.1", pe
 
 
 @_sweep("interpolate")
-def interpolate(a: Any, b: Any, *, out: PathArg, omegas: Grid = "0:1:0.1", eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
+def interpolate(a: Any, b: Any, *, out: PathArg, omegas: Grid = _D.omegas, eval: Evaluation = None, select_eval: Evaluation = None,  # noqa: A002
         report_eval: Evaluation = None, score_key: Optional[str] = None, direction: Optional[str] = None,
-        eval_timeout: float = 6 * 3600,
-        keep: bool = False, max_candidates: int = 1000, max_shard_size: Union[str, int] = "5G", threads: int = 0,
+        eval_timeout: float = _D.eval_timeout,
+        keep: bool = False, max_candidates: int = _D.max_candidates, max_shard_size: Union[str, int] = _D.max_shard_size, threads: int = 0,
         max_memory: Optional[Union[str, int]] = None, store: Optional[PathArg] = None, device: str = "cpu", quiet: bool = False,
         progress: bool = False, roles: Roles = None, layers: Layers = None, match: Optional[str] = None,
         exclude: Optional[str] = None, experts: Experts = None,

@@ -182,6 +182,16 @@ void bind_sweeps(nb::module_& m) {
             .def_rw("max_candidates", &SweepArgs::max_candidates)
             .def_rw("per_head", &SweepArgs::per_head)
             .def_rw("unit", &SweepArgs::unit)
+            // Read by sweep.py for its defaults, written once here (sweep::SweepOptions); each sweep sets
+            // them from its own arguments.
+            .def_ro("orders", &SweepArgs::orders)
+            .def_ro("seeds", &SweepArgs::seeds)
+            .def_ro("seed", &SweepArgs::seed)
+            .def_ro("fractions", &SweepArgs::fractions)
+            .def_ro("scale_scope", &SweepArgs::scale_scope)
+            .def_ro("kv_policy", &SweepArgs::kv_policy)
+            .def_ro("keeps", &SweepArgs::keeps)
+            .def_ro("omegas", &SweepArgs::omegas)
             .def_prop_rw(
                 "quiet", [](const SweepArgs& a) { return a.run.quiet != 0; },
                 [](SweepArgs& a, bool quiet) { a.run.quiet = quiet ? 1 : 0; })
