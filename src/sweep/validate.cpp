@@ -70,9 +70,9 @@ std::string predictive_verdict(double rho, const analysis::Interval& ci, double 
                                    interval_text(ci), p, n, unit.plural);
     if (ci.low > 0)
         return fmt::format(
-            "the ranking predicts what rewinding one {0} does: {1}: the more important a {0}, "
+            "the ranking predicts what rewinding one {0} does: {1}: the more important {2}, "
             "the more rewinding it alone costs",
-            unit.singular, stats);
+            unit.singular, stats, unit.one);
     if (ci.high < 0)
         return fmt::format(
             "the ranking predicts the opposite of its claim: {}: rewinding the more important {} "

@@ -27,36 +27,9 @@ st = pytest.importorskip("safetensors.numpy")
 import diffract_spectral as diffract  # noqa: E402
 from diffract_spectral.eval.clm import perplexity  # noqa: E402
 from test_eval_models import char_tokenizer  # noqa: E402
+from trained_models import corpus, quantised, train  # noqa: E402
 
 ALPHABET_SIZE = 31  # test_eval_models.ALPHABET (29 characters) + [UNK] and [PAD]
-
-
-def corpus(paths, limit=60000):
-    text = ""
-    for p in paths:
-        try:
-            text += Path(p).read_text(encoding="utf-8", errors="ignore").lower() + "\n"
-        except OSError:
-            continue
-        if len(text) > limit:
-            break
-    return text[:limit]
-
-
-def train(model, tok, text, steps, seed):
-    torch.manual_seed(seed)
-    ids = torch.tensor(tok(text)["input_ids"])
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(steps):
-        starts = torch.randint(0, len(ids) - 65, (16,))
-        x = torch.stack([ids[s:s + 64] for s in starts])
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -121,14 +94,6 @@ def test_validate_on_a_trained_decoder(decoder, tmp_path):
     for kind in ("bottom", "top"):
         want = sets[sets["set"] == kind]["parameters"].iloc[0]
         assert (sets[sets["set"] == "random_" + kind]["parameters"] == want).all()
-
-
-def quantised(w):
-    """int8 with one scale per 32 entries, dequantised: a uniform rounding error over every head."""
-    flat = w.reshape(-1, 32)
-    scale = np.abs(flat).max(axis=1, keepdims=True) / 127
-    scale[scale == 0] = 1
-    return (np.round(flat / scale) * scale).reshape(w.shape).astype(np.float32)
 
 
 def test_noise_floor_on_a_trained_decoder(decoder, tmp_path):

@@ -16,13 +16,14 @@ inline constexpr NameTable<RewindUnit, 2> kRewindUnitNames{
     {{RewindUnit::heads, "heads"}, {RewindUnit::experts, "experts"}}};
 RewindUnit parse_rewind_unit(const std::string& text);
 // How a unit is written in tables, labels and sentences: "heads"/"experts", the table column of its
-// index ("head"/"expert"), the letter of its labels (L3_H5, L3_E5).
+// index ("head"/"expert"), with its article ("a head"/"an expert"), the letter of its labels (L3_H5,
+// L3_E5).
 struct RewindUnitWords {
-    std::string_view plural, singular, letter;
+    std::string_view plural, singular, one, letter;
 };
 constexpr RewindUnitWords rewind_unit_words(RewindUnit unit) {
-    return unit == RewindUnit::experts ? RewindUnitWords{"experts", "expert", "E"}
-                                       : RewindUnitWords{"heads", "head", "H"};
+    return unit == RewindUnit::experts ? RewindUnitWords{"experts", "expert", "an expert", "E"}
+                                       : RewindUnitWords{"heads", "head", "a head", "H"};
 }
 // --unit as the front ends take it: `unit`, or when it is empty experts if --experts (`experts`) names
 // some (a head rewind of expert matrices would select nothing), else heads.
