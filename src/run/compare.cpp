@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "compare_plan_impl.hpp"
-#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/option_values.hpp"
@@ -89,7 +88,7 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                                           std::vector<analysis::ModelExperts>& experts) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
-        if (job.pending(i) && analysis::bookkeeping_of(*values[i]).whole_route.value()) ++result.whole_route;
+        if (job.pending(i) && values[i]->bookkeeping.whole_route.value()) ++result.whole_route;
     NonfiniteReport nonfinite_report;
     std::vector<ModelHeadBlocks> heads(plan.models.size());
     experts.assign(plan.models.size(), {});
@@ -101,13 +100,13 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                 auto& v = values[plan.slot(j, m, u)];
                 if (!v) continue;
                 const auto& unit = plan.jobs[j].units[u];
-                const auto done = analysis::take_bookkeeping(*v);
+                const auto& done = v->bookkeeping;
                 nonfinite_report.add(*plan.jobs[j].tensor, unit.block, unit.head.has_value(),
-                                     done.nonfinite_base);
+                                     done.nonfinite_base.value_or(0));
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
-                                     done.nonfinite_model);
+                                     done.nonfinite_model.value_or(0));
                 CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
-                row.nonfinite_count = done.nonfinite_count;
+                row.nonfinite_count = done.nonfinite_count.value_or(0);
                 row.precision_bits = done.precision_bits.value_or(64);
                 row.values = std::move(v->scalars);
                 // The ranked heads are the language model's: a tower's heads are rows of compare.csv,

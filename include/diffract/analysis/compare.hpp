@@ -103,15 +103,9 @@ struct BaseFactorization {
     std::optional<linalg::Svd> svd;   // the whole-matrix route
 };
 
-// Which route computed a unit travels with its values (not a CSV column): 1 = whole matrices.
-inline constexpr const char* kWholeRouteField = "whole_route";
-// The stored per-side counts of NaN/Inf entries (the warnings name the files), besides
-// kNonfiniteCountField (positions where either block has one). Not CSV columns.
-inline constexpr const char* kNonfiniteBaseField = "nonfinite_base";
-inline constexpr const char* kNonfiniteModelField = "nonfinite_model";
-
 // The fields of `unit` (a block of the base's tensor) against the same block of `model_tensor`, on the
-// route `settings` gives; `base` caches the base's factorization across models.
+// route `settings` gives; `base` caches the base's factorization across models. Its bookkeeping holds the
+// route (whole_route) and the precision that served it.
 template <typename T>
 FieldValues compare_unit(const CompareSettings& settings, const MatrixUnit& unit,
                          const TensorInfo& model_tensor, BaseFactorization& base, linalg::Backend& backend);
