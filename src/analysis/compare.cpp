@@ -214,6 +214,14 @@ const std::vector<std::string>& compare_vector_fields() {
     return f;
 }
 
+UnitChange unit_change(const std::map<std::string, double>& values) {
+    return {.delta_frob_norm = values.at("delta_frob_norm"),
+            .rel_delta_frob_norm = values.at("rel_delta_frob_norm"),
+            .avg_l_agreement = values.at("avg_l_agreement"),
+            .avg_r_agreement = values.at("avg_r_agreement"),
+            .pl_ks = values.at("pl_ks")};
+}
+
 FieldValues compare_factorizations(const linalg::Svd& base, const linalg::Svd& model, std::int64_t rows,
                                    std::int64_t cols, int top_k) {
     if (base.s.size() != model.s.size() || base.u.rows != model.u.rows || base.v.rows != model.v.rows)

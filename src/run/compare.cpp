@@ -112,18 +112,28 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                 // The ranked heads are the language model's: a tower's heads are rows of compare.csv,
                 // never pooled into the language model's ranking.
                 if (unit.head && unit.layer && unit.component == model::Component::language) {
-                    const auto& f = row.values;
-                    heads[m].blocks.push_back({*unit.layer, unit.role, *unit.head, f.at("delta_frob_norm"),
-                                               f.at("avg_l_agreement"), f.at("avg_r_agreement"),
-                                               f.at("pl_ks"), f.at("rel_delta_frob_norm")});
+                    const auto c = unit_change(row.values);
+                    heads[m].blocks.push_back({.layer = *unit.layer,
+                                               .role = unit.role,
+                                               .head = *unit.head,
+                                               .delta_frob_norm = c.delta_frob_norm,
+                                               .avg_l_agreement = c.avg_l_agreement,
+                                               .avg_r_agreement = c.avg_r_agreement,
+                                               .pl_ks = c.pl_ks,
+                                               .rel_delta_frob_norm = c.rel_delta_frob_norm});
                 }
                 if (!unit.head && unit.layer && unit.expert_kind != model::ExpertKind::none &&
                     is_expert_block(unit.role)) {
-                    const auto& f = row.values;
-                    experts[m].matrices.push_back({*unit.layer, unit.expert, unit.expert_kind, unit.role,
-                                                   f.at("delta_frob_norm"), f.at("rel_delta_frob_norm"),
-                                                   f.at("avg_l_agreement"), f.at("avg_r_agreement"),
-                                                   f.at("pl_ks")});
+                    const auto c = unit_change(row.values);
+                    experts[m].matrices.push_back({.layer = *unit.layer,
+                                                   .expert = unit.expert,
+                                                   .kind = unit.expert_kind,
+                                                   .role = unit.role,
+                                                   .delta_frob_norm = c.delta_frob_norm,
+                                                   .rel_delta_frob_norm = c.rel_delta_frob_norm,
+                                                   .avg_l_agreement = c.avg_l_agreement,
+                                                   .avg_r_agreement = c.avg_r_agreement,
+                                                   .pl_ks = c.pl_ks});
                 }
                 result.rows.push_back(std::move(row));
             }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,13 @@ const std::vector<CompareFieldInfo>& compare_field_catalog();
 // The per-component vectors kept in the store (not in the CSV): l_agreement, r_agreement,
 // max_l_agreement, max_r_agreement, and delta_svals (the singular values of W_model - W_base, ascending).
 const std::vector<std::string>& compare_vector_fields();
+
+// What the head and expert rankings read of one compared unit (head_ranking.hpp, expert_ranking.hpp).
+struct UnitChange {
+    double delta_frob_norm = 0, rel_delta_frob_norm = 0, avg_l_agreement = 0, avg_r_agreement = 0, pl_ks = 0;
+};
+// The unit's change from its compare_fields() values (std::out_of_range when one is missing: a defect).
+UnitChange unit_change(const std::map<std::string, double>& values);
 
 // The agreement and spectral-invariance fields of two factorizations of same-shape matrices
 // (1 = the base): overlap O = |U1ᵀ U2| (and V), its diagonal and row-wise max, their means over all
