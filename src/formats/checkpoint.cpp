@@ -11,6 +11,7 @@
 #include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/core/spelling.hpp"
 #include "diffract/formats/file_kind.hpp"
 #include "diffract/formats/gguf.hpp"
@@ -27,24 +28,12 @@ namespace fs = std::filesystem;
 namespace diffract::formats {
 namespace {
 
-// What a path is, for messages about inputs that are not regular files or directories.
+// What a path is, for messages about inputs that are not regular files or directories (file_type_name;
+// a path whose status cannot be read, a dangling link among them, is "not a regular file").
 std::string_view file_kind(fs::file_type t) {
-    switch (t) {
-        case fs::file_type::fifo:
-            return "a FIFO";
-        case fs::file_type::socket:
-            return "a socket";
-        case fs::file_type::block:
-            return "a block device";
-        case fs::file_type::character:
-            return "a character device";
-        case fs::file_type::directory:
-            return "a directory";
-        case fs::file_type::regular:
-            return "a regular file";
-        default:
-            return "not a regular file";
-    }
+    const bool unreadable = t == fs::file_type::none || t == fs::file_type::not_found ||
+                            t == fs::file_type::unknown || t == fs::file_type::symlink;
+    return unreadable ? "not a regular file" : file_type_name(t);
 }
 
 // Inputs are regular files or directories (symbolic links followed); anything else (a FIFO would
