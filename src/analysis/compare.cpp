@@ -214,6 +214,14 @@ const std::vector<std::string>& compare_vector_fields() {
     return f;
 }
 
+UnitChange unit_change(const std::map<std::string, double>& values) {
+    return {.delta_frob_norm = values.at("delta_frob_norm"),
+            .rel_delta_frob_norm = values.at("rel_delta_frob_norm"),
+            .avg_l_agreement = values.at("avg_l_agreement"),
+            .avg_r_agreement = values.at("avg_r_agreement"),
+            .pl_ks = values.at("pl_ks")};
+}
+
 FieldValues compare_factorizations(const linalg::Svd& base, const linalg::Svd& model, std::int64_t rows,
                                    std::int64_t cols, int top_k) {
     if (base.s.size() != model.s.size() || base.u.rows != model.u.rows || base.v.rows != model.v.rows)
@@ -259,8 +267,8 @@ template FieldValues compare_matrices(const Matrix<double>&, const Matrix<double
 std::string CompareSettings::config_key() const {
     const std::string_view route_name = name_of(linalg::kSvdRouteNames, route);
     // v2: the auto and gram routes stream both matrices through their Gram products (gram_pair.hpp).
-    // "f32p": f32 results record the precision that served them (kPrecisionField). "f32c": the Gram
-    // route's products in f32 where the guard keeps them (compare_streamed).
+    // "f32p": f32 results record the precision that served them (Bookkeeping::precision_bits). "f32c": the
+    // Gram route's products in f32 where the guard keeps them (compare_streamed).
     return fmt::format("{};precision={};top_k={};route={}{}", kCompareConfigVersion,
                        precision == Precision::f32 ? "f32c" : "f64", top_k, route_name,
                        delta_only ? ";fields=delta" : "");
@@ -336,7 +344,7 @@ FieldValues compare_whole(const CompareSettings& c, const MatrixUnit& unit, cons
     linalg::Svd own;
     if (!same) own = backend.svd(mw);
     auto fv = compare_factorizations(*cache.svd, same ? *cache.svd : own, bw.rows, bw.cols, c.top_k);
-    fv.scalars[kWholeRouteField] = 1.0;
+    fv.bookkeeping.whole_route = true;
     for (std::size_t i = 0; i < mw.data.size(); ++i) mw.data[i] -= bw.data[i];  // mw is now the delta
     double f2 = 0;
     for (double v : cache.svd->s) f2 += v * v;
@@ -566,7 +574,7 @@ FieldValues compare_streamed(const CompareSettings& c, const MatrixUnit& unit, c
     auto fv = ori.short_side_rows ? compare_spectra(sb, sm, short_rows, long_rows, rows, cols, c.top_k)
                                   : compare_spectra(sb, sm, long_rows, short_rows, rows, cols, c.top_k);
     add_delta_values(std::sqrt(pair.delta_sq_norm()), delta_s, std::sqrt(b.sq_norm), fv);
-    fv.scalars[kPrecisionField] = pair.f32() ? 32 : 64;
+    fv.bookkeeping.precision_bits = pair.f32() ? 32 : 64;
     return fv;
 }
 
@@ -591,7 +599,7 @@ FieldValues compare_delta(const CompareSettings& c, const MatrixUnit& unit, cons
     FieldValues fv;
     for (const auto& f : compare_fields()) fv.scalars[f] = kNaN;
     for (const auto& f : compare_vector_fields()) fv.vectors[f] = {};
-    fv.scalars[kWholeRouteField] = 0.0;
+    fv.bookkeeping.whole_route = false;
     if (same_stored_tensor(*unit.tensor, mt)) {  // an untouched tensor: the delta is 0, nothing is read
         const auto k = std::min(unit.block.rows, unit.block.cols);
         add_delta_values(0.0, std::vector<double>(static_cast<std::size_t>(k), 0.0), 1.0, fv);
@@ -624,7 +632,7 @@ FieldValues compare_delta(const CompareSettings& c, const MatrixUnit& unit, cons
         delta.data[i] -= base.data[i];
     }
     add_delta_fields(delta, std::sqrt(b2), backend, linalg::SvdRoute::gesdd, fv);
-    fv.scalars[kWholeRouteField] = 1.0;
+    fv.bookkeeping.whole_route = true;
     return fv;
 }
 
@@ -642,11 +650,11 @@ FieldValues compare_unit(const CompareSettings& c, const MatrixUnit& unit, const
     auto fv = c.route == linalg::SvdRoute::gesdd
                   ? compare_whole<T>(c, unit, mt, cache, backend, linalg::SvdRoute::gesdd)
                   : compare_streamed<T>(c, unit, mt, cache, backend);
-    fv.scalars.try_emplace(kWholeRouteField, 0.0);
+    auto& book = fv.bookkeeping;
+    if (!book.whole_route) book.whole_route = false;
     // The whole-matrix route (gesdd, and --delta-only's differences) computes in the entries' own
     // precision; the Gram route says which products it kept (compare_streamed), and decomposes in f64.
-    fv.scalars.try_emplace(kPrecisionField,
-                           std::is_same_v<T, float> && fv.scalars[kWholeRouteField] != 0 ? 32 : 64);
+    if (!book.precision_bits) book.precision_bits = std::is_same_v<T, float> && *book.whole_route ? 32 : 64;
     return fv;
 }
 
@@ -662,7 +670,7 @@ FieldValues nonfinite_compare_values() {
     FieldValues fv;
     for (const auto& f : compare_fields()) fv.scalars[f] = kNaN;
     for (const auto& f : compare_vector_fields()) fv.vectors[f] = {};
-    fv.scalars[kWholeRouteField] = 0.0;
+    fv.bookkeeping.whole_route = false;
     return fv;
 }
 
@@ -731,10 +739,12 @@ void compare_tensor_job(const CompareSettings& s, const TensorJob& job, const Wa
             auto fv = bad.either > 0 ? nonfinite_compare_values()
                       : f64          ? compare_unit<double>(s, unit, mt, cache[u], backend)
                                      : compare_unit<float>(s, unit, mt, cache[u], backend);
-            fv.scalars[kNonfiniteCountField] = static_cast<double>(bad.either);
-            fv.scalars[kNonfiniteBaseField] = static_cast<double>(bad.first);
-            fv.scalars[kNonfiniteModelField] = static_cast<double>(bad.second);
-            fv.scalars.try_emplace(kPrecisionField, f64 ? 64 : 32);  // a unit never factorised: its entries'
+            auto& book = fv.bookkeeping;
+            book.nonfinite_count = bad.either;
+            book.nonfinite_base = bad.first;
+            book.nonfinite_model = bad.second;
+            // A unit never factorised: its entries' precision.
+            if (!book.precision_bits) book.precision_bits = f64 ? 64 : 32;
             done(m, u, std::move(fv));
         }
         // This model's pages are no longer needed by this thread: keep resident memory small.

@@ -20,7 +20,7 @@ FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<linalg::Sp
     }
     if (*nonfinite > 0) {
         auto values = nonfinite_field_values(fields, *nonfinite);
-        values.scalars[kPrecisionField] = 8 * sizeof(T);
+        values.bookkeeping.precision_bits = 8 * sizeof(T);
         return values;
     }
     MatrixInput<T> input;
@@ -32,7 +32,7 @@ FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<linalg::Sp
     input.singular_values = std::move(singular_values);
     input.on_draw = std::move(on_draw);
     auto values = compute_fields(std::move(input), fields, kernel, backend);
-    values.scalars[kNonfiniteCountField] = 0;
+    values.bookkeeping.nonfinite_count = 0;
     return values;
 }
 

@@ -11,6 +11,7 @@
 #include "diffract/core/busy_threads.hpp"
 #include "diffract/core/error.hpp"
 #include "diffract/core/mapped_file.hpp"
+#include "diffract/core/output_path.hpp"
 #include "diffract/core/spelling.hpp"
 #include "diffract/formats/file_kind.hpp"
 #include "diffract/formats/gguf.hpp"
@@ -27,24 +28,12 @@ namespace fs = std::filesystem;
 namespace diffract::formats {
 namespace {
 
-// What a path is, for messages about inputs that are not regular files or directories.
+// What a path is, for messages about inputs that are not regular files or directories (file_type_name;
+// a path whose status cannot be read, a dangling link among them, is "not a regular file").
 std::string_view file_kind(fs::file_type t) {
-    switch (t) {
-        case fs::file_type::fifo:
-            return "a FIFO";
-        case fs::file_type::socket:
-            return "a socket";
-        case fs::file_type::block:
-            return "a block device";
-        case fs::file_type::character:
-            return "a character device";
-        case fs::file_type::directory:
-            return "a directory";
-        case fs::file_type::regular:
-            return "a regular file";
-        default:
-            return "not a regular file";
-    }
+    const bool unreadable = t == fs::file_type::none || t == fs::file_type::not_found ||
+                            t == fs::file_type::unknown || t == fs::file_type::symlink;
+    return unreadable ? "not a regular file" : file_type_name(t);
 }
 
 // Inputs are regular files or directories (symbolic links followed); anything else (a FIFO would
@@ -233,89 +222,92 @@ std::string no_such_path(const fs::path& p) {
     return fmt::format("no such file or directory (did you mean '{}'?)", (p.parent_path() / best).string());
 }
 
-}  // namespace
-
-Checkpoint open_checkpoint(std::string_view spec) {
-    const BusyScope reading_headers;
-    auto [name, location] = split_model_name(spec);
-    if (location.empty())
-        throw InputError(
-            fmt::format("an empty model path{}", spec.empty() ? "" : fmt::format(" in '{}'", spec)));
-    Checkpoint ck;
+// The path `location` names: itself, or a model id's snapshot in the Hugging Face cache. Throws
+// InputError for a path that does not exist or is neither a file nor a directory.
+fs::path resolve_location(const std::string& location) {
     fs::path p = location;
     std::error_code ec;
-    // LoRA: BASE+ADAPTER, or an adapter directory alone (its config names the base).
-    if (is_lora_adapter(location)) return open_lora_model(name, "", location);
-    if (!fs::exists(p, ec))
-        if (auto [base_spec, adapter_dir] = split_lora_spec(location); !adapter_dir.empty())
-            return open_lora_model(name, base_spec, adapter_dir);
     if (!fs::exists(p, ec) && looks_like_model_id(location)) p = resolve_hf_cache(location);
     if (!fs::exists(p, ec)) throw_input_error(location, "", no_such_path(p));
     require_file_or_directory(p, true);
-    ck.path = p.string();
-    fs::path base = p;
-    while (base.has_relative_path() && base.filename().empty()) base = base.parent_path();  // "dir/"
-    ck.name = !name.empty() ? name : (looks_like_model_id(location) ? location : base.filename().string());
+    return p;
+}
 
-    if (fs::is_directory(p, ec)) {
-        // safetensors first (sharded, then every .safetensors file), then PyTorch (sharded, then
-        // pytorch_model.bin), then a lone .gguf.
-        ck.config = read_config(p);
-        const fs::path st_index = p / "model.safetensors.index.json",
-                       pt_index = p / "pytorch_model.bin.index.json", pt_file = p / "pytorch_model.bin";
-        std::vector<fs::path> files;
-        for (const auto& e : fs::directory_iterator(p)) {
-            if (e.path().extension() != ".safetensors") continue;
-            require_file_or_directory(e.path(), false);
-            files.push_back(e.path());
-        }
-        std::sort(files.begin(), files.end());
-        if (fs::exists(st_index, ec)) {
-            require_file_or_directory(st_index, false);
-            open_sharded(ck, p, st_index);
-        } else if (!files.empty()) {
-            std::set<std::string> seen;
-            for (const auto& f : files) append_weight_file(ck, f, seen);
-        } else if (fs::exists(pt_index, ec)) {
-            require_file_or_directory(pt_index, false);
-            open_sharded(ck, p, pt_index);
-        } else if (fs::exists(pt_file, ec)) {
-            require_file_or_directory(pt_file, false);
-            std::set<std::string> seen;
-            append_weight_file(ck, pt_file, seen);
-        } else {
-            std::vector<fs::path> ggufs;
-            for (const auto& e : fs::directory_iterator(p))
-                if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
-            for (const auto& f : ggufs) require_file_or_directory(f, false);
-            if (ggufs.size() != 1)
-                throw_input_error(
-                    ck.path, "",
-                    "directory holds no .safetensors file, no pytorch_model.bin (and not exactly one "
-                    ".gguf)");
-            open_gguf_file(ck, ggufs.front().string());
-        }
-    } else {
-        CheckpointFormat format = CheckpointFormat::unknown;
-        auto tensors = open_weight_file(p, format);
-        if (format == CheckpointFormat::gguf) {
-            open_gguf_file(ck, ck.path);
-        } else {
-            ck.format = format;
-            ck.config = read_config(p.parent_path().empty() ? fs::path(".") : p.parent_path());
-            std::set<std::string> seen;
-            append_file(ck, std::move(tensors), seen);
-        }
+// The model's name: the one given (NAME=PATH), else a model id as written, else the last component of
+// its path ("dir/" names "dir").
+std::string model_name(const std::string& given, const std::string& location, const fs::path& p) {
+    if (!given.empty()) return given;
+    if (looks_like_model_id(location)) return location;
+    fs::path base = p;
+    while (base.has_relative_path() && base.filename().empty()) base = base.parent_path();
+    return base.filename().string();
+}
+
+// A directory's config and weights: safetensors first (sharded, then every .safetensors file), then
+// PyTorch (sharded, then pytorch_model.bin), then a lone .gguf.
+void open_directory(Checkpoint& ck, const fs::path& p) {
+    std::error_code ec;
+    ck.config = read_config(p);
+    const fs::path st_index = p / "model.safetensors.index.json",
+                   pt_index = p / "pytorch_model.bin.index.json", pt_file = p / "pytorch_model.bin";
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(p)) {
+        if (e.path().extension() != ".safetensors") continue;
+        require_file_or_directory(e.path(), false);
+        files.push_back(e.path());
     }
-    const std::string config_label =
-        ck.format == CheckpointFormat::gguf
-            ? ck.path
-            : (fs::path(ck.directory().empty() ? fs::path(ck.path).parent_path() : fs::path(ck.path)) /
-               "config.json")
-                  .string();
-    read_quantized_weights(ck, config_label);
-    split_packed_experts(ck);
-    ck.schema = model::schema_from_config(ck.config, config_label);
+    std::sort(files.begin(), files.end());
+    if (fs::exists(st_index, ec)) {
+        require_file_or_directory(st_index, false);
+        open_sharded(ck, p, st_index);
+    } else if (!files.empty()) {
+        std::set<std::string> seen;
+        for (const auto& f : files) append_weight_file(ck, f, seen);
+    } else if (fs::exists(pt_index, ec)) {
+        require_file_or_directory(pt_index, false);
+        open_sharded(ck, p, pt_index);
+    } else if (fs::exists(pt_file, ec)) {
+        require_file_or_directory(pt_file, false);
+        std::set<std::string> seen;
+        append_weight_file(ck, pt_file, seen);
+    } else {
+        std::vector<fs::path> ggufs;
+        for (const auto& e : fs::directory_iterator(p))
+            if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
+        for (const auto& f : ggufs) require_file_or_directory(f, false);
+        if (ggufs.size() != 1)
+            throw_input_error(
+                ck.path, "",
+                "directory holds no .safetensors file, no pytorch_model.bin (and not exactly one .gguf)");
+        open_gguf_file(ck, ggufs.front().string());
+    }
+}
+
+// One weight file given alone: its format from its bytes, its config the config.json beside it (a
+// GGUF's from its own metadata).
+void open_single_file(Checkpoint& ck, const fs::path& p) {
+    CheckpointFormat format = CheckpointFormat::unknown;
+    auto tensors = open_weight_file(p, format);
+    if (format == CheckpointFormat::gguf) {
+        open_gguf_file(ck, ck.path);
+        return;
+    }
+    ck.format = format;
+    ck.config = read_config(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+    std::set<std::string> seen;
+    append_file(ck, std::move(tensors), seen);
+}
+
+// Where the config came from, as messages name it: the GGUF file itself, else the config.json read.
+std::string config_label(const Checkpoint& ck) {
+    if (ck.format == CheckpointFormat::gguf) return ck.path;
+    const fs::path dir = ck.directory().empty() ? fs::path(ck.path).parent_path() : fs::path(ck.path);
+    return (dir / "config.json").string();
+}
+
+// The schema the config describes, checked against the tensors' head geometry.
+void read_schema(Checkpoint& ck, const std::string& label) {
+    ck.schema = model::schema_from_config(ck.config, label);
     if (ck.format == CheckpointFormat::gguf) {
         // llama.cpp stores every linear as [out, in], and its converters write fused qkv as [q; k; v].
         ck.schema.conv1d_transposed = false;
@@ -323,18 +315,53 @@ Checkpoint open_checkpoint(std::string_view spec) {
             ck.schema.qkv_layout = model::QkvLayout::concatenated;
     }
     model::check_head_geometry(ck.schema, ck.tensors);
-    // The layer count, when the config gives one, bounds the language model's layer indices (a lone
-    // shard may hold fewer layers, never more); a tower's layers are its own.
-    if (ck.schema.num_layers)
-        for (const auto& t : ck.tensors)
-            if (const auto r = model::classify_tensor(t.name);
-                r.component == model::Component::language && r.layer && *r.layer >= *ck.schema.num_layers)
-                throw_input_error(
-                    t.path(), t.name,
-                    fmt::format("layer index beyond the configured layer count ({}: expected "
-                                "below {}, found {})",
-                                ck.format == CheckpointFormat::gguf ? "block_count" : "num_hidden_layers",
-                                *ck.schema.num_layers, r.layer.value()));
+}
+
+// The layer count, when the config gives one, bounds the language model's layer indices (a lone shard
+// may hold fewer layers, never more); a tower's layers are its own.
+void check_layer_count(const Checkpoint& ck) {
+    if (!ck.schema.num_layers) return;
+    for (const auto& t : ck.tensors)
+        if (const auto r = model::classify_tensor(t.name);
+            r.component == model::Component::language && r.layer && *r.layer >= *ck.schema.num_layers)
+            throw_input_error(
+                t.path(), t.name,
+                fmt::format("layer index beyond the configured layer count ({}: expected "
+                            "below {}, found {})",
+                            ck.format == CheckpointFormat::gguf ? "block_count" : "num_hidden_layers",
+                            *ck.schema.num_layers, r.layer.value()));
+}
+
+}  // namespace
+
+// The stages: the model's name and location (a LoRA adapter opens its base and merges), the path,
+// the weights of a directory or of one file, then the quantized weights decoded, packed experts split,
+// the schema and the layer count checked.
+Checkpoint open_checkpoint(std::string_view spec) {
+    const BusyScope reading_headers;
+    auto [name, location] = split_model_name(spec);
+    if (location.empty())
+        throw InputError(
+            fmt::format("an empty model path{}", spec.empty() ? "" : fmt::format(" in '{}'", spec)));
+    // LoRA: BASE+ADAPTER, or an adapter directory alone (its config names the base).
+    if (is_lora_adapter(location)) return open_lora_model(name, "", location);
+    std::error_code ec;
+    if (!fs::exists(fs::path(location), ec))
+        if (auto [base_spec, adapter_dir] = split_lora_spec(location); !adapter_dir.empty())
+            return open_lora_model(name, base_spec, adapter_dir);
+    const fs::path p = resolve_location(location);
+    Checkpoint ck;
+    ck.path = p.string();
+    ck.name = model_name(name, location, p);
+    if (fs::is_directory(p, ec))
+        open_directory(ck, p);
+    else
+        open_single_file(ck, p);
+    const std::string label = config_label(ck);
+    read_quantized_weights(ck, label);
+    split_packed_experts(ck);
+    read_schema(ck, label);
+    check_layer_count(ck);
     return ck;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "diffract/core/error.hpp"
+#include "diffract/core/names.hpp"
 #include "diffract/core/quantized.hpp"
 
 namespace diffract::formats {
@@ -14,6 +15,17 @@ namespace {
 
 // What a packed tensor holds: the fused gate and up projections, one of them, or the down projection.
 enum class Packed { gate_up, gate, up, down };
+
+// Hugging Face's projection names (the packed tensor's suffix, and each expert's matrix as named
+// here), and GGUF's packed tensors.
+constexpr NameTable<Packed, 4> kHfProjNames{{{Packed::gate_up, "gate_up_proj"},
+                                             {Packed::gate, "gate_proj"},
+                                             {Packed::up, "up_proj"},
+                                             {Packed::down, "down_proj"}}};
+constexpr NameTable<Packed, 4> kGgufProjNames{{{Packed::gate_up, "ffn_gate_up_exps"},
+                                               {Packed::gate, "ffn_gate_exps"},
+                                               {Packed::up, "ffn_up_exps"},
+                                               {Packed::down, "ffn_down_exps"}}};
 
 struct PackedName {
     std::string owner;  // the name the experts' matrices are named under ("model.layers.0.mlp.experts")
@@ -25,24 +37,14 @@ struct PackedName {
 // Recognises "X.experts.gate_up_proj" (and _bias), ".gate_proj", ".up_proj", ".down_proj", and GGUF's
 // "blk.N.ffn_{gate,up,down,gate_up}_exps.weight".
 std::optional<PackedName> packed_name(const std::string& name) {
-    static constexpr std::array<std::pair<std::string_view, Packed>, 4> kHf{
-        {{"gate_up_proj", Packed::gate_up},
-         {"gate_proj", Packed::gate},
-         {"up_proj", Packed::up},
-         {"down_proj", Packed::down}}};
-    static constexpr std::array<std::pair<std::string_view, Packed>, 4> kGguf{
-        {{"ffn_gate_up_exps", Packed::gate_up},
-         {"ffn_gate_exps", Packed::gate},
-         {"ffn_up_exps", Packed::up},
-         {"ffn_down_exps", Packed::down}}};
-    for (const auto& [proj, kind] : kHf)
+    for (const auto& [kind, proj] : kHfProjNames)
         for (const bool bias : {false, true}) {
             const std::string suffix = fmt::format(".experts.{}{}", proj, bias ? "_bias" : "");
             if (name.ends_with(suffix))
                 return PackedName{name.substr(0, name.size() - suffix.size()) + ".experts", kind, bias,
                                   false};
         }
-    for (const auto& [proj, kind] : kGguf) {
+    for (const auto& [kind, proj] : kGgufProjNames) {
         const std::string suffix = fmt::format(".{}.weight", proj);
         if (name.starts_with("blk.") && name.ends_with(suffix))
             return PackedName{name.substr(0, name.size() - std::string_view(".weight").size()), kind, false,
@@ -51,19 +53,7 @@ std::optional<PackedName> packed_name(const std::string& name) {
     return std::nullopt;
 }
 
-std::string proj_name(Packed kind) {
-    switch (kind) {
-        case Packed::gate:
-            return "gate_proj";
-        case Packed::up:
-            return "up_proj";
-        case Packed::down:
-            return "down_proj";
-        case Packed::gate_up:
-            break;
-    }
-    return "gate_up_proj";
-}
+std::string proj_name(Packed kind) { return std::string(name_of(kHfProjNames, kind)); }
 
 const nlohmann::json* config_value(const nlohmann::json& config, const char* key) {
     if (!config.is_object()) return nullptr;

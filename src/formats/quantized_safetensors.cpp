@@ -485,90 +485,107 @@ void drop_ignored(Pairing& p) {
         if (model::is_quantization_side_tensor(t.name)) p.consume(t.name);
 }
 
-}  // namespace
+// The config's quantization section: quantization_config, or compressed-tensors' compression_config.
+const Json* quantization_section(const Json& config) {
+    if (!config.is_object()) return nullptr;
+    for (const char* key : {"quantization_config", "compression_config"})
+        if (auto it = config.find(key); it != config.end() && it->is_object()) return &*it;
+    return nullptr;
+}
 
-void read_quantized_weights(Checkpoint& ck, const std::string& label) {
-    if (ck.format != CheckpointFormat::safetensors && ck.format != CheckpointFormat::pytorch) return;
-    const Json* qc = nullptr;
-    if (ck.config.is_object())
-        for (const char* key : {"quantization_config", "compression_config"})
-            if (auto it = ck.config.find(key); it != ck.config.end() && it->is_object()) {
-                qc = &*it;
+// compressed-tensors: the weights' scheme of the first config group (one group is what the releases
+// use; each weight's own scale shape decides its granularity). Returns the scheme's description.
+std::string pair_compressed_tensors(Checkpoint& ck, Pairing& p, const Json& qc, const std::string& label) {
+    std::string format = string_key(qc, "format");
+    Json weights = Json::object();
+    if (auto g = qc.find("config_groups"); g != qc.end() && g->is_object())
+        for (const auto& [name, group] : g->items()) {
+            if (group.is_object() && group.contains("weights") && group["weights"].is_object()) {
+                weights = group["weights"];
+                if (format.empty()) format = string_key(group, "format");
                 break;
             }
-    Pairing p(ck);
-    std::string method = qc ? string_key(*qc, "quant_method") : std::string();
-    std::string scheme;
-    if (!qc) {
-        // No configuration: FP8 weights beside scales are paired by name; other schemes' tensors are
-        // refused when analysed (their codes are integers without a recipe).
-        pair_fp8(p, std::nullopt, std::nullopt, false);
-    } else if (method == "fp8" || method == "fbgemm_fp8") {
-        pair_fp8(p, block_key(*qc, "weight_block_size", label), std::nullopt, false);
-        scheme = method == "fp8" ? "fp8 (transformers fine-grained)" : "fp8 (fbgemm)";
-    } else if (method == "compressed-tensors") {
-        std::string format = string_key(*qc, "format");
-        // The weights' scheme of the first config group (one group is what the releases use; each
-        // weight's own scale shape decides its granularity).
-        Json weights = Json::object();
-        if (auto g = qc->find("config_groups"); g != qc->end() && g->is_object())
-            for (const auto& [name, group] : g->items()) {
-                if (group.is_object() && group.contains("weights") && group["weights"].is_object()) {
-                    weights = group["weights"];
-                    if (format.empty()) format = string_key(group, "format");
-                    break;
-                }
-            }
-        const int bits = static_cast<int>(int_key(weights, "num_bits", label).value_or(8));
-        const auto group = int_key(weights, "group_size", label);
-        const auto block = block_key(weights, "block_structure", label);
-        if (format == "float-quantized" || format == "int-quantized" || format == "naive-quantized") {
-            pair_fp8(p, block, group, true);
-        } else if (format == "pack-quantized") {
-            pair_packed_int(p, bits, group, label);
-        } else if (format == "nvfp4-pack-quantized") {
-            pair_nvfp4(p);
-        } else if (format != "dense") {
-            ck.undecoded_quantization = fmt::format("compressed-tensors format '{}' is not decoded", format);
         }
-        scheme = fmt::format("compressed-tensors {}", format);
-    } else if (method == "gptq" || method == "awq") {
-        const bool awq = method == "awq";
-        const int bits = static_cast<int>(
-            int_key(*qc, awq ? "w_bit" : "bits", label).value_or(int_key(*qc, "bits", label).value_or(4)));
-        const auto group = int_key(*qc, awq ? "q_group_size" : "group_size", label)
-                               .value_or(int_key(*qc, "group_size", label).value_or(128));
-        const std::string version = string_key(*qc, "version"), format = string_key(*qc, "checkpoint_format");
-        if (awq && !version.empty() && version != "gemm" && version != "GEMM")
-            ck.undecoded_quantization =
-                fmt::format("awq version '{}' is not decoded (expected gemm)", version);
-        else if (awq && bits != 4)
-            ck.undecoded_quantization = fmt::format("awq with {} bits is not decoded (expected 4)", bits);
-        else if (!awq && bits != 2 && bits != 3 && bits != 4 && bits != 8)
-            ck.undecoded_quantization =
-                fmt::format("gptq with {} bits is not decoded (expected 2, 3, 4 or 8)", bits);
-        else if (!awq && !format.empty() && format != "gptq" && format != "gptq_v2")
-            ck.undecoded_quantization = fmt::format("gptq checkpoint_format '{}' is not decoded", format);
-        else {
-            const auto desc = qc->find("desc_act");
-            pair_gptq_awq(p, awq, bits, group, format != "gptq_v2",
-                          desc != qc->end() && desc->is_boolean() && desc->get<bool>());
-        }
-        scheme = awq ? "awq" : fmt::format("gptq ({})", format.empty() ? "gptq" : format);
-    } else if (method == "bitsandbytes") {
+    const int bits = static_cast<int>(int_key(weights, "num_bits", label).value_or(8));
+    const auto group = int_key(weights, "group_size", label);
+    const auto block = block_key(weights, "block_structure", label);
+    if (format == "float-quantized" || format == "int-quantized" || format == "naive-quantized") {
+        pair_fp8(p, block, group, true);
+    } else if (format == "pack-quantized") {
+        pair_packed_int(p, bits, group, label);
+    } else if (format == "nvfp4-pack-quantized") {
+        pair_nvfp4(p);
+    } else if (format != "dense") {
+        ck.undecoded_quantization = fmt::format("compressed-tensors format '{}' is not decoded", format);
+    }
+    return fmt::format("compressed-tensors {}", format);
+}
+
+// GPTQ (bits 2, 3, 4, 8; checkpoint_format gptq or gptq_v2) and AWQ (gemm, 4 bits); any other recipe is
+// left undecoded with the reason. Returns the scheme's description.
+std::string pair_gptq_or_awq(Checkpoint& ck, Pairing& p, const Json& qc, bool awq, const std::string& label) {
+    const int bits = static_cast<int>(
+        int_key(qc, awq ? "w_bit" : "bits", label).value_or(int_key(qc, "bits", label).value_or(4)));
+    const auto group = int_key(qc, awq ? "q_group_size" : "group_size", label)
+                           .value_or(int_key(qc, "group_size", label).value_or(128));
+    const std::string version = string_key(qc, "version"), format = string_key(qc, "checkpoint_format");
+    if (awq && !version.empty() && version != "gemm" && version != "GEMM")
+        ck.undecoded_quantization = fmt::format("awq version '{}' is not decoded (expected gemm)", version);
+    else if (awq && bits != 4)
+        ck.undecoded_quantization = fmt::format("awq with {} bits is not decoded (expected 4)", bits);
+    else if (!awq && bits != 2 && bits != 3 && bits != 4 && bits != 8)
+        ck.undecoded_quantization =
+            fmt::format("gptq with {} bits is not decoded (expected 2, 3, 4 or 8)", bits);
+    else if (!awq && !format.empty() && format != "gptq" && format != "gptq_v2")
+        ck.undecoded_quantization = fmt::format("gptq checkpoint_format '{}' is not decoded", format);
+    else {
+        const auto desc = qc.find("desc_act");
+        pair_gptq_awq(p, awq, bits, group, format != "gptq_v2",
+                      desc != qc.end() && desc->is_boolean() && desc->get<bool>());
+    }
+    return awq ? "awq" : fmt::format("gptq ({})", format.empty() ? "gptq" : format);
+}
+
+// The weights of the config's quant_method paired with their scales (an unknown method is left
+// undecoded with the reason). Returns the scheme's description.
+std::string pair_by_method(Checkpoint& ck, Pairing& p, const Json& qc, const std::string& label) {
+    const std::string method = string_key(qc, "quant_method");
+    if (method == "fp8" || method == "fbgemm_fp8") {
+        pair_fp8(p, block_key(qc, "weight_block_size", label), std::nullopt, false);
+        return method == "fp8" ? "fp8 (transformers fine-grained)" : "fp8 (fbgemm)";
+    }
+    if (method == "compressed-tensors") return pair_compressed_tensors(ck, p, qc, label);
+    if (method == "gptq" || method == "awq") return pair_gptq_or_awq(ck, p, qc, method == "awq", label);
+    if (method == "bitsandbytes") {
         pair_bnb_4bit(p);
         pair_bnb_int8(p);
-        scheme = "bitsandbytes";
-    } else if (method == "mxfp4") {
-        pair_mxfp4(p);
-        scheme = "mxfp4";
-    } else {
-        ck.undecoded_quantization = fmt::format(
-            "quantization_config.quant_method '{}' is not decoded (decoded: fp8, "
-            "fbgemm_fp8, compressed-tensors, gptq, awq, bitsandbytes, mxfp4)",
-            method.empty() ? "(none)" : method);
-        scheme = method.empty() ? "unknown" : method;
+        return "bitsandbytes";
     }
+    if (method == "mxfp4") {
+        pair_mxfp4(p);
+        return "mxfp4";
+    }
+    ck.undecoded_quantization = fmt::format(
+        "quantization_config.quant_method '{}' is not decoded (decoded: fp8, "
+        "fbgemm_fp8, compressed-tensors, gptq, awq, bitsandbytes, mxfp4)",
+        method.empty() ? "(none)" : method);
+    return method.empty() ? "unknown" : method;
+}
+
+}  // namespace
+
+// The stages: the config's quantization section, the weights paired with their scales by its method
+// (without one, FP8 weights beside scales are paired by name; other schemes' tensors are refused when
+// analysed, their codes being integers without a recipe), the side tensors dropped, the scheme named.
+void read_quantized_weights(Checkpoint& ck, const std::string& label) {
+    if (ck.format != CheckpointFormat::safetensors && ck.format != CheckpointFormat::pytorch) return;
+    const Json* qc = quantization_section(ck.config);
+    Pairing p(ck);
+    std::string scheme;
+    if (qc)
+        scheme = pair_by_method(ck, p, *qc, label);
+    else
+        pair_fp8(p, std::nullopt, std::nullopt, false);
     if (qc || ck.undecoded_quantization.size()) drop_ignored(p);
     p.apply();
     bool any = false;

@@ -106,7 +106,7 @@ void load_store(const std::string& path, ReportData& data, bool with_records) {
             stored.deltas = row.vec;
         else if (!row.vec.empty() || row.field.empty())
             return;
-        else if (row.field == analysis::kPrecisionField)
+        else if (row.field == kPrecisionField)
             stored.rec.precision =
                 row.value ? value_of(analysis::kPrecisionNames, analysis::precision_name(*row.value))
                           : std::nullopt;

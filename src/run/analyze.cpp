@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/custom_fields.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/unit_fields.hpp"
@@ -180,7 +179,7 @@ SlotSource slot_source(const AnalyzeOptions& o, const std::vector<PlannedUnit>& 
 void custom_task_fields(const FieldPlan& fields, const Slots& slots, const PlannedUnit& unit,
                         const std::vector<std::size_t>& custom_slots, const FieldValues& values,
                         const Job::Done& done, const Job::Advance& advance) {
-    const bool clean = values.scalars.at(kNonfiniteCountField) == 0;
+    const bool clean = values.bookkeeping.nonfinite_count.value() == 0;
     CustomFieldComputer computer(*unit.unit.tensor, unit.unit.block, values);
     for (auto s : custom_slots) {
         throw_if_cancelled();
@@ -257,7 +256,7 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
     NonfiniteReport nonfinite_report;
     for (std::size_t i = 0; i < units.size(); ++i)
         nonfinite_report.add(*units[i].unit.tensor, units[i].unit.block, units[i].unit.head.has_value(),
-                             static_cast<std::int64_t>(values[i].scalars[kNonfiniteCountField]));
+                             values[i].bookkeeping.nonfinite_count.value_or(0));
     result.warnings = nonfinite_report.warnings();
     for (const auto& m : o.models)
         result.warnings.insert(result.warnings.end(), m.warnings.begin(), m.warnings.end());
@@ -278,7 +277,7 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
             result.weightwatcher.push_back(weightwatcher_row(
                 static_cast<int>(result.weightwatcher.size()), j.unit.tensor->name,
                 j.unit.block.logical_rows(), j.unit.block.logical_cols(),
-                it == values[i].vectors.end() || analysis::bookkeeping_of(values[i]).nonfinite_count > 0
+                it == values[i].vectors.end() || values[i].bookkeeping.nonfinite_count.value_or(0) > 0
                     ? none
                     : it->second,
                 eps));
@@ -291,8 +290,8 @@ void collect_rows(const AnalyzeOptions& o, const std::vector<PlannedUnit>& units
                     fmt::format("analyze: no value of '{}' for {}", f, j.unit.tensor->name));
             row.values[f] = it->second;
         }
-        const auto done = analysis::bookkeeping_of(values[i]);
-        row.nonfinite_count = done.nonfinite_count;
+        const auto& done = values[i].bookkeeping;
+        row.nonfinite_count = done.nonfinite_count.value_or(0);
         row.precision_bits = done.precision_bits.value_or(f64 ? 64 : 32);
         result.rows.push_back(std::move(row));
         if (!j.unit.head) whole[j.model][j.unit.component].push_back(std::move(values[i]));

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "compare_plan_impl.hpp"
-#include "diffract/analysis/bookkeeping.hpp"
 #include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
 #include "diffract/analysis/option_values.hpp"
@@ -84,7 +83,7 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                                           std::vector<analysis::ModelExperts>& experts) {
     auto& values = job.values();
     for (std::size_t i = 0; i < values.size(); ++i)
-        if (job.pending(i) && analysis::bookkeeping_of(*values[i]).whole_route.value()) ++result.whole_route;
+        if (job.pending(i) && values[i]->bookkeeping.whole_route.value()) ++result.whole_route;
     NonfiniteReport nonfinite_report;
     std::vector<ModelHeadBlocks> heads(plan.models.size());
     experts.assign(plan.models.size(), {});
@@ -96,30 +95,40 @@ std::vector<ModelHeadBlocks> collect_rows(const ComparePlan& plan, Job& job, Com
                 auto& v = values[plan.slot(j, m, u)];
                 if (!v) continue;
                 const auto& unit = plan.jobs[j].units[u];
-                const auto done = analysis::take_bookkeeping(*v);
+                const auto& done = v->bookkeeping;
                 nonfinite_report.add(*plan.jobs[j].tensor, unit.block, unit.head.has_value(),
-                                     done.nonfinite_base);
+                                     done.nonfinite_base.value_or(0));
                 nonfinite_report.add(*plan.jobs[j].in_model[m], unit.block, unit.head.has_value(),
-                                     done.nonfinite_model);
+                                     done.nonfinite_model.value_or(0));
                 CompareRow row{unit_row(plan.models[m]->name, unit), plan.base->name};
-                row.nonfinite_count = done.nonfinite_count;
+                row.nonfinite_count = done.nonfinite_count.value_or(0);
                 row.precision_bits = done.precision_bits.value_or(64);
                 row.values = std::move(v->scalars);
                 // The ranked heads are the language model's: a tower's heads are rows of compare.csv,
                 // never pooled into the language model's ranking.
                 if (unit.head && unit.layer && unit.component == model::Component::language) {
-                    const auto& f = row.values;
-                    heads[m].blocks.push_back({*unit.layer, unit.role, *unit.head, f.at("delta_frob_norm"),
-                                               f.at("avg_l_agreement"), f.at("avg_r_agreement"),
-                                               f.at("pl_ks"), f.at("rel_delta_frob_norm")});
+                    const auto c = unit_change(row.values);
+                    heads[m].blocks.push_back({.layer = *unit.layer,
+                                               .role = unit.role,
+                                               .head = *unit.head,
+                                               .delta_frob_norm = c.delta_frob_norm,
+                                               .avg_l_agreement = c.avg_l_agreement,
+                                               .avg_r_agreement = c.avg_r_agreement,
+                                               .pl_ks = c.pl_ks,
+                                               .rel_delta_frob_norm = c.rel_delta_frob_norm});
                 }
                 if (!unit.head && unit.layer && unit.expert_kind != model::ExpertKind::none &&
                     model::role_is_mlp_projection(unit.role)) {
-                    const auto& f = row.values;
-                    experts[m].matrices.push_back({*unit.layer, unit.expert, unit.expert_kind, unit.role,
-                                                   f.at("delta_frob_norm"), f.at("rel_delta_frob_norm"),
-                                                   f.at("avg_l_agreement"), f.at("avg_r_agreement"),
-                                                   f.at("pl_ks")});
+                    const auto c = unit_change(row.values);
+                    experts[m].matrices.push_back({.layer = *unit.layer,
+                                                   .expert = unit.expert,
+                                                   .kind = unit.expert_kind,
+                                                   .role = unit.role,
+                                                   .delta_frob_norm = c.delta_frob_norm,
+                                                   .rel_delta_frob_norm = c.rel_delta_frob_norm,
+                                                   .avg_l_agreement = c.avg_l_agreement,
+                                                   .avg_r_agreement = c.avg_r_agreement,
+                                                   .pl_ks = c.pl_ks});
                 }
                 result.rows.push_back(std::move(row));
             }

@@ -58,6 +58,10 @@ std::string serialize_field_values(std::size_t index, const FieldValues& values)
         put(out, static_cast<std::uint64_t>(v.size()));
         out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
     }
+    std::vector<std::pair<const char*, double>> book;
+    for_each_stored(values.bookkeeping, [&book](const char* name, double v) { book.emplace_back(name, v); });
+    put(out, static_cast<std::uint32_t>(book.size()));
+    for (const auto& [name, v] : book) put_name(out, name), put(out, v);
     return out;
 }
 
@@ -76,6 +80,11 @@ std::vector<std::pair<std::size_t, FieldValues>> parse_field_values(const std::s
             std::vector<double> x(static_cast<std::size_t>(c.get<std::uint64_t>()));
             for (auto& d : x) d = c.get<double>();
             v.vectors[name] = std::move(x);
+        }
+        for (auto n = c.get<std::uint32_t>(); n > 0; --n) {
+            const auto name = c.name();
+            if (!read_stored(v.bookkeeping, name, c.get<double>()))
+                throw std::runtime_error("a result message from an MPI rank names no bookkeeping: " + name);
         }
         out.emplace_back(index, std::move(v));
     }

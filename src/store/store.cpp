@@ -407,10 +407,12 @@ std::optional<FieldValues> Store::get(const ResultKey& key, const std::vector<st
     std::set<std::string> found;
     while (st.step()) {
         auto field = st.text(0);
-        if (!st.is_null(2))
+        if (!st.is_null(2)) {
             v.vectors[field] = st.blob(2);
-        else
-            v.scalars[field] = st.is_null(1) ? std::nan("") : st.real(1);
+        } else {
+            const double value = st.is_null(1) ? std::nan("") : st.real(1);
+            if (!read_stored(v.bookkeeping, field, value)) v.scalars[field] = value;
+        }
         found.insert(std::move(field));
     }
     for (const auto& f : fields)
@@ -432,11 +434,13 @@ void Store::put(const ResultKey& key, const FieldValues& values,
         auto common = [&](const std::string& field) {
             st.bind(1, key.content).bind(2, key.other).bind(3, key.block).bind(4, key.config).bind(5, field);
         };
-        for (const auto& [field, value] : values.scalars) {
+        const auto scalar = [&](const std::string& field, double value) {
             common(field);
             st.bind(6, value).bind_null(7).step();
             st.reset();
-        }
+        };
+        for (const auto& [field, value] : values.scalars) scalar(field, value);
+        for_each_stored(values.bookkeeping, scalar);
         for (const auto& field : vector_fields) {
             auto it = values.vectors.find(field);
             if (it == values.vectors.end()) continue;

@@ -313,12 +313,12 @@ TEST(CompareGramRoute, AutoFallsBackOnRankDeficientMatrices) {
 namespace {
 
 // Every field of `a` equals `b`'s: scalars to 1e-8 (relative above 1), the per-component agreement
-// vectors to 1e-8, the delta's values to 1e-7·σ_max(Δ) (the Gram route's absolute error on them).
+// vectors to 1e-8, the delta's values to 1e-7·σ_max(Δ) (the Gram route's absolute error on them); the
+// same precision (the routes differ).
 void expect_fields_agree(const FieldValues& a, const FieldValues& b) {
-    for (const auto& [field, v] : b.scalars) {
-        if (field == analysis::kWholeRouteField) continue;
+    for (const auto& [field, v] : b.scalars)
         EXPECT_NEAR(a.scalars.at(field), v, 1e-8 * std::max(1.0, std::abs(v))) << field;
-    }
+    EXPECT_EQ(a.bookkeeping.precision_bits, b.bookkeeping.precision_bits);
     for (const auto& [field, v] : b.vectors) {
         const auto& w = a.vectors.at(field);
         ASSERT_EQ(w.size(), v.size()) << field;
@@ -376,7 +376,7 @@ TEST(CompareGramRoute, RefinesAFewComponentsUnderTheGuardInsteadOfFallingBack) {
             const auto fast = analysis::compare_unit<double>(gram, unit, model_tensor, gram_cache, *backend);
             const auto reference =
                 analysis::compare_unit<double>(gesdd, unit, model_tensor, gesdd_cache, *backend);
-            EXPECT_EQ(fast.scalars.at(analysis::kWholeRouteField), 0.0);  // refined, not fallen back
+            EXPECT_EQ(fast.bookkeeping.whole_route, false);  // refined, not fallen back
             ASSERT_TRUE(gram_cache.gram.has_value());
             EXPECT_EQ(gram_cache.gram->refined, 2u);
             expect_fields_agree(fast, reference);

@@ -121,17 +121,15 @@ template <typename T>
 FieldValues compute_fields(const Matrix<T>& w, const std::vector<std::string>& fields,
                            const KernelConfig& config, linalg::Backend& backend);
 
-// The values of a matrix with `nonfinite` NaN/Inf entries, which is never factorised: every field
-// that computing `fields` produces is NaN (vector fields empty), and kNonfiniteCountField holds the
-// count. Clean matrices carry kNonfiniteCountField = 0 (set by the analyses, not by compute_fields).
-inline constexpr const char* kNonfiniteCountField = "nonfinite_count";
-
-// The precision of the arithmetic a unit's fields were computed in, in bits (32 or 64): the entries' (T)
-// unless its singular values fell back to f64 (linalg::Spectrum: --precision f32 on a matrix its f32
-// routes cannot serve within their contract). Set on every result (compute_fields, the analyses) and
-// written as the tables' `precision` column ("f32", "f64").
-inline constexpr const char* kPrecisionField = "precision_bits";
+// The precision of the arithmetic a unit's fields were computed in (Bookkeeping::precision_bits): the
+// entries' (T) unless its singular values fell back to f64 (linalg::Spectrum: --precision f32 on a matrix
+// its f32 routes cannot serve within their contract). Set on every result (compute_fields, the analyses)
+// and written as the tables' `precision` column ("f32", "f64").
 std::string_view precision_name(double bits);  // 32 → "f32", 64 → "f64", else "nan"
+
+// The values of a matrix with `nonfinite` NaN/Inf entries, which is never factorised: every field
+// that computing `fields` produces is NaN (vector fields empty), and Bookkeeping::nonfinite_count holds
+// the count. Clean matrices carry a count of 0 (set by the analyses, not by compute_fields).
 FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::int64_t nonfinite);
 
 // Whether `fields` include singular vectors (then values computed in advance are not enough).

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,13 @@ const std::vector<CompareFieldInfo>& compare_field_catalog();
 // The per-component vectors kept in the store (not in the CSV): l_agreement, r_agreement,
 // max_l_agreement, max_r_agreement, and delta_svals (the singular values of W_model - W_base, ascending).
 const std::vector<std::string>& compare_vector_fields();
+
+// What the head and expert rankings read of one compared unit (head_ranking.hpp, expert_ranking.hpp).
+struct UnitChange {
+    double delta_frob_norm = 0, rel_delta_frob_norm = 0, avg_l_agreement = 0, avg_r_agreement = 0, pl_ks = 0;
+};
+// The unit's change from its compare_fields() values (std::out_of_range when one is missing: a defect).
+UnitChange unit_change(const std::map<std::string, double>& values);
 
 // The agreement and spectral-invariance fields of two factorizations of same-shape matrices
 // (1 = the base): overlap O = |U1ᵀ U2| (and V), its diagonal and row-wise max, their means over all
@@ -103,15 +111,9 @@ struct BaseFactorization {
     std::optional<linalg::Svd> svd;   // the whole-matrix route
 };
 
-// Which route computed a unit travels with its values (not a CSV column): 1 = whole matrices.
-inline constexpr const char* kWholeRouteField = "whole_route";
-// The stored per-side counts of NaN/Inf entries (the warnings name the files), besides
-// kNonfiniteCountField (positions where either block has one). Not CSV columns.
-inline constexpr const char* kNonfiniteBaseField = "nonfinite_base";
-inline constexpr const char* kNonfiniteModelField = "nonfinite_model";
-
 // The fields of `unit` (a block of the base's tensor) against the same block of `model_tensor`, on the
-// route `settings` gives; `base` caches the base's factorization across models.
+// route `settings` gives; `base` caches the base's factorization across models. Its bookkeeping holds the
+// route (whole_route) and the precision that served it.
 template <typename T>
 FieldValues compare_unit(const CompareSettings& settings, const MatrixUnit& unit,
                          const TensorInfo& model_tensor, BaseFactorization& base, linalg::Backend& backend);

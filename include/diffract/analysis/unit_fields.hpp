@@ -16,7 +16,7 @@ namespace diffract::analysis {
 // `singular_values`: the unit's values when computed in advance (a tensor's blocks as one batch);
 // `nonfinite`: its count of NaN/Inf entries when counted already, else they are counted here in the
 // entries read. A unit with any is never factorised: its fields are NaN (nonfinite_field_values).
-// A clean unit carries kNonfiniteCountField = 0. `on_draw`: MatrixInput::on_draw.
+// A clean unit carries a nonfinite_count of 0. `on_draw`: MatrixInput::on_draw.
 template <typename T>
 FieldValues compute_unit_fields(const MatrixUnit& unit, std::optional<linalg::Spectrum> singular_values,
                                 std::optional<std::int64_t> nonfinite, const std::vector<std::string>& fields,

@@ -90,7 +90,6 @@ struct SmallComponents {
 class Backend {
 public:
     virtual ~Backend() = default;
-    virtual std::string name() const = 0;
     // Singular values, ascending, computed at the matrix's precision (float → f32 LAPACK for
     // gesdd; the gram route accumulates in f64 whatever the input).
     virtual std::vector<double> singular_values(const Matrix<float>& w, SvdRoute route) = 0;

@@ -24,7 +24,7 @@ struct UnitRow {
     // NaN/Inf entries read at the run's precision (compare: positions where the model's or the base's
     // block holds one); when > 0 the unit was never factorised and every field is NaN.
     std::int64_t nonfinite_count = 0;
-    // The precision of the arithmetic its fields were computed in (analysis::kPrecisionField): 32 under
+    // The precision of the arithmetic its fields were computed in (Bookkeeping::precision_bits): 32 under
     // --precision f32, 64 where that matrix fell back to f64 (and throughout the f64 tier).
     int precision_bits = 64;
     std::map<std::string, double> values;

@@ -93,7 +93,8 @@ public:
 
     // The stored values of `fields` for `key`, or nullopt unless every one is present.
     std::optional<FieldValues> get(const ResultKey& key, const std::vector<std::string>& fields);
-    // Stores every value (scalars and the vectors named in `vector_fields`) in one transaction.
+    // Stores every value (scalars, the vectors named in `vector_fields`, and the bookkeeping under its
+    // stored names) in one transaction; `get` reads those names back into FieldValues::bookkeeping.
     void put(const ResultKey& key, const FieldValues& values, const std::vector<std::string>& vector_fields);
 
     // The cached content hash of `length` bytes at `offset` of the file with identity `file`.

@@ -293,7 +293,7 @@ void svd_kernel(Context<T>& c) {
         c.v("weights_rsvs").assign(svd.v.data.begin(), svd.v.data.end());
     } else {
         auto s = c.input.singular_values ? std::move(*c.input.singular_values) : spectrum(c);
-        if (!s.f32) c.s(kPrecisionField) = 64;  // the f32 routes could not serve this matrix
+        if (!s.f32) c.values.bookkeeping.precision_bits = 64;  // the f32 routes could not serve this matrix
         c.v("weights_svals") = std::move(s.s);
     }
 }
@@ -678,7 +678,7 @@ FieldValues nonfinite_field_values(const std::vector<std::string>& fields, std::
                 out.scalars[std::string(f)] = kNaN;
         }
     }
-    out.scalars[kNonfiniteCountField] = static_cast<double>(nonfinite);
+    out.bookkeeping.nonfinite_count = nonfinite;
     return out;
 }
 
@@ -700,7 +700,7 @@ FieldValues compute_fields(MatrixInput<T> input, const std::vector<std::string>&
     const auto needed = needed_kernels(fields);
     Context<T> c{input, config, backend};
     c.want_vectors = fields_need_vectors(fields);
-    c.values.scalars[kPrecisionField] = std::is_same_v<T, float> ? 32 : 64;  // svd: 64 on a fallback
+    c.values.bookkeeping.precision_bits = std::is_same_v<T, float> ? 32 : 64;  // svd: 64 on a fallback
     for (const auto& k : kernels()) {
         if (!needed.count(k.name)) continue;
         k.run(c);

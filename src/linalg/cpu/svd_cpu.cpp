@@ -175,7 +175,6 @@ Spectrum values(const Matrix<T>& w, SvdRoute route) {
 
 class CpuBackend final : public Backend {
 public:
-    std::string name() const override { return "cpu"; }
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override {
         return values(w, r).s;
     }

@@ -72,7 +72,6 @@ public:
         cublasDestroy(blas_);
         cudaStreamDestroy(stream_);
     }
-    std::string name() const override { return "cuda"; }
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override {
         return values(upload(w), w.rows, w.cols, r);
     }
@@ -375,7 +374,6 @@ private:
 // The Gram route signals an ill-conditioned spectrum with an empty result; recompute with Jacobi.
 class GuardedCudaBackend final : public Backend {
 public:
-    std::string name() const override { return inner_.name(); }
     std::vector<double> singular_values(const Matrix<float>& w, SvdRoute r) override { return guarded(w, r); }
     std::vector<double> singular_values(const Matrix<double>& w, SvdRoute r) override {
         return guarded(w, r);
