@@ -54,4 +54,9 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
 std::optional<SmallComponents> small_components(const Matrix<double>& w, const std::vector<double>& lambda,
                                                 double guard);
 
+// (top_eigen.cpp): Backend::top_symmetric_eigen on the CPU: LAPACK dsyevr for the `count` largest
+// eigenpairs only (RANGE = 'I'), after the same finiteness check as symmetric_eigen.
+std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
+                                        std::vector<double>& vectors);
+
 }  // namespace diffract::linalg::cpu
