@@ -25,7 +25,7 @@ Subspace top_singular_subspace(const Matrix<double>& w, std::int64_t k, bool rig
     const std::span<const double> x(w.data.data(), w.data.size());
     const bool short_is_cols = n <= m;
     const std::int64_t order = short_is_cols ? n : m, other = short_is_cols ? m : n;
-    auto gram = backend.multiply(x, !short_is_cols, x, short_is_cols, order, order, other);
+    auto gram = backend.gram(x, !short_is_cols, order, other);
     std::vector<double> vectors;
     const auto lambda = backend.top_symmetric_eigen(gram, order, out.k, vectors);
     if (!(lambda.back() > 0) || lambda.front() <= kSubspaceRankGuard * kSubspaceRankGuard * lambda.back())
@@ -56,7 +56,7 @@ SubspaceOverlap subspace_overlap(const Subspace& a, const Subspace& b, linalg::B
     for (double c : cosines) sum += c * c;
     out.overlap = sum / static_cast<double>(k);
     // σ_max(AᵀB)² is the largest eigenvalue of (AᵀB)ᵀ(AᵀB).
-    auto gram = backend.multiply(cosines, true, cosines, false, k, k, k);
+    auto gram = backend.gram(cosines, true, k, k);
     const auto lambda = backend.symmetric_eigen(gram, k, false);
     out.max_cos = std::min(1.0, std::sqrt(std::max(0.0, lambda.back())));
     return out;

@@ -11,6 +11,11 @@ namespace diffract::linalg {
 
 std::unique_ptr<GramProducts> Backend::f32_gram_products(std::int64_t, std::int64_t, bool) { return nullptr; }
 
+std::vector<double> Backend::gram(std::span<const double> a, bool transpose, std::int64_t n,
+                                  std::int64_t depth) {
+    return multiply(a, transpose, a, !transpose, n, n, depth);
+}
+
 std::vector<double> Backend::top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
                                                  std::vector<double>& vectors) {
     count = std::clamp<std::int64_t>(count, 0, n);

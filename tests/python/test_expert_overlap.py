@@ -3,7 +3,8 @@ experts' top-k singular subspaces in the hidden space, read (gate and up) and wr
 and in the model. On materialized transformers layouts with planted structure: two experts made
 near-duplicates in the model (not in the base) have the layer's highest overlap, above chance, and a
 positive change; every overlap, largest cosine and smallest angle equals numpy's SVD and scipy's
-subspace_angles (1e-9) on the true per-expert matrices (packed, interleaved and x @ W layouts); the
+subspace_angles (1e-9) on the true per-expert matrices (packed, interleaved and x @ W layouts, GGUF
+F32 and Q8_0 on their decoded values); the
 chance floor's mean is k/n and its 99th percentile numpy's Monte-Carlo one; k is bounded by the
 matrices' shapes; --overlap-k 0 and a dense model write no file; Python's Comparison.expert_overlap is
 the CSV."""
@@ -11,6 +12,7 @@ import csv
 import shutil
 import sys
 
+import gguf
 import numpy as np
 import pytest
 import scipy.linalg
@@ -160,6 +162,58 @@ def test_other_layouts_equal_numpy(tmp_path, name, layer):
             assert float(r["max_cos" + suffix]) == pytest.approx(max_cos, abs=1e-9), (name, r)
     planted_pair = [r for r in rows if (r["layer"], r["expert_a"], r["expert_b"]) == (str(layer), "0", "1")]
     assert planted_pair and all(r["above_chance"] == "1" for r in planted_pair)
+
+
+@pytest.mark.parametrize("qtype", [gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.Q8_0])
+def test_gguf_experts_decode_as_numpy_sees_them(tmp_path, qtype):
+    """Packed GGUF experts (blk.N.ffn_*_exps [E, out, in]), plain and block-quantised: the overlaps are
+    numpy's on the decoded values, the planted pair above chance."""
+    rng = np.random.default_rng(11)
+    E, H, I = 4, 64, 32
+    shapes = {"blk.0.ffn_gate_exps.weight": (E, I, H), "blk.0.ffn_up_exps.weight": (E, I, H),
+              "blk.0.ffn_down_exps.weight": (E, H, I)}
+
+    def write(path, data):
+        w = gguf.GGUFWriter(path, "qwen3moe")
+        w.add_block_count(1)
+        dense = {}
+        for name, x in data.items():
+            if qtype == gguf.GGMLQuantizationType.Q8_0:
+                q = gguf.quants.quantize(x, qtype)
+                w.add_tensor(name, q, raw_dtype=qtype)
+                dense[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape)
+            else:
+                w.add_tensor(name, x)
+                dense[name] = x
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return {k: v.astype(np.float64) for k, v in dense.items()}
+
+    a = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    b = {k: v + 0.01 * rng.standard_normal(v.shape).astype(np.float32) for k, v in a.items()}
+    for v in b.values():
+        v[1] = v[0] + 0.001 * rng.standard_normal(v[0].shape).astype(np.float32)
+    dense = {"base": write(tmp_path / "a.gguf", a), "model": write(tmp_path / "b.gguf", b)}
+    run(["compare", "--base", tmp_path / "a.gguf", tmp_path / "b.gguf", "--out", tmp_path / "c", "--store",
+         tmp_path / "s.sqlite", "--quiet", "--overlap-k", "4"])
+    rows = read_csv(tmp_path / "c" / "expert_overlap.csv")
+    assert len(rows) == 6 * 2
+    for r in rows:
+        for which, suffix in (("base", "_base"), ("model", "")):
+            d = dense[which]
+            space = {}
+            for e in (int(r["expert_a"]), int(r["expert_b"])):
+                if r["side"] == "read":
+                    m = np.vstack([d["blk.0.ffn_gate_exps.weight"][e], d["blk.0.ffn_up_exps.weight"][e]])
+                    space[e] = np.linalg.svd(m)[2][:4].T
+                else:
+                    space[e] = np.linalg.svd(d["blk.0.ffn_down_exps.weight"][e])[0][:, :4]
+            overlap, max_cos = numpy_overlap(space[int(r["expert_a"])], space[int(r["expert_b"])])
+            assert float(r["overlap" + suffix]) == pytest.approx(overlap, abs=1e-9), (r, which)
+            assert float(r["max_cos" + suffix]) == pytest.approx(max_cos, abs=1e-9), (r, which)
+        assert (r["above_chance"] == "1") == ((r["expert_a"], r["expert_b"]) == ("0", "1")), r
 
 
 def test_k_is_bounded_by_the_shapes_and_zero_writes_nothing(planted, tmp_path):

@@ -2,7 +2,7 @@
 // overlap 1, orthogonal ones 0, and subspaces at known principal angles θ_i give mean cos² θ_i and
 // max cos θ_i, on both sides of tall and wide matrices (both Gram branches); a rank-deficient matrix
 // has no subspace; the chance floor's mean is k/n and its draws are seeded; the CPU's dsyevr equals the
-// backend's default (every eigenpair, then the top ones).
+// backend's default (every eigenpair, then the top ones), and its dsyrk Gram product the default's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,10 +112,19 @@ TEST(ExpertOverlap, ChanceFloorMeanIsKOverNAndItsDrawsAreSeeded) {
     EXPECT_TRUE(std::isnan(chance_floor(4, 8, 42, 10, *backend).mean));  // k > n: no subspace
 }
 
-TEST(ExpertOverlap, DsyevrEqualsTheDefaultTopEigenpairs) {
+TEST(ExpertOverlap, DsyrkAndDsyevrEqualTheDefaults) {
     auto backend = linalg::make_backend(linalg::Device::cpu);
-    const auto x = test_data::random_matrix(30, 12, 9);  // column-major 12 × 30 X
-    const auto gram = backend->multiply(x.data, false, x.data, true, 12, 12, 30);
+    const auto x = test_data::random_matrix(30, 12, 9);      // column-major 12 × 30 X
+    const auto gram = backend->gram(x.data, false, 12, 30);  // X·Xᵀ, lower triangle
+    for (const bool transpose : {false, true}) {             // X·Xᵀ (12 × 12), XᵀX (30 × 30)
+        const std::int64_t n = transpose ? 30 : 12, depth = transpose ? 12 : 30;
+        const auto mine = backend->gram(x.data, transpose, n, depth);
+        const auto plain = backend->linalg::Backend::gram(x.data, transpose, n, depth);
+        for (std::int64_t j = 0; j < n; ++j)
+            for (std::int64_t i = j; i < n; ++i)
+                EXPECT_NEAR(mine[static_cast<std::size_t>(i + j * n)],
+                            plain[static_cast<std::size_t>(i + j * n)], 1e-12);
+    }
     auto a = gram, b = gram;
     std::vector<double> va, vb;
     const auto la = backend->top_symmetric_eigen(a, 12, 3, va);

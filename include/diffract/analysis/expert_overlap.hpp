@@ -56,7 +56,7 @@ struct Subspace {
 
 // The top-k singular subspace of the row-major m × n matrix `w`: its right singular vectors
 // (`right`: in R^n) or its left ones (in R^m), k clamped to min(m, n). From the Gram matrix of w's
-// shorter side (Backend::multiply) and its k largest eigenpairs (Backend::top_symmetric_eigen); the
+// shorter side (Backend::gram) and its k largest eigenpairs (Backend::top_symmetric_eigen); the
 // other side's vectors are w·v/σ or wᵀ·u/σ. Undefined under kSubspaceRankGuard or with NaN/Inf entries.
 Subspace top_singular_subspace(const Matrix<double>& w, std::int64_t k, bool right, linalg::Backend& backend);
 

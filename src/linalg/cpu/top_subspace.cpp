@@ -1,4 +1,5 @@
-// The few largest eigenpairs of a symmetric matrix (Backend::top_symmetric_eigen on the CPU).
+// A top singular subspace's LAPACK work on the CPU: the Gram product (Backend::gram) and its few largest
+// eigenpairs (Backend::top_symmetric_eigen).
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +10,16 @@
 #include "lapack_impl.hpp"
 
 namespace diffract::linalg::cpu {
+
+std::vector<double> gram(std::span<const double> a, bool transpose, std::int64_t n64, std::int64_t depth64) {
+    const int n = lapack::checked_int(n64, "dimension"), depth = lapack::checked_int(depth64, "dimension");
+    std::vector<double> c(static_cast<std::size_t>(n64 * n64));
+    if (n == 0 || depth == 0) return c;
+    const double one = 1.0, zero = 0.0;
+    const int lda = transpose ? depth : n;  // A is n × depth, or depth × n for Aᵀ·A
+    dsyrk_("L", transpose ? "T" : "N", &n, &depth, &one, a.data(), &lda, &zero, c.data(), &n);
+    return c;
+}
 
 std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n64, std::int64_t count64,
                                         std::vector<double>& vectors) {
