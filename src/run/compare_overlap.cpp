@@ -4,6 +4,9 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "diffract/core/progress.hpp"
 #include "diffract/linalg/backend.hpp"
@@ -55,6 +58,7 @@ std::optional<Matrix<double>> side_matrix(const std::vector<Part>& parts, Subspa
         const TensorInfo* t = m ? p.job->in_model[*m] : p.job->tensor;
         if (!t) return std::nullopt;
         blocks.push_back(read_matrix<double>(*t, p.unit->block));
+        t->release_pages();  // read once here: resident memory stays one expert's matrices per task
     }
     if (blocks.size() == 1) return std::move(blocks.front());
     const bool by_rows = side == SubspaceSide::read;
@@ -107,6 +111,7 @@ std::vector<analysis::ExpertOverlapRow> expert_overlaps(const ComparePlan& plan,
                     double values = 0;
                     for (const auto& part : p)
                         values += static_cast<double>(part.unit->block.rows * part.unit->block.cols);
+                    // The f64 matrix, its Gram product (at most as large) and the stacking's copy.
                     costs.push_back({values, static_cast<std::uint64_t>(3 * 8 * values)});
                 }
         std::vector<Subspace> spaces(items.size());
