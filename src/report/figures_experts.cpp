@@ -3,6 +3,7 @@
 // router drift beside it, and the overlap maps (expert × expert) of one layer, read and write subspaces,
 // in the base and each model. Routed experts only: the shared experts have no index (the page's experts
 // table lists them apart). A dense model has no experts.csv and so no atlas (and no note).
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -119,7 +120,15 @@ std::optional<ChosenLayer> overlap_layer(FigureContext& ctx) {
 
 void overlap_maps(FigureContext& ctx, std::vector<Figure>& out) {
     const auto chosen = overlap_layer(ctx);
-    if (!chosen) return;
+    if (!chosen) {
+        const bool experts = std::any_of(ctx.data.experts.begin(), ctx.data.experts.end(),
+                                         [&](const ExpertScore& e) { return drawn(ctx, e); });
+        if (experts)
+            ctx.note("experts-overlap", "",
+                     "no expert_overlap.csv rows of the selected models and layers among the inputs (compare "
+                     "writes it for a mixture of experts unless --overlap-k 0)");
+        return;
+    }
     for (const auto side : {analysis::SubspaceSide::read, analysis::SubspaceSide::write}) {
         const std::string side_name(name_of(analysis::kSubspaceSideNames, side));
         std::map<std::string, Grid> model, change;

@@ -78,6 +78,12 @@ def test_the_atlas_figures_with_one_cell_per_expert_and_panel(tmp_path):
         assert max(v for k, v in model.items() if not np.isnan(v)) == model["cpt · expert 5, expert 6"]
     assert "layer 1 is the layer whose mean overlap changed most" in html.lower()
     assert "Expert atlas: overlap of the read subspaces, layer 1" in html
+    no_overlaps = tmp_path / "no-overlaps"
+    shutil.copytree(cmp, no_overlaps)
+    (no_overlaps / "expert_overlap.csv").unlink()
+    without = report(tmp_path, no_overlaps)
+    assert [i for i in figures_of(without) if i.startswith("experts-")] == ["experts-importance", "experts-router-drift"]
+    assert "experts-overlap: no expert_overlap.csv rows" in without
     html0 = report(tmp_path, cmp, args=("--overlap-layer", "0"))
     assert "Layer 0 as --overlap-layer asked" in html0
     p = run(["report", cmp, "--out", tmp_path / "bad.html", "--overlap-layer", "7"], check=False)
