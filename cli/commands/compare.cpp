@@ -81,7 +81,7 @@ void add_compare(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--order", a->order, "Head ranking: importance, agreement, pl_ks or random")
         ->capture_default_str();
-    sub->add_option("--seed", a->seed, "Seed of --order random")
+    sub->add_option("--seed", a->seed, "Seed of --order random and of the expert overlaps' chance floor")
         ->capture_default_str()
         ->check(unsigned_seed());
     sub->add_option("--precision", a->precision, "f32 or f64 SVD")->capture_default_str();
@@ -94,6 +94,10 @@ void add_compare(CLI::App& app) {
     sub->add_flag("--delta-only", a->delta_only,
                   "Only the delta fields (delta_*, rel_delta_frob_norm; the rest NaN): a LoRA adapter on "
                   "this base is computed from its factors");
+    sub->add_option("--overlap-k", a->overlap_k,
+                    "A mixture of experts: components of each routed expert's read and write subspaces "
+                    "compared pairwise per layer (expert_overlap.csv; 0: none)")
+        ->capture_default_str();
     add_run_options(sub, a->run);
     add_distribution_options(sub, a->run);
     on_run(sub, [a] { return run_compare(*a); });

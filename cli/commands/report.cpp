@@ -17,6 +17,7 @@ struct ReportArgs {
     std::string metrics, roles, layers, models, colours, scatter, esd_tensor, heatmap_role, agreement_field,
         reference, title;
     bool evolution = false, no_evolution = false, quiet = false, verbose = false;
+    std::optional<int> overlap_layer;
 };
 
 // Flags override the config file's keys.
@@ -35,6 +36,12 @@ report::ReportConfig make_config(const ReportArgs& a) {
     if (!a.title.empty()) c.title = a.title;
     if (a.evolution) c.evolution = true;
     if (a.no_evolution) c.evolution = false;
+    if (a.overlap_layer) {
+        if (*a.overlap_layer < 0)
+            throw InputError(fmt::format(
+                "--overlap-layer: expected a layer index (an integer >= 0), found {}", *a.overlap_layer));
+        c.overlap_layer = a.overlap_layer;
+    }
     for (const auto& item : split_list(a.colours)) {
         const auto eq = item.find('=');
         if (eq == std::string::npos || eq == 0)
@@ -104,6 +111,8 @@ void add_report(CLI::App& app) {
                     "compare.csv field of the agreement heatmap (default avg_l_agreement)");
     sub->add_option("--reference", a->reference,
                     "Reference model of the difference panels (default: heads.csv's)");
+    sub->add_option("--overlap-layer", a->overlap_layer,
+                    "Layer of the expert overlap map (default: the layer whose mean overlap changed most)");
     sub->add_option("--title", a->title, "Page title");
     sub->add_flag("--evolution", a->evolution,
                   "Treat the models as a training series (ordered by the step in their names)");

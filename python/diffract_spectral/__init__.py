@@ -552,15 +552,19 @@ class Comparison:
     reused. `heads`, or any subset of its rows, is what edit.rewind(heads=...) takes. `experts`
     (experts.csv, a mixture of experts only: empty otherwise): per layer and expert, the heads' analysis
     with experts as the units, routed and shared ranked apart (`rank` 1 = the most important of its
-    model and kind), and the router row's drift."""
+    model and kind), and the router row's drift. `expert_overlap` (expert_overlap.csv, a mixture of
+    experts with overlap_k > 0: empty otherwise): per model, layer, pair of routed experts and side
+    (read: gate/up, write: down), the overlap of their top-k singular subspaces in the base and in the
+    model, and the chance floor (docs/formats/moe.md)."""
     matrices: pd.DataFrame
     heads: pd.DataFrame
     skipped: pd.DataFrame
     computed: int
     reused: int
     experts: Any = None
+    expert_overlap: Any = None
 
-    _TABLES = "matrices, heads, experts, skipped"
+    _TABLES = "matrices, heads, experts, expert_overlap, skipped"
 
     def __repr__(self) -> str:
         """A few lines: models, base, reference, rows, computed/reused, skipped, warnings."""
@@ -627,7 +631,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
             top_k: int = _COMPARE.top_k, scale_scope: str = _COMPARE.scale_scope, order: str = _COMPARE.order,
             seed: int = _COMPARE.seed, precision: str = _COMPARE.precision, svd_route: str = _COMPARE.svd_route,
             heads: bool = _COMPARE.heads, allow_partial: bool = _COMPARE.allow_partial,
-            delta_only: bool = _COMPARE.delta_only, threads: int = 0,
+            delta_only: bool = _COMPARE.delta_only, overlap_k: int = _COMPARE.overlap_k, threads: int = 0,
             max_memory: Optional[Union[str, int]] = None,
             store: Optional[PathArg] = None, device: str = "cpu", roles: Roles = None, layers: Layers = None,
             match: Optional[str] = None, exclude: Optional[str] = None, experts: Experts = None,
@@ -637,7 +641,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     list) against the base, and the per-head update norms, importance and ranking (with `reference`).
 
     Options mirror the CLI (--base, --reference, --top-k, --scale-scope, --order, --seed, --precision,
-    --svd-route, --no-heads → heads=False, --allow-partial, --delta-only and the run options). Models (and base,
+    --svd-route, --no-heads → heads=False, --allow-partial, --delta-only, --overlap-k and the run options). Models (and base,
     reference) are what analyze takes: specs, Checkpoints, state_dicts, 2-D arrays or model objects;
     model= is the first argument by WeightWatcher's name. out: also write compare.csv and heads.csv there.
     progress=True: a tqdm bar. Returns a Comparison of DataFrames (dicts of lists without pandas). In
@@ -652,6 +656,7 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
         o.seed = _checked_int(seed, "seed", 0, 2**64 - 1)
         o.precision, o.svd_route = precision, svd_route
         o.heads, o.allow_partial, o.delta_only = bool(heads), bool(allow_partial), bool(delta_only)
+        o.overlap_k = _checked_int(overlap_k, "overlap_k", _INT32[0], _INT32[1])  # < 0: the library says why
         r = _core.compare(_model_arg(base, "base"), _model_args(models),
                           None if reference is None else _model_arg(reference, "reference"), options=o,
                           run=_run_args(threads, max_memory, store, device, sink, roles, layers, match, exclude,
@@ -661,7 +666,8 @@ def compare(models: Any = None, *, base: Any, model: Any = None, reference: Any 
     for line in r["findings"]:  # e.g. no head stands out: the ranking orders noise
         warnings.warn(line, UserWarning, stacklevel=3)
     return Comparison(_table(r["rows"]), _heads_table(r["heads"]), _table(r["skipped"]),
-                      r["computed"], r["reused"], experts=_heads_table(r["experts"], group=("model", "expert_kind")))
+                      r["computed"], r["reused"], experts=_heads_table(r["experts"], group=("model", "expert_kind")),
+                      expert_overlap=_table(r["expert_overlap"]))
 
 
 @dataclass(repr=False)

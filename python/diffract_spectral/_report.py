@@ -6,7 +6,8 @@
     diffract.report("results/analyze", "results/compare", out="report.html")
 
 Options are the keys of docs/report.md (the CLI's flags and its --config file): metrics, roles, layers,
-models, colours, scatter, esd_tensor, heatmap_role, agreement_field, reference, title, evolution.
+models, colours, scatter, esd_tensor, heatmap_role, agreement_field, reference, title, evolution,
+overlap_layer.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ._keywords import keywords_checked
 PathLike = Union[str, os.PathLike]
 
 _KEYS = ("title", "metrics", "roles", "layers", "models", "colours", "scatter", "esd_tensor", "heatmap_role",
-         "agreement_field", "reference", "evolution")
+         "agreement_field", "reference", "evolution", "overlap_layer")
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class Figures(list):
 
 # A result object's tables as the CLI's files (the report reads result directories).
 _RESULT_FILES = {"Analysis": {"metrics": "metrics.csv", "aggregates": "aggregates.csv"},
-                 "Comparison": {"matrices": "compare.csv", "heads": "heads.csv"},
+                 "Comparison": {"matrices": "compare.csv", "heads": "heads.csv", "experts": "experts.csv",
+                                "expert_overlap": "expert_overlap.csv"},
                  "Watch": {"checkpoints": "checkpoints.csv", "metrics": "metrics.csv", "aggregates": "aggregates.csv",
                            "compare": "compare.csv", "heads": "heads.csv", "trends": "trends.csv",
                            "alerts": "alerts.csv"}}
@@ -72,7 +74,7 @@ _RESULT_FILES = {"Analysis": {"metrics": "metrics.csv", "aggregates": "aggregate
 
 def _cell(name: str, value) -> str:
     if value is None or (isinstance(value, float) and value != value) or type(value).__name__ == "NAType":
-        return "" if name in ("layer", "head", "step") else "nan"
+        return "" if name in ("layer", "head", "step", "expert") else "nan"
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, float):
@@ -179,7 +181,8 @@ _OPTIONS_DOC = """
     list), layers ("0-3,7" or a list of ints), models (subset and order), colours ({"math": "#d55e00"}),
     scatter ([x, y] fields), esd_tensor (the ESD figure's matrix), heatmap_role, agreement_field,
     reference (the model subtracted in difference panels), evolution (True/False: force the
-    evolution figures on/off)."""
+    evolution figures on/off), overlap_layer (the expert overlap map's layer; default: the layer whose
+    mean overlap changed most)."""
 
 
 @keywords_checked("figures")
@@ -188,7 +191,7 @@ def figures(*inputs: Union[PathLike, Any], store: Optional[PathLike] = None, tit
             models: Strings = None, colours: Optional[dict] = None, scatter: Strings = None,
             esd_tensor: Optional[str] = None, heatmap_role: Optional[str] = None,
             agreement_field: Optional[str] = None, reference: Optional[str] = None,
-            evolution: Optional[bool] = None) -> Figures:
+            evolution: Optional[bool] = None, overlap_layer: Optional[int] = None) -> Figures:
     """The report's figures for result directories, result objects (figures(res, cmp): the results of
     analyze, compare, watch or a sweep) and/or a store (a store alone: store=), without writing a file: a
     Figures list (index by position or id). The ESD figures read singular values from the store: pass
@@ -206,7 +209,8 @@ def report(*inputs: Union[PathLike, Any], out: PathLike, store: Optional[PathLik
            layers: Union[str, int, Sequence[int], None] = None, models: Strings = None,
            colours: Optional[dict] = None, scatter: Strings = None, esd_tensor: Optional[str] = None,
            heatmap_role: Optional[str] = None, agreement_field: Optional[str] = None,
-           reference: Optional[str] = None, evolution: Optional[bool] = None) -> list:
+           reference: Optional[str] = None, evolution: Optional[bool] = None,
+           overlap_layer: Optional[int] = None) -> list:
     """`diffract report INPUT... --out OUT` (inputs: result directories, result objects of analyze,
     compare, watch or a sweep, and/or a store): writes the self-contained HTML page (or, format="svg"/"png",
     one file per figure into the directory OUT) and returns the paths written. The notes of the panels

@@ -87,6 +87,7 @@ nb::dict compare(const ModelArg& base, const std::vector<ModelArg>& models,
     d["rows"] = columns_of(run::compare_table(r));
     d["heads"] = columns_of(run::heads_table(r));
     d["experts"] = columns_of(run::experts_table(r));
+    d["expert_overlap"] = columns_of(run::expert_overlap_table(r));
     d["skipped"] = columns_of(run::skipped_table(r));
     d["findings"] = nb::cast(r.findings);
     d["computed"] = r.computed;
@@ -210,7 +211,8 @@ void bind_analysis(nb::module_& m) {
         .def_rw("svd_route", &run::CompareOptionText::svd_route)
         .def_rw("heads", &run::CompareOptionText::heads)
         .def_rw("allow_partial", &run::CompareOptionText::allow_partial)
-        .def_rw("delta_only", &run::CompareOptionText::delta_only);
+        .def_rw("delta_only", &run::CompareOptionText::delta_only)
+        .def_rw("overlap_k", &run::CompareOptionText::overlap_k);
     m.def("compare", &compare, nb::arg("base"), nb::arg("models"), nb::arg("reference").none(), nb::kw_only(),
           nb::arg("options"), nb::arg("run"), nb::arg("out"));
     nb::class_<watch::AlertThresholds>(m, "AlertThresholds", "watch's alert thresholds (--alpha-low, ...)")

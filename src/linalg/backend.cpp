@@ -11,6 +11,21 @@ namespace diffract::linalg {
 
 std::unique_ptr<GramProducts> Backend::f32_gram_products(std::int64_t, std::int64_t, bool) { return nullptr; }
 
+std::vector<double> Backend::gram(std::span<const double> a, bool transpose, std::int64_t n,
+                                  std::int64_t depth) {
+    return multiply(a, transpose, a, !transpose, n, n, depth);
+}
+
+std::vector<double> Backend::top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
+                                                 std::vector<double>& vectors) {
+    count = std::clamp<std::int64_t>(count, 0, n);
+    auto lambda = symmetric_eigen(a, n, true);  // ascending; `a` now holds the eigenvectors
+    const auto first = static_cast<std::size_t>(n - count);
+    vectors.assign(a.begin() + static_cast<std::ptrdiff_t>(first * static_cast<std::size_t>(n)),
+                   a.begin() + static_cast<std::ptrdiff_t>(n * n));
+    return {lambda.begin() + static_cast<std::ptrdiff_t>(first), lambda.end()};
+}
+
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend();  // linalg/cuda, or the no_cuda stub
 

@@ -31,6 +31,14 @@ std::vector<std::string> as_list(const json& v, const std::string& where) {
     return out;
 }
 
+// A layer index: an integer ≥ 0.
+int overlap_layer_value(const json& v, const std::string& where) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1 << 30)
+        throw InputError(
+            fmt::format("{}: expected a layer index (an integer >= 0), found {}", where, v.dump()));
+    return v.get<int>();
+}
+
 }  // namespace
 
 void read_config_file(const std::string& path, ReportConfig& c) {
@@ -70,6 +78,8 @@ void read_config_json(const std::string& text, const std::string& source, Report
         } else if (key == "evolution") {
             if (!v.is_boolean()) throw InputError(fmt::format("{}: expected true or false", where));
             c.evolution = v.get<bool>();
+        } else if (key == "overlap_layer") {
+            c.overlap_layer = overlap_layer_value(v, where);
         } else if (key == "colours" || key == "colors") {
             if (!v.is_object()) throw InputError(fmt::format("{}: expected an object name → colour", where));
             for (const auto& [name, colour] : v.items()) {
@@ -79,7 +89,8 @@ void read_config_json(const std::string& text, const std::string& source, Report
         } else {
             throw InputError(
                 fmt::format("{}: unknown key (expected title, metrics, roles, layers, models, colours, "
-                            "heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution)",
+                            "heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution, "
+                            "overlap_layer)",
                             where));
         }
     }

@@ -26,6 +26,16 @@ int CsvTable::column(std::string_view name) const {
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
 }
 
+int CsvTable::required(std::string_view name) const {
+    const int c = column(name);
+    if (c < 0) fail(source, 1, fmt::format("missing column '{}'", name));
+    return c;
+}
+
+void CsvTable::fail_cell(std::size_t row, int col, const std::string& what) const {
+    fail(source, lines[row], fmt::format("column '{}': {}", header[static_cast<std::size_t>(col)], what));
+}
+
 double CsvTable::number(std::size_t row, int col) const {
     const std::string& s = cell(row, col);
     if (s.empty() || s == "nan" || s == "NaN" || s == "-nan") return kNaN;

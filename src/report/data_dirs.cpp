@@ -1,4 +1,5 @@
-// Loading result directories: metrics.csv, compare.csv, heads.csv (analyze, compare) and
+// Loading result directories: metrics.csv, compare.csv, heads.csv (analyze, compare; experts.csv and
+// expert_overlap.csv in data_experts.cpp) and
 // curve.csv + summary.json (sweep; read defensively: unknown columns ignored, missing ones noted).
 #include <algorithm>
 #include <cctype>
@@ -37,20 +38,14 @@ const std::set<std::string> kIdentity = [] {
     return s;
 }();
 
-int require(const CsvTable& t, const std::string& name) {
-    const int c = t.column(name);
-    if (c < 0) throw InputError(fmt::format("{}:1: missing column '{}'", t.source, name));
-    return c;
-}
-
 // metrics.csv and compare.csv (`compared`): identity columns, then numeric fields. The identity columns
 // that place a row in a figure are required: a file without its layer or role column would be drawn
 // as if it had no rows of those kinds, with notes that blame the rows.
 std::vector<Record> read_records(const std::string& path, bool compared, ReportData& data) {
     const auto t = read_csv(path);
-    const int model = require(t, column::model), tensor = require(t, column::tensor);
-    const int layer = require(t, column::layer), role = require(t, column::role),
-              head = require(t, column::head), base = compared ? require(t, column::base) : -1;
+    const int model = t.required(column::model), tensor = t.required(column::tensor);
+    const int layer = t.required(column::layer), role = t.required(column::role),
+              head = t.required(column::head), base = compared ? t.required(column::base) : -1;
     const int step = t.column(kStep), precision = t.column(column::precision);
     const int component = t.column(column::component), expert_kind = t.column(column::expert_kind);
     std::vector<std::pair<std::string, int>> fields;
@@ -101,9 +96,9 @@ std::vector<Record> read_records(const std::string& path, bool compared, ReportD
 
 void read_heads(const std::string& path, ReportData& data) {
     const auto t = read_csv(path);
-    const int model = require(t, column::model), layer = require(t, column::layer),
-              head = require(t, column::head);
-    const int reference = t.column(column::reference), norm = require(t, column::update_norm);
+    const int model = t.required(column::model), layer = t.required(column::layer),
+              head = t.required(column::head);
+    const int reference = t.column(column::reference), norm = t.required(column::update_norm);
     const int ref_norm = t.column(column::ref_update_norm), importance = t.column(column::importance),
               agreement = t.column(column::agreement), step = t.column(kStep);
     const auto num = [&](std::size_t r, int c) { return c < 0 ? kNaN : t.number(r, c); };
@@ -128,9 +123,9 @@ void read_heads(const std::string& path, ReportData& data) {
 // A watch's alerts.csv: the steps where a rule of thumb fired.
 void read_alerts(const std::string& path, ReportData& data) {
     const auto t = read_csv(path);
-    const int step = require(t, kStep), kind = require(t, "kind"), tensor = require(t, column::tensor),
-              layer = require(t, column::layer), role = require(t, column::role), field = require(t, "field"),
-              message = require(t, "message");
+    const int step = t.required(kStep), kind = t.required("kind"), tensor = t.required(column::tensor),
+              layer = t.required(column::layer), role = t.required(column::role), field = t.required("field"),
+              message = t.required("message");
     for (std::size_t r = 0; r < t.rows.size(); ++r)
         data.alerts.push_back({t.int64(r, step).value_or(0), t.cell(r, kind), t.cell(r, tensor),
                                t.cell(r, role), t.cell(r, field), t.cell(r, message), t.integer(r, layer)});
@@ -367,6 +362,14 @@ void load_result_dir(const std::string& dir, ReportData& data) {
         read_heads((d / "heads.csv").string(), data);
         any = true;
     }
+    if (fs::exists(d / "experts.csv")) {  // a mixture of experts' compare
+        read_experts((d / "experts.csv").string(), data);
+        any = true;
+    }
+    if (fs::exists(d / "expert_overlap.csv")) {
+        read_expert_overlap((d / "expert_overlap.csv").string(), data);
+        any = true;
+    }
     if (fs::exists(d / "curve.csv")) {
         read_sweep(d, data);
         any = true;
@@ -380,8 +383,9 @@ void load_result_dir(const std::string& dir, ReportData& data) {
     if (any && fs::exists(d / "alerts.csv")) read_alerts((d / "alerts.csv").string(), data);
     if (!any)
         throw InputError(fmt::format(
-            "{}: no metrics.csv, compare.csv, heads.csv, curve.csv, heads_effect.csv, "
-            "heads_validation.csv, experts_effect.csv or experts_validation.csv in this directory",
+            "{}: no metrics.csv, compare.csv, heads.csv, experts.csv, expert_overlap.csv, curve.csv, "
+            "heads_effect.csv, heads_validation.csv, experts_effect.csv or experts_validation.csv in this "
+            "directory",
             dir));
 }
 

@@ -75,6 +75,25 @@ void whole_values(const std::vector<const Record*>& records, const std::string& 
 Figure role_boxes(FigureContext& ctx, const std::string& field, const std::vector<std::string>& categories,
                   const std::string& id, const std::string& x_label);
 
+// Heatmap cells: (row, column) → value, e.g. (layer, head), (layer, expert), (expert, expert).
+using Grid = std::map<std::pair<int, int>, double>;
+struct HeatPanel {
+    std::string title;
+    Grid cells;
+    bool difference = false;  // drawn on the diverging scale, below the plain panels
+};
+struct HeatAxes {
+    std::string rows = "layer", columns = "head";  // the axes' titles, and the hover text's names
+};
+// One figure of heatmap panels over the union of their rows and columns: the plain panels on the first
+// row on one sequential scale, the difference panels below on one diverging scale, each scale with its
+// colour bar (heatmap_figure.cpp). One colour meaning across the figures: yellow (sequential) and red
+// (difference) mean "changed more"; `low_means_change`: the values fall as the unit changes (agreement),
+// so both maps run reversed. Each cell's hover text: "PANEL · ROWS r, COLUMNS c: value".
+Figure heatmap_figure(const std::string& id, const std::string& title, const std::string& caption,
+                      const std::string& value_label, const std::vector<HeatPanel>& panels,
+                      bool low_means_change, const HeatAxes& axes = {});
+
 // A figure id from parts: lowercase, [a-z0-9_-] only.
 std::string figure_id(const std::string& a, const std::string& b = "");
 

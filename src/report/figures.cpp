@@ -5,6 +5,7 @@ namespace diffract::report {
 std::vector<Figure> build_figures(FigureContext& ctx) {
     std::vector<Figure> out;
     add_head_heatmaps(ctx, out);
+    add_expert_atlas(ctx, out);
     add_agreement_boxes(ctx, out);
     add_layer_curves(ctx, out);
     add_role_boxes(ctx, out);

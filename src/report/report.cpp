@@ -141,7 +141,7 @@ BuiltReport build_checked(const ReportOptions& o) {
             throw InputError(fmt::format("--models: no results for model '{}' in the inputs", m));
     ctx.notes.insert(ctx.notes.begin(), data.notes.begin(), data.notes.end());
     auto figures = build_figures(ctx);
-    return {std::move(figures), std::move(ctx.notes), data.heads, data.precision_summary()};
+    return {std::move(figures), std::move(ctx.notes), data.heads, data.experts, data.precision_summary()};
 }
 
 }  // namespace
@@ -163,7 +163,7 @@ ReportSummary write_report(const ReportOptions& o) {
         std::vector<std::string> inputs = o.inputs;
         if (!o.store.empty()) inputs.push_back(o.store);
         write_file_atomically(o.out, render_html(built.figures, built.notes, inputs, o.config.title,
-                                                 built.heads, built.precision));
+                                                 built.heads, built.precision, built.experts));
         summary.written.push_back(o.out);
     } else {
         write_figure_files(built.figures, o, summary);

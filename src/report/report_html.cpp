@@ -25,7 +25,8 @@ table.heads th, table.heads td { padding: 2px 8px; text-align: right; border-bot
 
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
                         const std::vector<std::string>& inputs, const std::string& title,
-                        const std::vector<HeadScore>& heads, const std::string& precision) {
+                        const std::vector<HeadScore>& heads, const std::string& precision,
+                        const std::vector<ExpertScore>& experts) {
     std::string html = fmt::format(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
         "charset=\"utf-8\">\n<title>{}</title>\n<style>{}</style>\n"
@@ -37,6 +38,7 @@ std::string render_html(const std::vector<Figure>& figures, const std::vector<st
     html +=
         fmt::format(". {} figures. Hover a heatmap cell or a point for its values.</p>\n", figures.size());
     html += heads_table_html(heads);
+    html += experts_table_html(experts);
     html += "<nav><ol>\n";
     for (const auto& f : figures)
         html += fmt::format("<li><a href=\"#{}\">{}</a></li>\n", f.id, xml_escape(f.title));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "compare_overlap_impl.hpp"
 #include "compare_plan_impl.hpp"
 #include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/matrix_plan.hpp"
@@ -153,6 +154,7 @@ void apply_compare_options(const CompareOptionText& t, CompareOptions& o) {
     o.heads = t.heads;
     o.allow_partial = t.allow_partial;
     o.run.selection.allow_partial = t.allow_partial;
+    o.overlap_k = t.overlap_k;
 }
 
 CompareResult compare(const CompareOptions& o) {
@@ -193,6 +195,8 @@ CompareResult compare(const CompareOptions& o) {
                 experts[m].router = router_rows(*plan.base, *plan.models[m]);
         result.experts =
             analysis::rank_model_experts(experts, plan.ref_index, result.ranking, result.findings);
+        if (o.overlap_k > 0)
+            result.expert_overlap = expert_overlaps(plan, o.overlap_k, o.ranking.seed, o.run);
     }
     if (plan.ranking)
         result.heads =
@@ -205,6 +209,7 @@ void write_compare_csvs(const CompareResult& r, const std::string& out_dir) {
                                              {"heads.csv", to_csv(heads_table(r))}};
     if (r.allow_partial) files["skipped.csv"] = to_csv(skipped_table(r));
     if (!r.experts.empty()) files["experts.csv"] = to_csv(experts_table(r));  // a mixture of experts
+    if (!r.expert_overlap.empty()) files["expert_overlap.csv"] = to_csv(expert_overlap_table(r));
     write_result_directory(out_dir, files);
 }
 

@@ -17,6 +17,10 @@ void check_options(const CompareOptions& o) {
     using analysis::HeadOrder;
     if (o.top_k < 1)
         throw InputError(fmt::format("--top-k: expected a positive number of components, found {}", o.top_k));
+    if (o.overlap_k < 0)
+        throw InputError(fmt::format(
+            "--overlap-k: expected 0 (no expert overlaps) or a positive number of components, found {}",
+            o.overlap_k));
     if (o.delta_only && (o.ranking.order == HeadOrder::agreement || o.ranking.order == HeadOrder::pl_ks))
         throw InputError(fmt::format("--order {}: the heads' {} is not computed with --delta-only",
                                      analysis::head_order_name(o.ranking.order),

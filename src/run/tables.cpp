@@ -157,8 +157,41 @@ Table experts_table(const CompareResult& result) {
     for (auto& c : ranking_columns<ExpertRow>(result.ranking)) columns.push_back(std::move(c));
     columns.push_back(
         {"router_update_norm", [](const ExpertRow& e) -> Cell { return e.router.update_norm; }});
-    columns.push_back({"router_angle_degrees", [](const ExpertRow& e) -> Cell { return e.router.angle; }});
+    columns.push_back(
+        {column::router_angle_degrees, [](const ExpertRow& e) -> Cell { return e.router.angle; }});
     return make_table(columns, result.experts);
+}
+
+Table expert_overlap_table(const CompareResult& result) {
+    using Row = analysis::ExpertOverlapRow;
+    return make_table<Row>(
+        {{column::model, [](const Row& o) -> Cell { return o.model; }},
+         {column::base, [](const Row& o) -> Cell { return o.base; }},
+         {column::layer, [](const Row& o) { return count(o.layer); }},
+         {column::expert_a, [](const Row& o) { return count(o.expert_a); }},
+         {column::expert_b, [](const Row& o) { return count(o.expert_b); }},
+         {column::side,
+          [](const Row& o) -> Cell { return std::string(name_of(analysis::kSubspaceSideNames, o.side)); }},
+         {column::overlap_k, [](const Row& o) { return count(o.floor.k); }},
+         {column::hidden, [](const Row& o) { return count(o.floor.n); }},
+         {column::overlap_base, [](const Row& o) -> Cell { return o.in_base.overlap; }},
+         {column::overlap, [](const Row& o) -> Cell { return o.in_model.overlap; }},
+         {column::overlap_change,
+          [](const Row& o) -> Cell { return o.in_model.overlap - o.in_base.overlap; }},
+         {"max_cos_base", [](const Row& o) -> Cell { return o.in_base.max_cos; }},
+         {"max_cos", [](const Row& o) -> Cell { return o.in_model.max_cos; }},
+         {"min_angle_degrees_base", [](const Row& o) -> Cell { return o.in_base.min_angle_degrees(); }},
+         {"min_angle_degrees", [](const Row& o) -> Cell { return o.in_model.min_angle_degrees(); }},
+         {"min_angle_change_degrees",
+          [](const Row& o) -> Cell {
+              return o.in_model.min_angle_degrees() - o.in_base.min_angle_degrees();
+          }},
+         {"chance_mean", [](const Row& o) -> Cell { return o.floor.mean; }},
+         {column::chance_p99, [](const Row& o) -> Cell { return o.floor.p99; }},
+         {"chance_draws", [](const Row& o) { return count(o.floor.draws); }},
+         {"above_chance_base", [](const Row& o) { return count(o.base_above_chance() ? 1 : 0); }},
+         {column::above_chance, [](const Row& o) { return count(o.model_above_chance() ? 1 : 0); }}},
+        result.expert_overlap);
 }
 
 Table skipped_table(const CompareResult& result) {

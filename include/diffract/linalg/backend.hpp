@@ -136,6 +136,17 @@ public:
     // `vectors`, `a` is overwritten by the eigenvectors), C = op(A)·op(B) (column-major m × n,
     // `inner` the shared side), and the accumulator of two streamed matrices' Gram products.
     virtual std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) = 0;
+    // The Gram matrix A·Aᵀ of the column-major n × depth `a` (with `transpose`: Aᵀ·A of the column-major
+    // depth × n `a`), column-major n × n with its lower triangle set: what symmetric_eigen and
+    // top_symmetric_eigen read. The default is multiply (both triangles); the CPU runs dsyrk, half its flops.
+    virtual std::vector<double> gram(std::span<const double> a, bool transpose, std::int64_t n,
+                                     std::int64_t depth);
+    // The `count` largest eigenvalues (ascending) of the symmetric column-major n × n `a` (lower triangle;
+    // overwritten), and their eigenvectors in `vectors` (column-major n × count, column c pairs with
+    // value c): a top singular subspace (analysis/expert_overlap.hpp) without the whole decomposition.
+    // The default runs symmetric_eigen on all of `a`; the CPU computes only those (LAPACK dsyevr).
+    virtual std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
+                                                    std::vector<double>& vectors);
     virtual std::vector<double> multiply(std::span<const double> a, bool transpose_a,
                                          std::span<const double> b, bool transpose_b, std::int64_t m,
                                          std::int64_t n, std::int64_t inner) = 0;

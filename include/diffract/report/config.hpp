@@ -22,10 +22,11 @@ struct ReportConfig {
     std::string esd_tensor;                                       // "": attn_q of the middle layer
     std::vector<std::string> scatter{"pl_alpha", "stable_rank"};  // x, y
     std::optional<bool> evolution;                                // empty: when every name has a step
+    std::optional<int> overlap_layer;  // the expert overlap map's layer; empty: the most changed one
 };
 
 // Reads a JSON object with the keys above (title, metrics, roles, layers, models, colours,
-// heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution) into `config`.
+// heatmap_role, agreement_field, reference, esd_tensor, scatter, evolution, overlap_layer) into `config`.
 // Lists may be JSON arrays or comma-separated strings. Throws InputError (file, key) on anything else.
 void read_config_file(const std::string& path, ReportConfig& config);
 // The same from JSON text; `source` names it in errors (the Python keyword arguments, a file).

@@ -18,6 +18,10 @@ struct CsvTable {
     std::vector<std::size_t> lines;              // the file line of each row
 
     int column(std::string_view name) const;  // -1 when absent
+    // The column a reader needs: InputError "<path>:1: missing column 'NAME'" when absent.
+    int required(std::string_view name) const;
+    // Throws InputError "<path>:<line>: column 'NAME': WHAT" for a row's cell.
+    [[noreturn]] void fail_cell(std::size_t row, int col, const std::string& what) const;
     bool has(std::string_view name) const { return column(name) >= 0; }
     // The cell of a column known to exist (column() >= 0).
     const std::string& cell(std::size_t row, int col) const {

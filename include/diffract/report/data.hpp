@@ -1,6 +1,7 @@
-// What a report is drawn from: the rows of analyze (metrics.csv), compare (compare.csv, heads.csv)
-// and sweep (curve.csv, summary.json) result directories, or of a results store; and, from the
-// store only, the singular values of each matrix (the ESD figure).
+// What a report is drawn from: the rows of analyze (metrics.csv), compare (compare.csv, heads.csv, and
+// for a mixture of experts experts.csv and expert_overlap.csv) and sweep (curve.csv, summary.json) result
+// directories, or of a results store; and, from the store only, the singular values of each matrix (the ESD
+// figure).
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "diffract/analysis/catalog.hpp"
+#include "diffract/analysis/expert_overlap.hpp"
 #include "diffract/core/numbers.hpp"
 #include "diffract/edit/rewind_unit.hpp"
+#include "diffract/model/schema.hpp"
 #include "diffract/sweep/kind.hpp"
 
 namespace diffract::report {
@@ -33,6 +36,26 @@ struct HeadScore {
     int layer = 0, head = 0;
     double update_norm = 0, ref_update_norm = 0, importance = 0, agreement = 0;
     std::optional<std::int64_t> step;  // a watch directory's step column
+};
+
+// One experts.csv row: a routed expert of a layer (with its index), or the layer's shared experts.
+struct ExpertScore {
+    std::string model, reference;
+    int layer = 0;
+    std::optional<int> expert;  // none for the shared experts
+    model::ExpertKind kind = model::ExpertKind::routed;
+    double update_norm = kNaN, ref_update_norm = kNaN, importance = kNaN;
+    double router_angle = kNaN;  // router_angle_degrees: NaN for shared experts or without a router
+    bool stands_out = false;
+};
+
+// One expert_overlap.csv row: a pair of a layer's routed experts on one side, in the base and the model.
+struct ExpertPair {
+    std::string model;
+    int layer = 0, expert_a = 0, expert_b = 0;
+    analysis::SubspaceSide side = analysis::SubspaceSide::read;
+    double overlap_base = kNaN, overlap = kNaN;
+    bool above_chance = false;  // the model's overlap is above the chance floor's 99th percentile
 };
 
 // One alerts.csv row of a watch directory: a rule of thumb that fired at a step.
@@ -119,6 +142,8 @@ struct ReportData {
     std::vector<Record> metrics;  // analyze
     std::vector<Record> compare;  // compare (cross-model)
     std::vector<HeadScore> heads;
+    std::vector<ExpertScore> experts;      // experts.csv
+    std::vector<ExpertPair> expert_pairs;  // expert_overlap.csv
     std::vector<Sweep> sweeps;
     std::vector<HeadEffects> head_effects;  // rewind-each and validate directories
     std::vector<WatchAlert> alerts;         // watch directories
@@ -134,10 +159,15 @@ struct ReportData {
     std::string precision_summary() const;
 };
 
-// Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, curve.csv +
-// summary.json, heads_effect.csv, heads_validation.csv, a watch's alerts.csv). Throws InputError if DIR does
-// not exist or holds none of them, or a file is malformed.
+// Reads every result file present in DIR (metrics.csv, compare.csv, heads.csv, experts.csv,
+// expert_overlap.csv, curve.csv + summary.json, heads_effect.csv, heads_validation.csv, a watch's
+// alerts.csv). Throws InputError if DIR does not exist or holds none of them, or a file is malformed.
 void load_result_dir(const std::string& dir, ReportData& data);
+
+// experts.csv and expert_overlap.csv (data_experts.cpp): the columns the expert atlas draws are required
+// and checked, a bad one an InputError naming the file, line and column.
+void read_experts(const std::string& path, ReportData& data);
+void read_expert_overlap(const std::string& path, ReportData& data);
 
 // Reads a results store: the spectra (whole matrices with weights_svals) and the update spectra
 // (whole-matrix compare results with delta_svals) always, and, when

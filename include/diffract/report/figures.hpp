@@ -40,6 +40,11 @@ struct FigureContext {
 
 // Per-head agreement and update-norm heatmaps (layers × heads, one panel per model, difference panels).
 void add_head_heatmaps(FigureContext& ctx, std::vector<Figure>& out);
+// A mixture of experts' atlas (experts.csv, expert_overlap.csv): layer × expert heatmaps of the update
+// norms and importance, and of the router drift; the expert × expert overlap maps of one layer
+// (config.overlap_layer, else the layer whose mean overlap changed most), read and write. Nothing for a
+// dense model. InputError when overlap_layer names a layer the overlaps do not have.
+void add_expert_atlas(FigureContext& ctx, std::vector<Figure>& out);
 // Layer-wise curves of each metric: mean, median and ±1 std across heads, per role, models overlaid.
 void add_layer_curves(FigureContext& ctx, std::vector<Figure>& out);
 // Box plots with jittered points of each metric per role across models.

@@ -33,16 +33,22 @@ struct ReportSummary {
     std::vector<std::string> notes;  // figures skipped, and why
 };
 
-// The page: title, the heads that changed most and least (when heads.csv rows are among the inputs),
-// table of contents, each figure with its caption, the notes and the inputs.
+// The page: title, the heads that changed most and least (when heads.csv rows are among the inputs), the
+// experts likewise (experts.csv), table of contents, each figure with its caption, the notes and the inputs.
 std::string render_html(const std::vector<Figure>& figures, const std::vector<std::string>& notes,
                         const std::vector<std::string>& inputs, const std::string& title,
-                        const std::vector<HeadScore>& heads = {}, const std::string& precision = {});
+                        const std::vector<HeadScore>& heads = {}, const std::string& precision = {},
+                        const std::vector<ExpertScore>& experts = {});
 
 // Per model, the `k` heads with the highest and the lowest importance (what the continued pre-training
 // changed most and least beyond the reference's drift): rank, layer:head, importance, the update
 // norms. An HTML section; empty without heads.
 std::string heads_table_html(const std::vector<HeadScore>& heads, std::size_t k = 5);
+
+// The same for a mixture of experts (experts.csv): per model, the `k` routed experts with the highest
+// and the lowest importance (the update norm without a reference), then its shared experts listed apart,
+// layer by layer. Empty without experts.
+std::string experts_table_html(const std::vector<ExpertScore>& experts, std::size_t k = 5);
 
 // The figures, notes and head scores of a report, drawn but not written (`out` and `format` unused):
 // what write_report writes, and what Python shows in a notebook.
@@ -50,6 +56,7 @@ struct BuiltReport {
     std::vector<Figure> figures;
     std::vector<std::string> notes;
     std::vector<HeadScore> heads;
+    std::vector<ExpertScore> experts;
     std::string precision;  // ReportData::precision_summary
 };
 BuiltReport build_report(const ReportOptions& options);

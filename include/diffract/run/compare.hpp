@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "diffract/analysis/compare.hpp"
+#include "diffract/analysis/expert_overlap.hpp"
 #include "diffract/analysis/expert_ranking.hpp"
 #include "diffract/analysis/head_ranking.hpp"
 #include "diffract/formats/checkpoint.hpp"
@@ -33,12 +34,15 @@ struct CompareOptions : analysis::CompareSettings {
     // rewind's head ranking).
     bool suggest_allow_partial = true;
     analysis::HeadRankOptions ranking;
+    // Components of each routed expert's read and write subspaces compared pairwise
+    // (expert_overlap.csv; analysis/expert_overlap.hpp); 0: none.
+    int overlap_k = analysis::kDefaultOverlapK;
     RunOptions run;
 };
 
 // compare's own options as the CLI and Python spell them (--top-k, --scale-scope, --order, --seed,
-// --precision, --svd-route, --no-heads, --allow-partial, --delta-only), with their defaults written here
-// once: the CLI's arguments inherit this struct, Python binds it, and both convert it with
+// --precision, --svd-route, --no-heads, --allow-partial, --delta-only, --overlap-k), with their defaults
+// written here once: the CLI's arguments inherit this struct, Python binds it, and both convert it with
 // apply_compare_options, so they accept, refuse and default alike.
 struct CompareOptionText {
     int top_k = analysis::kDefaultTopK;
@@ -46,9 +50,10 @@ struct CompareOptionText {
     std::uint64_t seed = 42;
     std::string precision = "f64", svd_route = "auto";
     bool heads = true, allow_partial = false, delta_only = false;
+    int overlap_k = analysis::kDefaultOverlapK;
 };
 // Sets o's comparison settings, head ranking, heads, allow_partial (also o.run's selection: call it after
-// o.run is set) and delta_only from the text; throws InputError naming the flag of a bad value.
+// o.run is set), delta_only and overlap_k from the text; throws InputError naming the flag of a bad value.
 void apply_compare_options(const CompareOptionText& text, CompareOptions& o);
 
 struct CompareRow : UnitRow {
@@ -63,6 +68,8 @@ struct CompareResult {
     std::vector<CompareRow> rows;
     std::vector<analysis::HeadRow> heads;
     std::vector<analysis::ExpertRow> experts;  // a mixture of experts' (analysis/expert_ranking.hpp)
+    // Its routed experts' pairwise subspace overlaps (analysis/expert_overlap.hpp), with overlap_k > 0.
+    std::vector<analysis::ExpertOverlapRow> expert_overlap;
     std::vector<SkippedItem> skipped;
     analysis::HeadRankOptions ranking;
     bool allow_partial = false;
@@ -80,8 +87,8 @@ struct CompareResult {
 // extra tensor, different head geometry) unless allow_partial, which skips and records it.
 CompareResult compare(const CompareOptions& options);
 
-// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial, DIR/experts.csv for a mixture
-// of experts), each written atomically.
+// DIR/compare.csv, DIR/heads.csv (and DIR/skipped.csv with allow_partial, DIR/experts.csv and
+// DIR/expert_overlap.csv for a mixture of experts), each written atomically.
 void write_compare_csvs(const CompareResult& result, const std::string& out_dir);
 
 }  // namespace diffract::run

@@ -54,4 +54,11 @@ std::optional<std::vector<double>> refined_small_values(const Matrix<T>& w,
 std::optional<SmallComponents> small_components(const Matrix<double>& w, const std::vector<double>& lambda,
                                                 double guard);
 
+// (top_subspace.cpp): Backend::gram on the CPU (dsyrk, the lower triangle) and Backend::top_symmetric_eigen:
+// LAPACK dsyevr for the `count` largest eigenpairs only (RANGE = 'I'), after the same finiteness check as
+// symmetric_eigen. The two steps of a top singular subspace (analysis/expert_overlap.hpp).
+std::vector<double> gram(std::span<const double> a, bool transpose, std::int64_t n, std::int64_t depth);
+std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
+                                        std::vector<double>& vectors);
+
 }  // namespace diffract::linalg::cpu

@@ -201,6 +201,14 @@ public:
     std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k, bool vectors) override {
         return linalg::symmetric_eigen(a, k, vectors);
     }
+    std::vector<double> gram(std::span<const double> a, bool transpose, std::int64_t n,
+                             std::int64_t depth) override {
+        return cpu::gram(a, transpose, n, depth);
+    }
+    std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n, std::int64_t count,
+                                            std::vector<double>& vectors) override {
+        return cpu::top_symmetric_eigen(a, n, count, vectors);
+    }
     std::vector<double> multiply(std::span<const double> a, bool transpose_a, std::span<const double> b,
                                  bool transpose_b, std::int64_t m, std::int64_t n,
                                  std::int64_t inner) override {
