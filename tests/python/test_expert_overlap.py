@@ -19,7 +19,7 @@ import scipy.linalg
 from safetensors.numpy import load_file, save_file
 
 from conftest import ROOT, assert_input_error, run
-from test_moe_multimodal import true_matrices
+from test_moe_multimodal import true_matrices, write_moe_gguf
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "transformers"))
 from materialize import materialize  # noqa: E402
@@ -174,22 +174,7 @@ def test_gguf_experts_decode_as_numpy_sees_them(tmp_path, qtype):
               "blk.0.ffn_down_exps.weight": (E, H, I)}
 
     def write(path, data):
-        w = gguf.GGUFWriter(path, "qwen3moe")
-        w.add_block_count(1)
-        dense = {}
-        for name, x in data.items():
-            if qtype == gguf.GGMLQuantizationType.Q8_0:
-                q = gguf.quants.quantize(x, qtype)
-                w.add_tensor(name, q, raw_dtype=qtype)
-                dense[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape)
-            else:
-                w.add_tensor(name, x)
-                dense[name] = x
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        return {k: v.astype(np.float64) for k, v in dense.items()}
+        return {k: v.astype(np.float64) for k, v in write_moe_gguf(path, data, qtype).items()}
 
     a = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
     b = {k: v + 0.01 * rng.standard_normal(v.shape).astype(np.float32) for k, v in a.items()}

@@ -223,35 +223,39 @@ def test_an_edit_of_one_expert_writes_the_packed_layout_back(tmp_path, name):
     assert summary["tensors_edited"] > 0
 
 
+def write_moe_gguf(path, data, qtype):
+    """A one-block qwen3moe GGUF of `data` (name -> F32 array) stored as `qtype` (F32, F16 or Q8_0);
+    returns the values a reader decodes (F32)."""
+    w = gguf.GGUFWriter(path, "qwen3moe")
+    w.add_block_count(1)
+    dense = {}
+    for name, x in data.items():
+        if qtype == gguf.GGMLQuantizationType.Q8_0:
+            q = gguf.quants.quantize(x, qtype)
+            w.add_tensor(name, q, raw_dtype=qtype)
+            dense[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape)
+        else:
+            y = x.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else x
+            w.add_tensor(name, y)
+            dense[name] = y.astype(np.float32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dense
+
+
 @pytest.mark.parametrize("qtype", [gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16,
                                    gguf.GGMLQuantizationType.Q8_0])
 def test_a_gguf_edit_of_one_expert_rewrites_its_packed_tensor(tmp_path, qtype):
     rng = np.random.default_rng(5)
     E, H, I = 3, 64, 32
-
-    def write(path, data):
-        w = gguf.GGUFWriter(path, "qwen3moe")
-        w.add_block_count(1)
-        dense = {}
-        for name, x in data.items():
-            if qtype == gguf.GGMLQuantizationType.Q8_0:
-                q = gguf.quants.quantize(x, qtype)
-                w.add_tensor(name, q, raw_dtype=qtype)
-                dense[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape)
-            else:
-                y = x.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 else x
-                w.add_tensor(name, y)
-                dense[name] = y.astype(np.float32)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        return dense
-
     shapes = {"blk.0.ffn_gate_exps.weight": (E, I, H), "blk.0.ffn_up_exps.weight": (E, I, H),
               "blk.0.ffn_down_exps.weight": (E, H, I)}
-    da = write(tmp_path / "a.gguf", {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()})
-    db = write(tmp_path / "b.gguf", {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()})
+    da = write_moe_gguf(tmp_path / "a.gguf", {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()},
+                        qtype)
+    db = write_moe_gguf(tmp_path / "b.gguf", {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()},
+                        qtype)
     run(["edit", "interpolate", tmp_path / "a.gguf", tmp_path / "b.gguf", "--omega", "0.5", "--experts", "1",
          "--out", tmp_path / "e", "--quiet"])
     r = gguf.GGUFReader(str(tmp_path / "e" / "a.gguf"))
