@@ -26,6 +26,7 @@ from safetensors.numpy import load_file, save_file
 
 from conftest import run
 from report_inputs import figures_of
+from test_sweep_validate import bootstrap, permutation_p
 from test_moe_multimodal import materialize, moe_family, moved_copy
 
 stats = pytest.importorskip("scipy.stats")
@@ -197,6 +198,14 @@ def test_rewind_each_and_validate_with_experts(family, tmp_path):
     assert summary["unit"] == "experts" and summary["experts"] == 32 and summary["k"] == 4
     rho = stats.spearmanr([float(r["importance"]) for r in table], [float(r["harm"]) for r in table]).statistic
     assert summary["predictive"]["spearman"] == pytest.approx(rho, abs=1e-12)
+    # The interval and p-value, recomputed by brute force from the documented seeded streams.
+    x, y = [float(r["importance"]) for r in table], [float(r["harm"]) for r in table]
+    assert summary["predictive"]["ci95"] == pytest.approx(list(bootstrap(x, y)), rel=1e-12)
+    assert summary["predictive"]["p_value"] == pytest.approx(permutation_p(x, y), rel=1e-12)
+    # Each expert's harm is the score its rewind alone loses: rewind-each's delta, negated.
+    delta = {(r["layer"], r["expert"]): float(r["delta"]) for r in effects}
+    for r in table:
+        assert float(r["harm"]) == pytest.approx(-delta[(r["layer"], r["expert"])], rel=1e-9)
     # The planted experts are both the most important and the most harmful to rewind (the others' order
     # is noise in both).
     top = lambda key: {(r["layer"], r["expert"]) for r in sorted(table, key=lambda r: -float(r[key]))[:4]}  # noqa: E731
