@@ -20,6 +20,7 @@ import json
 import re
 import sys
 
+import gguf
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
@@ -27,7 +28,7 @@ from safetensors.numpy import load_file, save_file
 from conftest import run
 from report_inputs import figures_of
 from test_sweep_validate import bootstrap, permutation_p
-from test_moe_multimodal import materialize, moe_family, moved_copy
+from test_moe_multimodal import materialize, moe_family, moved_copy, write_moe_gguf
 
 stats = pytest.importorskip("scipy.stats")
 
@@ -304,3 +305,36 @@ def test_a_rewound_moe_loads_in_transformers_and_differs_only_in_the_rewound_exp
         assert torch.equal(got[k][1], base[k][1]), k
         rest = [e for e in range(got[k].shape[0]) if e != 1]
         assert torch.equal(got[k][rest], cpt[k][rest]), k
+
+
+@pytest.mark.parametrize("qtype", [gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0])
+def test_a_gguf_rewind_of_one_expert_writes_its_packed_tensor_back(tmp_path, qtype):
+    """GGUF `*_exps`: the model's file with expert 1's slices the base's (an F16 tensor keeps its type and the
+    other experts' stored bytes; a rewritten Q8_0 tensor is F32, every other expert the model's decoded values)."""
+    rng = np.random.default_rng(3)
+    E, H, I = 3, 64, 32
+    shapes = {"blk.0.ffn_gate_exps.weight": (E, I, H), "blk.0.ffn_up_exps.weight": (E, I, H),
+              "blk.0.ffn_down_exps.weight": (E, H, I)}
+    base = write_moe_gguf(tmp_path / "base.gguf",
+                          {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}, qtype)
+    model = write_moe_gguf(tmp_path / "model.gguf",
+                           {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}, qtype)
+    run(["edit", "rewind", "--base", tmp_path / "base.gguf", "--model", tmp_path / "model.gguf", "--experts", "1",
+         "--out", tmp_path / "e", "--quiet"])
+    got = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "e" / "model.gguf")).tensors}
+    stored = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "model.gguf")).tensors}
+    assert sorted(got) == sorted(shapes)
+    for name, shape in shapes.items():
+        t = got[name]
+        f16 = qtype == gguf.GGMLQuantizationType.F16
+        assert t.tensor_type == (qtype if f16 else gguf.GGMLQuantizationType.F32)
+        values = np.asarray(t.data).astype(np.float32).reshape(shape)
+        expected = model[name].copy()
+        expected[1] = base[name][1]
+        np.testing.assert_array_equal(values, expected, err_msg=name)
+        if f16:
+            for e in (0, 2):
+                assert (np.asarray(t.data).reshape(shape)[e].tobytes() ==
+                        np.asarray(stored[name].data).reshape(shape)[e].tobytes())
+    rows = read_csv(tmp_path / "e" / "rewound_experts.csv")
+    assert [(r["layer"], r["expert"]) for r in rows] == [("0", "1")]
