@@ -134,4 +134,14 @@ std::vector<std::string> NonfiniteReport::warnings() const {
     return out;
 }
 
+void require_finite_lower_triangle(std::span<const double> a, std::int64_t n, std::string_view driver,
+                                   std::string_view what) {
+    std::int64_t bad = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t i = j; i < n; ++i)
+            bad += std::isfinite(a[static_cast<std::size_t>(i + j * n)]) ? 0 : 1;
+    if (bad > 0)
+        throw_numeric_error(fmt::format("{}: {} in a {}x{} {}", driver, nonfinite_what(bad), n, n, what));
+}
+
 }  // namespace diffract

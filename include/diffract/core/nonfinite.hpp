@@ -97,4 +97,10 @@ void require_finite(std::span<const T> values, std::string_view what) {
         throw_numeric_error(std::string(what) + ": " + nonfinite_what(n) + " in its input");
 }
 
+// The symmetric eigensolvers read the lower triangle of a column-major n × n matrix, which must be
+// finite (a Gram matrix of finite entries can still overflow): throw_numeric_error("<driver>: <count>
+// in a nxn <what>") otherwise.
+void require_finite_lower_triangle(std::span<const double> a, std::int64_t n, std::string_view driver,
+                                   std::string_view what);
+
 }  // namespace diffract

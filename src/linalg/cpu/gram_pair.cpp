@@ -153,15 +153,7 @@ std::vector<double> symmetric_eigen(std::span<double> a, std::int64_t k64, bool 
     const int k = lapack::checked_int(k64, "dimension");
     std::vector<double> lambda(static_cast<std::size_t>(k));
     if (k == 0) return lambda;
-    // syevd never sees NaN/Inf (a Gram matrix of finite entries can still overflow): the lower
-    // triangle, which is what it reads.
-    std::int64_t bad = 0;
-    for (std::int64_t j = 0; j < k64; ++j)
-        for (std::int64_t i = j; i < k64; ++i)
-            bad += std::isfinite(a[static_cast<std::size_t>(i + j * k64)]) ? 0 : 1;
-    if (bad > 0)
-        throw_numeric_error(
-            fmt::format("LAPACK syevd: {} in a {}x{} Gram matrix", nonfinite_what(bad), k, k));
+    require_finite_lower_triangle(a, k64, "LAPACK syevd", "Gram matrix");
     const char* jobz = vectors ? "V" : "N";
     // Values only, from k = kTwoStageMinOrder up: the two-stage reduction (dense -> band with BLAS3,
     // then band -> tridiagonal in cache) instead of dsytrd's memory-bound symmetric matrix-vector

@@ -27,13 +27,7 @@ std::vector<double> top_symmetric_eigen(std::span<double> a, std::int64_t n64, s
     const int count = static_cast<int>(std::clamp<std::int64_t>(count64, 0, n));
     vectors.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(count), 0.0);
     if (count == 0) return {};
-    std::int64_t bad = 0;  // dsyevr reads the lower triangle: it must be finite
-    for (std::int64_t j = 0; j < n64; ++j)
-        for (std::int64_t i = j; i < n64; ++i)
-            bad += std::isfinite(a[static_cast<std::size_t>(i + j * n64)]) ? 0 : 1;
-    if (bad > 0)
-        throw_numeric_error(
-            fmt::format("LAPACK syevr: {} in a {}x{} symmetric matrix", nonfinite_what(bad), n, n));
+    require_finite_lower_triangle(a, n64, "LAPACK syevr", "symmetric matrix");
     // RANGE = 'I' with IL..IU the `count` largest (LAPACK numbers eigenvalues ascending from 1); dsyevr
     // reduces to tridiagonal form once and finds only those pairs (MRRR), so the cost past the reduction
     // is O(n·count). ABSTOL = 0: LAPACK's default tolerance.
