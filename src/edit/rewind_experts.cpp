@@ -83,6 +83,33 @@ void rewind_router_rows(const TensorInfo& cpt, const TensorInfo& pre, const std:
     }
 }
 
+// rewound_experts.csv's table, with each expert's size (expert_sizes).
+Table experts_table(const std::vector<RewindExpert>& experts, const std::map<ExpertKey, std::int64_t>& sizes,
+                    RouterRows router) {
+    const auto count = [](std::int64_t v) { return Cell{v}; };
+    return make_table<RewindExpert>(
+        {{"layer", [&](const RewindExpert& e) { return count(e.layer); }},
+         {"expert", [](const RewindExpert& e) { return e.expert ? Cell{std::int64_t{*e.expert}} : Cell{}; }},
+         {"expert_kind",
+          [](const RewindExpert& e) -> Cell {
+              return std::string(
+                  model::expert_kind_name(e.expert ? model::ExpertKind::routed : model::ExpertKind::shared));
+          }},
+         {"rank", [&](const RewindExpert& e) { return count(e.ranked.rank); }},
+         {"key", [](const RewindExpert& e) -> Cell { return e.ranked.key; }},
+         {"importance", [](const RewindExpert& e) -> Cell { return e.ranked.importance; }},
+         {"update_norm", [](const RewindExpert& e) -> Cell { return e.ranked.update_norm; }},
+         {"ref_update_norm", [](const RewindExpert& e) -> Cell { return e.ranked.ref_update_norm; }},
+         {"parameters",
+          [&](const RewindExpert& e) {
+              const auto it = sizes.find(key_of(e));
+              return count(it == sizes.end() ? 0 : it->second);
+          }},
+         {"router",
+          [router](const RewindExpert&) -> Cell { return std::string(name_of(kRouterRowsNames, router)); }}},
+        experts);
+}
+
 }  // namespace
 
 RewindUnit parse_rewind_unit(const std::string& text) {
@@ -164,37 +191,11 @@ std::vector<RewindExpert> matched_random_experts(const formats::Checkpoint& mode
     return out;
 }
 
-Table rewound_experts_table(const std::vector<RewindExpert>& experts, const formats::Checkpoint& model,
-                            RouterRows router, const analysis::Selection& selection) {
-    const auto sizes = expert_sizes(model, selection);
-    const auto count = [](std::int64_t v) { return Cell{v}; };
-    return make_table<RewindExpert>(
-        {{"layer", [&](const RewindExpert& e) { return count(e.layer); }},
-         {"expert", [](const RewindExpert& e) { return e.expert ? Cell{std::int64_t{*e.expert}} : Cell{}; }},
-         {"expert_kind",
-          [](const RewindExpert& e) -> Cell {
-              return std::string(
-                  model::expert_kind_name(e.expert ? model::ExpertKind::routed : model::ExpertKind::shared));
-          }},
-         {"rank", [&](const RewindExpert& e) { return count(e.ranked.rank); }},
-         {"key", [](const RewindExpert& e) -> Cell { return e.ranked.key; }},
-         {"importance", [](const RewindExpert& e) -> Cell { return e.ranked.importance; }},
-         {"update_norm", [](const RewindExpert& e) -> Cell { return e.ranked.update_norm; }},
-         {"ref_update_norm", [](const RewindExpert& e) -> Cell { return e.ranked.ref_update_norm; }},
-         {"parameters",
-          [&](const RewindExpert& e) {
-              const auto it = sizes.find(key_of(e));
-              return count(it == sizes.end() ? 0 : it->second);
-          }},
-         {"router",
-          [router](const RewindExpert&) -> Cell { return std::string(name_of(kRouterRowsNames, router)); }}},
-        experts);
-}
-
 EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint& base,
                            const formats::Checkpoint& model, const std::vector<RewindExpert>& experts,
                            RouterRows router, const EditCommon& common) {
-    check_experts(experts, expert_sizes(model, common.selection), model);
+    const auto sizes = expert_sizes(model, common.selection);
+    check_experts(experts, sizes, model);
     std::set<ExpertKey> rewound;
     for (const auto& e : experts) rewound.insert(key_of(e));
     const auto router_rows = router_rows_of(experts, router);
@@ -203,7 +204,7 @@ EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint
         listed.push_back({e.layer, e.expert ? nlohmann::json(*e.expert) : "shared"});
     EditJob job;
     job.record = {"rewind",
-                  {{"unit", "experts"},
+                  {{"unit", std::string(name_of(kRewindUnitNames, RewindUnit::experts))},
                    {"experts", listed},
                    {"router", std::string(name_of(kRouterRowsNames, router))}}};
     job.primary = &model;
@@ -213,8 +214,7 @@ EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint
     // a router is rewound for its rows whatever it names.
     job.common = common;
     job.common.selection = {};
-    job.common.extra_files["rewound_experts.csv"] =
-        to_csv(rewound_experts_table(experts, model, router, common.selection));
+    job.common.extra_files["rewound_experts.csv"] = to_csv(experts_table(experts, sizes, router));
     // A router is rewritten only for its rewound rows; every other tensor but the rewound experts' keeps
     // its stored bytes.
     const auto router_of = [&](const EditTensor& t) -> const std::set<int>* {

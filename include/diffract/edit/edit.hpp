@@ -318,14 +318,11 @@ std::vector<RewindExpert> matched_random_experts(const formats::Checkpoint& mode
                                                  const std::vector<RewindExpert>& pool,
                                                  const std::vector<RewindExpert>& like, std::uint64_t seed,
                                                  const analysis::Selection& selection);
-// rewound_experts.csv: layer,expert,expert_kind,rank,key,importance,update_norm,ref_update_norm,
-// parameters,router (keep or base).
-Table rewound_experts_table(const std::vector<RewindExpert>& experts, const formats::Checkpoint& model,
-                            RouterRows router, const analysis::Selection& selection);
 // Copies `model` and gives every selected tensor of `experts` (their gate/up/down matrices and biases,
 // written back into a packed tensor's slices) `base`'s values, and with RouterRows::base their router
 // rows and bias entries. Every expert must exist in the model and the selection (InputError naming it
-// otherwise, before anything is written). Writes rewound_experts.csv next to the weights.
+// otherwise, before anything is written). Writes rewound_experts.csv next to the weights: layer,
+// expert,expert_kind,rank,key,importance,update_norm,ref_update_norm,parameters,router (keep or base).
 EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint& base,
                            const formats::Checkpoint& model, const std::vector<RewindExpert>& experts,
                            RouterRows router, const EditCommon& common);
