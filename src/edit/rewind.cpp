@@ -118,6 +118,14 @@ bool any_bias_rewound(const formats::Checkpoint& model, const std::string& bias_
     });
 }
 
+void require_same_dtype(const TensorInfo& pre, const TensorInfo& cpt) {
+    if (pre.dtype != cpt.dtype)
+        throw_input_error(
+            pre.path(), pre.name,
+            fmt::format("dtype differs from the model's (expected {}, found {}): rewind copies bytes",
+                        dtype_name(cpt.dtype), dtype_name(pre.dtype)));
+}
+
 nlohmann::json rewind_parameters(const std::vector<RewindHead>& heads, KvPolicy kv, OBias o_bias) {
     nlohmann::json rewound = nlohmann::json::array();
     for (const auto& h : heads) rewound.push_back({h.layer, h.head});
@@ -186,12 +194,7 @@ EditSummary rewind(const std::string& out_dir, const formats::Checkpoint& base,
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         const auto& cpt = *t.tensor;
         const auto& pre = *t.inputs[0];
-        if (pre.dtype != cpt.dtype)
-            throw_input_error(
-                pre.path(), pre.name,
-                fmt::format("dtype differs from the model's (expected {}, found {}): rewind copies "
-                            "bytes",
-                            dtype_name(cpt.dtype), dtype_name(pre.dtype)));
+        detail::require_same_dtype(pre, cpt);
         std::memcpy(out.data(), cpt.bytes().data(), out.size());
         if (!t.role.layer) return;
         const int layer = *t.role.layer;

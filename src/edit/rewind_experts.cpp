@@ -11,6 +11,7 @@
 #include "diffract/core/error.hpp"
 #include "diffract/core/random.hpp"
 #include "diffract/edit/edit.hpp"
+#include "rewind_impl.hpp"
 
 namespace diffract::edit {
 namespace {
@@ -230,11 +231,7 @@ EditSummary rewind_experts(const std::string& out_dir, const formats::Checkpoint
     job.edit = [&](const EditTensor& t, std::span<std::byte> out) {
         const auto& cpt = *t.tensor;
         const auto& pre = *t.inputs[0];
-        if (pre.dtype != cpt.dtype)
-            throw_input_error(pre.path(), pre.name,
-                              fmt::format("dtype differs from the model's (expected {}, found {}): rewind "
-                                          "copies bytes",
-                                          dtype_name(cpt.dtype), dtype_name(pre.dtype)));
+        detail::require_same_dtype(pre, cpt);
         if (const auto* rows = router_of(t)) {
             std::memcpy(out.data(), cpt.bytes().data(), out.size());
             rewind_router_rows(cpt, pre, *rows, out);

@@ -57,6 +57,10 @@ bool any_bias_rewound(const formats::Checkpoint& model, const std::string& bias_
                       const model::TensorRole& role, const HeadSet& set, OBias o_bias,
                       const analysis::Selection& selection);
 
+// A rewind copies the base's bytes: `pre` (the base's tensor) must have the model's `cpt` dtype
+// (InputError naming the base's file and tensor otherwise).
+void require_same_dtype(const TensorInfo& pre, const TensorInfo& cpt);
+
 // The "parameters" of a rewind's diffract_edit.json (the full checkpoint's and the adapter's alike).
 nlohmann::json rewind_parameters(const std::vector<RewindHead>& heads, KvPolicy kv, OBias o_bias);
 
